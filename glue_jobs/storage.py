@@ -1,0 +1,116 @@
+"""File operations through the Hadoop FileSystem API of the Spark session (DESIGN invariant 3).
+
+The same calls reach S3 in Glue (s3:// through EMRFS/S3A) and the local filesystem in tests
+(file:// or a plain path), so what the tests exercise is what runs in production.
+
+Note on S3: a "rename" there is copy + delete and is not atomic for directories; the jobs only rely
+on single-file operations plus their own journals/markers for correctness, never on directory renames.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    path: str
+    name: str
+    size: int
+    modified_ms: int
+    is_dir: bool
+
+
+def is_hidden(name: str) -> bool:
+    """Spark and Athena skip names starting with '_' or '.': staging, journals, checkpoints live there."""
+    return name.startswith(("_", "."))
+
+
+class HadoopStorage:
+    """Thin wrapper over org.apache.hadoop.fs.FileSystem for one Spark session."""
+
+    def __init__(self, spark) -> None:
+        self._spark = spark
+        self._jvm = spark.sparkContext._jvm
+        self._conf = spark.sparkContext._jsc.hadoopConfiguration()
+
+    def _path(self, path: str):
+        return self._jvm.org.apache.hadoop.fs.Path(path)
+
+    def _fs(self, path: str):
+        return self._path(path).getFileSystem(self._conf)
+
+    def qualify(self, path: str) -> str:
+        """Fully qualified form (file:/..., s3://bucket/...) so paths compare equal wherever they came from."""
+        p = self._path(path)
+        return str(p.getFileSystem(self._conf).makeQualified(p))
+
+    def exists(self, path: str) -> bool:
+        return bool(self._fs(path).exists(self._path(path)))
+
+    def list(self, path: str, *, include_hidden: bool = False) -> list[FileInfo]:
+        """Direct children of a directory, sorted by name; [] when it does not exist."""
+        fs = self._fs(path)
+        p = self._path(path)
+        if not fs.exists(p):
+            return []
+        out = []
+        for status in fs.listStatus(p):
+            name = status.getPath().getName()
+            if not include_hidden and is_hidden(name):
+                continue
+            out.append(
+                FileInfo(
+                    path=str(status.getPath()),
+                    name=name,
+                    size=int(status.getLen()),
+                    modified_ms=int(status.getModificationTime()),
+                    is_dir=bool(status.isDirectory()),
+                )
+            )
+        return sorted(out, key=lambda f: f.name)
+
+    def list_files(self, path: str, *, suffix: str = "") -> list[FileInfo]:
+        """Visible data files directly under a directory (no subdirectories, no hidden names)."""
+        return [f for f in self.list(path) if not f.is_dir and f.name.endswith(suffix)]
+
+    def mkdirs(self, path: str) -> None:
+        self._fs(path).mkdirs(self._path(path))
+
+    def delete(self, path: str, *, recursive: bool = False) -> bool:
+        fs = self._fs(path)
+        p = self._path(path)
+        if not fs.exists(p):
+            return False
+        return bool(fs.delete(p, recursive))
+
+    def rename(self, src: str, dst: str) -> None:
+        """Move one file; raises if the target exists or the move fails (never overwrites)."""
+        fs = self._fs(src)
+        dst_path = self._path(dst)
+        if fs.exists(dst_path):
+            raise FileExistsError(f"refusing to overwrite {dst}")
+        fs.mkdirs(dst_path.getParent())
+        if not fs.rename(self._path(src), dst_path):
+            raise OSError(f"rename {src} -> {dst} failed")
+
+    def write_text(self, path: str, text: str) -> None:
+        """Write a small file whole (overwrite), e.g. a journal or a marker."""
+        fs = self._fs(path)
+        stream = fs.create(self._path(path), True)
+        try:
+            stream.write(bytearray(text.encode("utf-8")))
+        finally:
+            stream.close()
+
+    def read_text(self, path: str) -> str:
+        fs = self._fs(path)
+        stream = fs.open(self._path(path))
+        try:
+            chunks = []
+            buf = self._jvm.java.io.ByteArrayOutputStream()
+            self._jvm.org.apache.hadoop.io.IOUtils.copyBytes(stream, buf, 65536, False)
+            chunks.append(bytes(buf.toByteArray()))
+            return b"".join(chunks).decode("utf-8")
+        finally:
+            stream.close()

@@ -1,0 +1,130 @@
+"""Environment configuration: the shipped file is valid and every bad value is named precisely."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from infra.config import DEFAULT_CONFIG_PATH, ConfigError, load_config, parse_config, update_raw
+
+
+@pytest.fixture(scope="module")
+def raw() -> dict:
+    return json.loads(DEFAULT_CONFIG_PATH.read_text())
+
+
+def test_shipped_config_declares_dev_staging_prod_with_defaults_merged():
+    config = load_config()
+    assert list(config.environments) == ["dev", "staging", "prod"]
+    dev, prod = config.get("dev"), config.get("prod")
+    assert (dev.streaming.worker_type, prod.streaming.worker_type) == ("G.025X", "G.1X")
+    assert (dev.removal_policy, prod.removal_policy) == ("destroy", "retain")
+    # prod overrides one key of streaming; the rest comes from defaults
+    assert prod.streaming.window_size_seconds == dev.streaming.window_size_seconds == 60
+    assert prod.kinesis_streams[0].shard_count == 8 and dev.kinesis_streams[0].capacity_mode == "on_demand"
+    assert dev.source_names == ("clickstream",)
+    assert prod.source_names == ("clickstream", "orders")
+
+
+def _problems(raw: dict, env: str, dotted: str, value) -> list[str]:
+    with pytest.raises(ConfigError) as info:
+        parse_config(update_raw(raw, env, dotted, value))
+    return info.value.problems
+
+
+BAD_VALUES = [
+    ("prod", "streaming.worker_type", "G.3X", "prod.streaming.worker_type: 'G.3X' is not one of G.025X, G.1X, G.2X"),
+    ("dev", "streaming.glue_version", "3.0", "dev.streaming.glue_version: '3.0' is not one of 4.0, 5.0"),
+    ("dev", "streaming.max_workers", 1, "dev.streaming.max_workers: 1 is out of range: allowed 2 to 299"),
+    ("dev", "streaming.max_workers", "4", "dev.streaming.max_workers: '4' must be a whole number from 2 to 299"),
+    ("staging", "streaming.window_size_seconds", 4.5, "staging.streaming.window_size_seconds: 4.5 must be a whole number from 1 to 3600"),
+    ("dev", "compaction.worker_type", "G.025X", "dev.compaction.worker_type: 'G.025X' is not one of G.1X, G.2X"),
+    ("dev", "compaction.flex", "yes", "dev.compaction.flex: 'yes' must be true or false"),
+    ("dev", "compaction.schedule", "rate(1 hour)", "dev.compaction.schedule: 'rate(1 hour)' is not an EventBridge/Glue cron expression"),
+    ("prod", "removal_policy", "destroy", "prod.removal_policy: 'destroy' is not allowed in prod"),
+    ("dev", "removal_policy", "keep", "dev.removal_policy: 'keep' is not one of retain, destroy"),
+    ("dev", "msk.mode", "cluster", "dev.msk.mode: 'cluster' is not one of none, provisioned, serverless, existing"),
+    ("dev", "msk.mode", "existing", "dev.msk.bootstrap_servers: null is required when mode is 'existing'"),
+    ("dev", "msk.kafka_version", "2.8.1", "dev.msk.kafka_version: '2.8.1' is not one of"),
+    ("dev", "notification_emails", ["oncall"], "dev.notification_emails[0]: 'oncall' is not an email address"),
+    ("dev", "account", "12345", "dev.account: '12345' is not a 12-digit AWS account id"),
+    ("dev", "region", "eu-west-1", "dev.account: null must be set when region is set"),
+    ("dev", "network.mode", "existing", "dev.network.vpc_id: null is required when mode is 'existing'"),
+    ("dev", "network.vpc_cidr", "10.0.0.0/8", "dev.network.vpc_cidr: '10.0.0.0/8' is not an IPv4 CIDR from /16 to /28"),
+    ("dev", "streaming.window_sise_seconds", 30, "dev.streaming.window_sise_seconds: unknown field; allowed:"),
+    ("dev", "alarms.iterator_age_ms", 50_000_000, "dev.alarms.iterator_age_ms: 50000000 must be under half of stream 'clickstream' retention"),
+    ("dev", "alarms.dead_letter_percent", 0, "dev.alarms.dead_letter_percent: 0 is out of range: allowed 0.01 to 100"),
+    ("dev", "streaming.maintenance_window", "Sunday 3am", "dev.streaming.maintenance_window: 'Sunday 3am' is not a window like 'SUN:02'"),
+    ("prod", "streaming.worker_type", "G.025X", "prod.streaming.worker_type: 'G.025X' is for low-volume streams; prod must use G.1X or G.2X"),
+    ("dev", "storage.dead_letter_expiration_days", 30, "dev.storage.dead_letter_expiration_days: 30 is out of range: allowed 31 to 3650"),
+    ("dev", "tags", {"project": 7}, "dev.tags: {\"project\": 7} must map tag keys"),
+]
+
+
+@pytest.mark.parametrize("env,dotted,value,expected", BAD_VALUES, ids=[f"{e}.{d}={v!r}" for e, d, v, _ in BAD_VALUES])
+def test_bad_value_is_reported_with_environment_field_value_and_what_is_allowed(raw, env, dotted, value, expected):
+    problems = _problems(raw, env, dotted, value)
+    assert any(p.startswith(expected) for p in problems), problems
+
+
+def test_kinesis_stream_rules(raw):
+    streams = [
+        {"name": "clicks", "capacity_mode": "provisioned", "shard_count": None, "retention_hours": 24},
+        {"name": "clicks", "capacity_mode": "on_demand", "shard_count": 3, "retention_hours": 12},
+    ]
+    problems = _problems(raw, "staging", "kinesis_streams", streams)
+    assert problems == [
+        "staging.kinesis_streams[0].shard_count: null is required when capacity_mode is 'provisioned'",
+        "staging.kinesis_streams[1].retention_hours: 12 is out of range: allowed 24 to 8760",
+        "staging.kinesis_streams[1].shard_count: 3 must be null when capacity_mode is 'on_demand'",
+        "staging.kinesis_streams: 'clicks' is used as a stream name more than once",
+    ]
+
+
+def test_no_source_at_all_is_refused(raw):
+    problems = _problems(raw, "dev", "kinesis_streams", [])
+    assert problems == ["dev.kinesis_streams: [] leaves no source: configure a Kinesis stream or set msk.mode"]
+
+
+def test_every_problem_is_reported_at_once(raw):
+    doc = update_raw(update_raw(raw, "prod", "streaming.worker_type", "G.3X"), "staging", "compaction.workers", 0)
+    with pytest.raises(ConfigError) as info:
+        parse_config(doc, "config/environments.json")
+    message = str(info.value)
+    assert message.splitlines() == [
+        "invalid environment configuration in config/environments.json (2 problem(s)):",
+        "  staging.compaction.workers: 0 is out of range: allowed 2 to 299",
+        "  prod.streaming.worker_type: 'G.3X' is not one of G.025X, G.1X, G.2X",
+    ]
+
+
+def test_unreadable_and_malformed_files(tmp_path):
+    with pytest.raises(ConfigError, match=r"cannot read .*missing.json"):
+        load_config(tmp_path / "missing.json")
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"project": "x",\n  "environments": }')
+    with pytest.raises(ConfigError, match="not valid JSON at line 2 column 19"):
+        load_config(broken)
+
+
+def test_existing_network_and_msk_accept_complete_settings(raw):
+    doc = update_raw(raw, "staging", "network", {
+        "mode": "existing", "vpc_id": "vpc-0abc12345", "vpc_cidr": None,
+        "availability_zones": ["eu-west-1a", "eu-west-1b"],
+        "private_subnet_ids": ["subnet-0aaa1111", "subnet-0bbb2222"],
+    })
+    doc = update_raw(doc, "staging", "account", "123456789012")
+    doc = update_raw(doc, "staging", "region", "eu-west-1")
+    doc = update_raw(doc, "staging", "msk", {
+        "mode": "existing", "bootstrap_servers": "b-1.x.kafka.eu-west-1.amazonaws.com:9098",
+        "cluster_arn": "arn:aws:kafka:eu-west-1:123456789012:cluster/lake/0a1b2c3d-1111-2222-3333-444455556666-2",
+    })
+    env = parse_config(doc).get("staging")
+    assert env.network.private_subnet_ids == ("subnet-0aaa1111", "subnet-0bbb2222")
+    assert env.msk.mode == "existing" and env.msk.enabled
+
+
+def test_unknown_environment_selection_is_an_error():
+    with pytest.raises(ConfigError, match="qa: unknown environment; configured: dev, staging, prod"):
+        load_config().get("qa")

@@ -1,0 +1,31 @@
+"""glue_jobs.storage on the local filesystem through the Hadoop API (the same calls reach S3 in Glue)."""
+
+from __future__ import annotations
+
+import pytest
+
+from glue_jobs.storage import HadoopStorage, is_hidden
+
+
+def test_list_write_read_rename_delete(spark, tmp_path):
+    fs = HadoopStorage(spark)
+    root = str(tmp_path / "part")
+    fs.write_text(f"{root}/a.parquet", "x" * 10)
+    fs.write_text(f"{root}/_journal.json", '{"state": "staged"}')
+    fs.mkdirs(f"{root}/.staging")
+    assert [(f.name, f.size, f.is_dir) for f in fs.list_files(root)] == [("a.parquet", 10, False)]
+    assert {f.name for f in fs.list(root, include_hidden=True)} == {"a.parquet", "_journal.json", ".staging"}
+    assert fs.read_text(f"{root}/_journal.json") == '{"state": "staged"}'
+    fs.rename(f"{root}/a.parquet", f"{root}/.staging/a.parquet")
+    assert fs.list_files(root) == [] and fs.exists(f"{root}/.staging/a.parquet")
+    fs.write_text(f"{root}/b.parquet", "y")
+    with pytest.raises(FileExistsError):
+        fs.rename(f"{root}/b.parquet", f"{root}/.staging/a.parquet")
+    assert fs.delete(f"{root}/.staging", recursive=True) is True
+    assert fs.delete(f"{root}/.staging", recursive=True) is False
+    assert fs.list(str(tmp_path / "missing")) == []
+    assert fs.qualify(root) == f"file:{root}"
+
+
+def test_hidden_names_follow_spark_and_athena():
+    assert is_hidden("_SUCCESS") and is_hidden(".staging") and not is_hidden("part-0.parquet")
