@@ -1,0 +1,92 @@
+"""Sizing arithmetic against hand-computed cases (prices from config/prices.json)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from infra import sizing
+from infra.config import load_config, parse_config, update_raw
+
+PRICES = sizing.load_prices()
+
+
+def test_1k_events_of_1kb():
+    # design load = 1000 * 1.3 = 1300 ev/s = 1.3 MB/s -> bytes in 1.3 shards, records in 1.3, out 0.65 -> 2 shards
+    load = sizing.Load(1000, 1, 120, 25_000)
+    rec = sizing.recommend(load, prices=PRICES)
+    assert (rec.kinesis_shards, rec.kinesis_shards_by) == (2, "bytes in (1 MB/s per shard)")
+    assert rec.cores_needed == 1  # ceil(1300 / 25000)
+    assert (rec.worker_type, rec.max_workers) == ("G.025X", 2)  # 1 executor + 1 driver
+    assert rec.kafka_partitions == 1  # max(ceil(1.3 MB/s / 5 MB/s), 1 core)
+    assert rec.window_size_seconds == 60  # half of 120 s
+    assert rec.max_offsets_per_trigger == 156_000  # 1300 * 60 * 2
+    assert rec.max_fetch_records_per_shard == 78_000  # 156000 / 2 shards
+    # 2 shards * 730 h * 0.015 + 1000*3600*730 records * 1 PUT unit / 1e6 * 0.014
+    assert rec.monthly_cost["kinesis_provisioned"] == pytest.approx(2 * 730 * 0.015 + 2628 * 0.014, abs=0.01)
+    assert rec.monthly_cost["glue_streaming"] == pytest.approx(2 * 0.25 * 730 * 0.44, abs=0.01)  # 160.60
+
+
+def test_10k_and_100k_events_of_1kb():
+    ten = sizing.recommend(sizing.Load(10_000, 1, 120, 25_000), prices=PRICES)
+    assert ten.kinesis_shards == 13  # 13 MB/s in
+    assert ten.kafka_partitions == 3  # ceil(13/5)=3 > 1 core
+    assert (ten.worker_type, ten.max_workers) == ("G.025X", 2)
+    hundred = sizing.recommend(sizing.Load(100_000, 1, 120, 25_000), prices=PRICES)
+    assert hundred.kinesis_shards == 130
+    assert hundred.cores_needed == 6  # ceil(130000 / 25000)
+    assert (hundred.worker_type, hundred.max_workers) == ("G.025X", 4)  # 3 executors x 2 cores + driver
+    assert hundred.kafka_partitions == 26
+
+
+def test_small_records_are_limited_by_record_count_and_big_loads_by_worker_size():
+    rec = sizing.recommend(sizing.Load(5_000, 0.1, 60, 25_000, headroom=0), prices=PRICES)
+    assert (rec.kinesis_shards, rec.kinesis_shards_by) == (5, "records in (1,000/s per shard)")
+    assert rec.window_size_seconds == 30
+    assert sizing.choose_workers(8, "4.0") == ("G.025X", 5)
+    assert sizing.choose_workers(9, "4.0") == ("G.1X", 4)  # ceil(9/4) = 3 executors + driver
+    assert sizing.choose_workers(121, "5.0") == ("G.2X", 17)  # 121/4 > 30 executors -> ceil(121/8)=16 + 1
+
+
+def test_invalid_load_is_refused():
+    with pytest.raises(sizing.SizingError, match="events_per_second: -5 is out of range"):
+        sizing.Load(-5, 1, 60, 1000)
+
+
+def test_environment_cost_of_the_shipped_dev_config():
+    dev = load_config().get("dev")
+    cost = sizing.environment_cost(dev, PRICES)
+    assert cost == {
+        "kinesis:clickstream": round(730 * 0.04, 2),  # one on-demand stream
+        "glue_streaming:clickstream": round(4 * 0.25 * 730 * 0.44, 2),  # 4 x G.025X at 0.25 DPU
+        "glue_compaction": round(2 * 1 * (5 / 60) * 730 * 0.29, 2),  # flex
+        "nat_gateways": round(1 * 730 * 0.045, 2),
+        "vpc_endpoints": round(6 * 2 * 730 * 0.01, 2),
+    }
+
+
+def test_more_shards_cost_more():
+    raw = json.loads(sizing.REPO_ROOT.joinpath("config/environments.json").read_text())
+    base = sizing.environment_cost(parse_config(raw).get("prod"), PRICES)
+    bigger = update_raw(raw, "prod", "kinesis_streams", [
+        {"name": "clickstream", "capacity_mode": "provisioned", "shard_count": 16, "retention_hours": 168}])
+    after = sizing.environment_cost(parse_config(bigger).get("prod"), PRICES)
+    assert after["kinesis:clickstream"] - base["kinesis:clickstream"] == pytest.approx(8 * 730 * 0.015, abs=0.01)
+
+
+def test_under_provisioned_environment_is_warned(capsys):
+    code = sizing.main(["--events-per-second", "100000", "--record-kb", "1", "--latency-seconds", "60",
+                        "--records-per-core-per-second", "10000", "--environment", "staging"])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "WARNING staging.kinesis_streams[clickstream].shard_count: 2 < 130 needed" in out
+    assert "WARNING staging.streaming.max_workers: 4 x G.1X gives 12 executor cores < 13 needed" in out
+    assert "WARNING staging.streaming.window_size_seconds: 60 exceeds half the latency target (60 s)" in out
+
+
+def test_cli_json_output_is_pasteable(capsys):
+    assert sizing.main(["--events-per-second", "1000", "--record-kb", "1", "--latency-seconds", "120",
+                        "--records-per-core-per-second", "25000", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["kinesis_shards"] == 2 and data["worker_type"] == "G.025X"
