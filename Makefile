@@ -13,13 +13,14 @@ export NPM_CONFIG_USERCONFIG := $(CURDIR)/.npmrc
 export PYSPARK_PYTHON := python
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help bootstrap test test-fast test-spark33 lint synth demo snapshots clean
+.PHONY: help bootstrap test test-fast test-spark33 lint synth demo snapshots diff sizing clean
 
 help:
 	@echo "make demo       set up .venv, synthesize every environment (cdk-nag enforced), run the pipeline locally"
 	@echo "make test       set up .venv, lint, run every test on each Glue Spark line"
 	@echo "make test-fast  the tests without the e2e ones, main venv only"
 	@echo "make synth      synthesize every environment into cdk.out/"
+	@echo "make diff       Markdown infra diff (resources, IAM first, cost delta) vs BASE=HEAD"
 	@echo "make snapshots  refresh tests/snapshots/ on purpose after an intended infrastructure change"
 
 $(STAMP): requirements.txt requirements-dev.txt package.json package-lock.json
@@ -54,6 +55,11 @@ synth: $(STAMP)
 	  echo "synthesized $$(ls -d cdk.out/assembly-* | wc -l) environment(s) into cdk.out/ in $$(( (end - start) / 1000000 )) ms (cdk-nag AwsSolutions enforced)"
 
 demo: synth
+
+# Markdown summary of what the working tree changes against BASE (default HEAD): no credentials needed.
+BASE ?= HEAD
+diff: $(STAMP)
+	$(PY) -m infra.diff --base $(BASE) --out cdk.out/diff.md
 
 snapshots: $(STAMP)
 	$(PY) -m infra.snapshot --update

@@ -6,6 +6,8 @@ import os
 
 import pytest
 
+import infra  # noqa: F401  (puts the venv Node first on PATH before aws_cdk loads)
+
 
 @pytest.fixture(scope="session", autouse=True)
 def _no_aws_credentials():
