@@ -13,7 +13,7 @@ export NPM_CONFIG_USERCONFIG := $(CURDIR)/.npmrc
 export PYSPARK_PYTHON := python
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help bootstrap test test-fast test-spark33 lint synth demo snapshots diff sizing clean
+.PHONY: help bootstrap test test-fast test-spark33 lint synth demo snapshots diff diagrams clean
 
 help:
 	@echo "make demo       set up .venv, synthesize every environment (cdk-nag enforced), run the pipeline locally"
@@ -21,6 +21,7 @@ help:
 	@echo "make test-fast  the tests without the e2e ones, main venv only"
 	@echo "make synth      synthesize every environment into cdk.out/"
 	@echo "make diff       Markdown infra diff (resources, IAM first, cost delta) vs BASE=HEAD"
+	@echo "make diagrams   architecture picture per environment into docs/architecture/"
 	@echo "make snapshots  refresh tests/snapshots/ on purpose after an intended infrastructure change"
 
 $(STAMP): requirements.txt requirements-dev.txt package.json package-lock.json
@@ -60,6 +61,9 @@ demo: synth
 BASE ?= HEAD
 diff: $(STAMP)
 	$(PY) -m infra.diff --base $(BASE) --out cdk.out/diff.md
+
+diagrams: $(STAMP)
+	$(PY) -m infra.diagram
 
 snapshots: $(STAMP)
 	$(PY) -m infra.snapshot --update
