@@ -1,0 +1,299 @@
+"""Every alarm, the dashboard and the notification topic of one environment.
+
+The construct receives the other units' names and builds all signals here, so there is one place to
+read what is watched. Each metric carries exactly the dimensions AWS (or the jobs) publish it with;
+an alarm on a metric without its dimensions watches nothing. Runbook: README "Runbook".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import aws_cdk as cdk
+from aws_cdk import aws_cloudwatch as cw
+from aws_cdk import aws_cloudwatch_actions as cw_actions
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sns_subscriptions as subs
+from constructs import Construct
+
+from infra.config import AlarmConfig
+
+# Custom metrics the jobs publish (glue_jobs / compaction metric sinks), namespace StreamLake.
+APP_NAMESPACE = "StreamLake"
+RECORDS_IN = "RecordsIn"
+RECORDS_WRITTEN = "RecordsWritten"
+DEAD_LETTERS = "DeadLetters"
+BATCH_DURATION = "BatchDurationMs"
+COMPACTION_SUCCEEDED = "CompactionSucceeded"
+COMPACTION_DURATION = "CompactionDurationMs"
+COMPACTION_FILES_BEFORE = "CompactionFilesBefore"
+COMPACTION_FILES_AFTER = "CompactionFilesAfter"
+# Glue job metrics: namespace Glue, dimensions JobName, JobRunId=ALL, Type
+# (https://docs.aws.amazon.com/glue/latest/dg/monitoring-awsglue-with-cloudwatch-metrics.html).
+GLUE_CONSUMER_LAG = "glue.driver.streaming.maxConsumerLagInMs"
+GLUE_EXECUTORS = "glue.driver.ExecutorAllocationManager.executors.numberAllExecutors"
+ONE_MINUTE = cdk.Duration.minutes(1)
+FIVE_MINUTES = cdk.Duration.minutes(5)
+# Throughput-exceeded: a few throttled calls are normal retries; alarm when 3 of 5 minutes throttle.
+THROTTLE_DATAPOINTS, THROTTLE_PERIODS = 3, 5
+
+
+@dataclass(frozen=True)
+class StreamingJobSignals:
+    source_name: str
+    job_name: str
+    source_type: str  # kinesis | kafka
+    stream_name: str | None  # the Kinesis stream it reads, if any
+
+
+@dataclass(frozen=True)
+class MskSignals:
+    cluster_name: str
+    broker_count: int
+
+
+class Monitoring(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        id_: str,
+        *,
+        environment: str,
+        alarms: AlarmConfig,
+        window_size_seconds: int,
+        notification_emails: tuple[str, ...],
+        stream_names: dict[str, str],
+        streaming_jobs: list[StreamingJobSignals],
+        compaction_job_name: str,
+        msk: MskSignals | None,
+        removal_policy: cdk.RemovalPolicy,
+    ) -> None:
+        super().__init__(scope, id_)
+        self.environment = environment
+        self.settings = alarms
+        self.alarms: dict[str, cw.Alarm] = {}
+
+        self.topic_key = kms.Key(
+            self, "TopicKey", enable_key_rotation=True, removal_policy=removal_policy, description="Alarm topic"
+        )
+        for service in ("cloudwatch.amazonaws.com", "events.amazonaws.com"):
+            # Alarms and EventBridge publish to an encrypted topic only if they may use its key.
+            self.topic_key.add_to_resource_policy(
+                iam.PolicyStatement(
+                    principals=[iam.ServicePrincipal(service)],
+                    actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+                    resources=["*"],  # in a key policy "*" means this key
+                )
+            )
+        self.topic = sns.Topic(
+            self, "AlarmTopic", display_name=f"streamlake {environment} alarms", master_key=self.topic_key, enforce_ssl=True
+        )
+        for email in notification_emails:
+            self.topic.add_subscription(subs.EmailSubscription(email))
+        self._action = cw_actions.SnsAction(self.topic)
+
+        for name, stream_name in sorted(stream_names.items()):
+            self._kinesis_alarms(name, stream_name)
+        for job in streaming_jobs:
+            self._streaming_job_alarms(job, window_size_seconds)
+        if msk is not None:
+            self._msk_alarms(msk)
+        self._compaction_alarm(compaction_job_name)
+        self._job_failure_rule([j.job_name for j in streaming_jobs] + [compaction_job_name])
+        self.dashboard = self._dashboard(stream_names, streaming_jobs, window_size_seconds, compaction_job_name)
+
+    # ---- alarms -------------------------------------------------------------------------------
+
+    def _alarm(self, key: str, *, metric: cw.IMetric, threshold: float, periods: int, description: str,
+               comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD, datapoints: int | None = None,
+               missing=cw.TreatMissingData.NOT_BREACHING) -> cw.Alarm:
+        alarm = cw.Alarm(
+            self,
+            key,
+            metric=metric,
+            threshold=threshold,
+            evaluation_periods=periods,
+            datapoints_to_alarm=datapoints,
+            comparison_operator=comparison,
+            treat_missing_data=missing,
+            alarm_description=f"[{self.environment}] {description} Runbook: README#runbook",
+        )
+        alarm.add_alarm_action(self._action)
+        alarm.add_ok_action(self._action)
+        self.alarms[key] = alarm
+        return alarm
+
+    def _kinesis_alarms(self, name: str, stream_name: str) -> None:
+        dims = {"StreamName": stream_name}
+        s = self.settings
+        self._alarm(
+            f"IteratorAge{_pascal(name)}",
+            metric=cw.Metric(namespace="AWS/Kinesis", metric_name="GetRecords.IteratorAgeMilliseconds",
+                             dimensions_map=dims, statistic="Maximum", period=ONE_MINUTE),
+            threshold=s.iterator_age_ms,
+            periods=s.iterator_age_evaluation_periods,
+            description=f"Kinesis {name}: oldest unread record is older than {s.iterator_age_ms} ms; the job is falling behind.",
+        )
+        for direction in ("Read", "Write"):
+            self._alarm(
+                f"{direction}Throttled{_pascal(name)}",
+                metric=cw.Metric(namespace="AWS/Kinesis", metric_name=f"{direction}ProvisionedThroughputExceeded",
+                                 dimensions_map=dims, statistic="Sum", period=ONE_MINUTE),
+                threshold=0,
+                periods=THROTTLE_PERIODS,
+                datapoints=THROTTLE_DATAPOINTS,
+                description=f"Kinesis {name}: {direction.lower()} calls throttled in {THROTTLE_DATAPOINTS} of {THROTTLE_PERIODS} minutes.",
+            )
+
+    def _app_metric(self, name: str, source: str | None, statistic: str = "Sum", period=ONE_MINUTE) -> cw.Metric:
+        dims = {"Environment": self.environment}
+        if source is not None:
+            dims["Source"] = source
+        return cw.Metric(namespace=APP_NAMESPACE, metric_name=name, dimensions_map=dims, statistic=statistic, period=period)
+
+    def _glue_metric(self, name: str, job_name: str, statistic: str = "Maximum", type_: str = "gauge",
+                     period=ONE_MINUTE) -> cw.Metric:
+        return cw.Metric(namespace="Glue", metric_name=name, statistic=statistic, period=period,
+                         dimensions_map={"JobName": job_name, "JobRunId": "ALL", "Type": type_})
+
+    def _streaming_job_alarms(self, job: StreamingJobSignals, window_size_seconds: int) -> None:
+        s = self.settings
+        key = _pascal(job.source_name)
+        lag = self._glue_metric(GLUE_CONSUMER_LAG, job.job_name)
+        self._alarm(
+            f"ConsumerLag{key}",
+            metric=lag,
+            threshold=s.consumer_lag_ms,
+            periods=3,
+            description=f"Job {job.source_name}: consumer lag above {s.consumer_lag_ms} ms for 3 minutes.",
+        )
+        self._alarm(
+            f"BatchOverrun{key}",
+            metric=self._app_metric(BATCH_DURATION, job.source_name, statistic="Maximum"),
+            threshold=window_size_seconds * 1000,
+            periods=s.batch_overrun_evaluation_periods,
+            description=f"Job {job.source_name}: micro-batches take longer than the {window_size_seconds} s window.",
+        )
+        minutes = s.no_records_minutes
+        if job.stream_name is not None:
+            incoming = cw.Metric(namespace="AWS/Kinesis", metric_name="IncomingRecords", statistic="Sum",
+                                 dimensions_map={"StreamName": job.stream_name}, period=cdk.Duration.minutes(minutes))
+        else:
+            # Spark consumers commit no offsets, so MSK's consumer-group lag cannot see them; the job's own
+            # lag metric says whether data is waiting.
+            incoming = self._glue_metric(GLUE_CONSUMER_LAG, job.job_name, period=cdk.Duration.minutes(minutes))
+        processed = self._app_metric(RECORDS_IN, job.source_name, period=cdk.Duration.minutes(minutes))
+        stalled = cw.MathExpression(
+            expression="IF(FILL(incoming, 0) > 0 AND FILL(processed, 0) == 0, 1, 0)",
+            using_metrics={"incoming": incoming, "processed": processed},
+            label=f"{job.source_name} stalled",
+            period=cdk.Duration.minutes(minutes),
+        )
+        self._alarm(
+            f"NoRecordsProcessed{key}",
+            metric=stalled,
+            threshold=1,
+            periods=1,
+            comparison=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            description=f"Job {job.source_name}: source has data but nothing was processed for {minutes} minutes.",
+        )
+        rate = cw.MathExpression(
+            expression="IF(FILL(records, 0) > 0, 100 * FILL(dead, 0) / records, 0)",
+            using_metrics={"records": self._app_metric(RECORDS_IN, job.source_name, period=FIVE_MINUTES),
+                           "dead": self._app_metric(DEAD_LETTERS, job.source_name, period=FIVE_MINUTES)},
+            label=f"{job.source_name} dead-letter %",
+            period=FIVE_MINUTES,
+        )
+        self._alarm(
+            f"DeadLetterRate{key}",
+            metric=rate,
+            threshold=s.dead_letter_percent,
+            periods=2,
+            description=f"Job {job.source_name}: more than {s.dead_letter_percent}% of records dead-lettered for 10 minutes.",
+        )
+
+    def _msk_alarms(self, msk: MskSignals) -> None:
+        for broker in range(1, msk.broker_count + 1):
+            self._alarm(
+                f"MskDiskUsedBroker{broker}",
+                metric=cw.Metric(namespace="AWS/Kafka", metric_name="KafkaDataLogsDiskUsed", statistic="Maximum",
+                                 period=FIVE_MINUTES,
+                                 dimensions_map={"Cluster Name": msk.cluster_name, "Broker ID": str(broker)}),
+                threshold=self.settings.msk_disk_used_percent,
+                periods=3,
+                description=f"MSK broker {broker}: data log disk above {self.settings.msk_disk_used_percent}%.",
+            )
+
+    def _compaction_alarm(self, job_name: str) -> None:
+        hours = self.settings.compaction_missed_hours
+        self._alarm(
+            "CompactionNotSucceeding",
+            metric=self._app_metric(COMPACTION_SUCCEEDED, None, period=cdk.Duration.hours(1)),
+            threshold=1,
+            periods=hours,
+            comparison=cw.ComparisonOperator.LESS_THAN_THRESHOLD,
+            missing=cw.TreatMissingData.BREACHING,
+            description=f"Compaction job {job_name} has not succeeded for {hours} hours.",
+        )
+
+    def _job_failure_rule(self, job_names: list[str]) -> None:
+        self.job_failure_rule = events.Rule(
+            self,
+            "GlueJobFailed",
+            description="Any streaming or compaction job run that fails, times out or errors",
+            event_pattern=events.EventPattern(
+                source=["aws.glue"],
+                detail_type=["Glue Job State Change"],
+                detail={"state": ["FAILED", "TIMEOUT", "ERROR"], "jobName": job_names},
+            ),
+        )
+        self.job_failure_rule.add_target(targets.SnsTopic(self.topic))
+
+    # ---- dashboard ----------------------------------------------------------------------------
+
+    def _dashboard(self, stream_names, jobs, window_size_seconds, compaction_job_name) -> cw.Dashboard:
+        dashboard = cw.Dashboard(self, "Dashboard", default_interval=cdk.Duration.hours(3))
+        for job in jobs:
+            title = f"{job.source_name} ({job.source_type})"
+            incoming = (
+                [cw.Metric(namespace="AWS/Kinesis", metric_name="IncomingRecords", statistic="Sum", period=ONE_MINUTE,
+                           dimensions_map={"StreamName": job.stream_name}, label="incoming")]
+                if job.stream_name else []
+            )
+            dashboard.add_widgets(
+                cw.GraphWidget(title=f"{title}: input vs processed records/min", width=8,
+                               left=incoming + [self._app_metric(RECORDS_IN, job.source_name).with_(label="processed"),
+                                                self._app_metric(RECORDS_WRITTEN, job.source_name).with_(label="written")]),
+                cw.GraphWidget(title=f"{title}: lag (ms)", width=8,
+                               left=[self._glue_metric(GLUE_CONSUMER_LAG, job.job_name).with_(label="consumer lag")]
+                               + ([cw.Metric(namespace="AWS/Kinesis", metric_name="GetRecords.IteratorAgeMilliseconds",
+                                             statistic="Maximum", period=ONE_MINUTE,
+                                             dimensions_map={"StreamName": job.stream_name}, label="iterator age")]
+                                  if job.stream_name else [])),
+                cw.GraphWidget(title=f"{title}: batch duration vs window (ms)", width=8,
+                               left=[self._app_metric(BATCH_DURATION, job.source_name, statistic="Maximum")],
+                               left_annotations=[cw.HorizontalAnnotation(value=window_size_seconds * 1000, label="window")]),
+            )
+            dashboard.add_widgets(
+                cw.GraphWidget(title=f"{title}: workers in use", width=8,
+                               left=[self._glue_metric(GLUE_EXECUTORS, job.job_name, statistic="Average")]),
+                cw.GraphWidget(title=f"{title}: dead letters", width=8,
+                               left=[self._app_metric(DEAD_LETTERS, job.source_name)]),
+            )
+        dashboard.add_widgets(
+            cw.GraphWidget(title="compaction duration (ms)", width=8,
+                           left=[self._app_metric(COMPACTION_DURATION, None, statistic="Maximum", period=cdk.Duration.hours(1))]),
+            cw.GraphWidget(title="compaction files before / after", width=8,
+                           left=[self._app_metric(COMPACTION_FILES_BEFORE, None, period=cdk.Duration.hours(1)),
+                                 self._app_metric(COMPACTION_FILES_AFTER, None, period=cdk.Duration.hours(1))]),
+            cw.AlarmStatusWidget(title="alarms", width=8, alarms=list(self.alarms.values())),
+        )
+        return dashboard
+
+
+def _pascal(name: str) -> str:
+    return "".join(part.capitalize() for part in name.replace("_", "-").split("-"))

@@ -1,0 +1,148 @@
+"""Every alarm: namespace, metric, every dimension, statistic, period, threshold, comparison, actions."""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+import pytest
+from aws_cdk import assertions
+
+from infra.config import load_config
+from infra.monitoring import Monitoring, MskSignals, StreamingJobSignals
+
+
+@pytest.fixture(scope="module")
+def template() -> assertions.Template:
+    prod = load_config().get("prod")
+    stack = cdk.Stack(cdk.App(), "Mon")
+    Monitoring(
+        stack,
+        "Monitoring",
+        environment="prod",
+        alarms=prod.alarms,
+        window_size_seconds=60,
+        notification_emails=("oncall@example.com",),
+        stream_names={"clickstream": "clickstream-stream"},
+        streaming_jobs=[
+            StreamingJobSignals("clickstream", "clickstream-job", "kinesis", "clickstream-stream"),
+            StreamingJobSignals("orders", "orders-job", "kafka", None),
+        ],
+        compaction_job_name="compaction-job",
+        msk=MskSignals("lake-msk", 3),
+        removal_policy=cdk.RemovalPolicy.RETAIN,
+    )
+    return assertions.Template.from_stack(stack)
+
+
+def _alarms(template) -> dict[str, dict]:
+    return {k: v["Properties"] for k, v in template.find_resources("AWS::CloudWatch::Alarm").items()}
+
+
+def _by_prefix(template, prefix: str) -> dict:
+    found = [p for k, p in _alarms(template).items() if k.startswith(f"Monitoring{prefix}")]
+    assert len(found) == 1, f"{prefix}: {len(found)} alarms"
+    return found[0]
+
+
+def _actions_ok(props: dict) -> None:
+    topic = {"Ref": assertions.Match.string_like_regexp("MonitoringAlarmTopic")}
+    assert len(props["AlarmActions"]) == 1 and len(props["OKActions"]) == 1
+    assert props["AlarmActions"] == props["OKActions"] and "Ref" in props["AlarmActions"][0], topic
+
+
+SINGLE_METRIC = [
+    # (alarm id prefix, namespace, metric, dimensions, statistic, period, threshold, periods, comparison)
+    ("IteratorAgeClickstream", "AWS/Kinesis", "GetRecords.IteratorAgeMilliseconds",
+     {"StreamName": "clickstream-stream"}, "Maximum", 60, 120000, 3, "GreaterThanThreshold"),
+    ("ReadThrottledClickstream", "AWS/Kinesis", "ReadProvisionedThroughputExceeded",
+     {"StreamName": "clickstream-stream"}, "Sum", 60, 0, 5, "GreaterThanThreshold"),
+    ("WriteThrottledClickstream", "AWS/Kinesis", "WriteProvisionedThroughputExceeded",
+     {"StreamName": "clickstream-stream"}, "Sum", 60, 0, 5, "GreaterThanThreshold"),
+    ("ConsumerLagClickstream", "Glue", "glue.driver.streaming.maxConsumerLagInMs",
+     {"JobName": "clickstream-job", "JobRunId": "ALL", "Type": "gauge"}, "Maximum", 60, 300000, 3, "GreaterThanThreshold"),
+    ("ConsumerLagOrders", "Glue", "glue.driver.streaming.maxConsumerLagInMs",
+     {"JobName": "orders-job", "JobRunId": "ALL", "Type": "gauge"}, "Maximum", 60, 300000, 3, "GreaterThanThreshold"),
+    ("BatchOverrunClickstream", "StreamLake", "BatchDurationMs",
+     {"Environment": "prod", "Source": "clickstream"}, "Maximum", 60, 60000, 3, "GreaterThanThreshold"),
+    ("MskDiskUsedBroker3", "AWS/Kafka", "KafkaDataLogsDiskUsed",
+     {"Cluster Name": "lake-msk", "Broker ID": "3"}, "Maximum", 300, 80, 3, "GreaterThanThreshold"),
+    ("CompactionNotSucceeding", "StreamLake", "CompactionSucceeded",
+     {"Environment": "prod"}, "Sum", 3600, 1, 3, "LessThanThreshold"),
+]
+
+
+@pytest.mark.parametrize("prefix,ns,metric,dims,stat,period,threshold,periods,comparison", SINGLE_METRIC,
+                         ids=[row[0] for row in SINGLE_METRIC])
+def test_single_metric_alarm(template, prefix, ns, metric, dims, stat, period, threshold, periods, comparison):
+    props = _by_prefix(template, prefix)
+    assert (props["Namespace"], props["MetricName"]) == (ns, metric)
+    assert {d["Name"]: d["Value"] for d in props["Dimensions"]} == dims
+    assert (props["Statistic"], props["Period"], props["Threshold"]) == (stat, period, threshold)
+    assert (props["EvaluationPeriods"], props["ComparisonOperator"]) == (periods, comparison)
+    _actions_ok(props)
+
+
+def test_compaction_alarm_treats_missing_data_as_breaching(template):
+    assert _by_prefix(template, "CompactionNotSucceeding")["TreatMissingData"] == "breaching"
+
+
+def _math(props: dict) -> tuple[str, dict[str, dict]]:
+    queries = {q["Id"]: q for q in props["Metrics"]}
+    expression = next(q["Expression"] for q in props["Metrics"] if "Expression" in q)
+    stats = {qid: q["MetricStat"] for qid, q in queries.items() if "MetricStat" in q}
+    return expression, stats
+
+
+def _stat(stat: dict) -> tuple:
+    m = stat["Metric"]
+    return (m["Namespace"], m["MetricName"], {d["Name"]: d["Value"] for d in m["Dimensions"]}, stat["Stat"], stat["Period"])
+
+
+def test_no_records_alarm_kinesis_compares_incoming_with_processed(template):
+    props = _by_prefix(template, "NoRecordsProcessedClickstream")
+    expression, stats = _math(props)
+    assert expression == "IF(FILL(incoming, 0) > 0 AND FILL(processed, 0) == 0, 1, 0)"
+    assert _stat(stats["incoming"]) == ("AWS/Kinesis", "IncomingRecords", {"StreamName": "clickstream-stream"}, "Sum", 600)
+    assert _stat(stats["processed"]) == ("StreamLake", "RecordsIn", {"Environment": "prod", "Source": "clickstream"}, "Sum", 600)
+    assert (props["Threshold"], props["ComparisonOperator"], props["EvaluationPeriods"]) == (1, "GreaterThanOrEqualToThreshold", 1)
+    _actions_ok(props)
+
+
+def test_no_records_alarm_kafka_uses_consumer_lag_as_incoming(template):
+    _, stats = _math(_by_prefix(template, "NoRecordsProcessedOrders"))
+    assert _stat(stats["incoming"]) == (
+        "Glue", "glue.driver.streaming.maxConsumerLagInMs", {"JobName": "orders-job", "JobRunId": "ALL", "Type": "gauge"},
+        "Maximum", 600)
+
+
+def test_dead_letter_rate_alarm(template):
+    props = _by_prefix(template, "DeadLetterRateOrders")
+    expression, stats = _math(props)
+    assert expression == "IF(FILL(records, 0) > 0, 100 * FILL(dead, 0) / records, 0)"
+    assert _stat(stats["records"]) == ("StreamLake", "RecordsIn", {"Environment": "prod", "Source": "orders"}, "Sum", 300)
+    assert _stat(stats["dead"]) == ("StreamLake", "DeadLetters", {"Environment": "prod", "Source": "orders"}, "Sum", 300)
+    assert (props["Threshold"], props["EvaluationPeriods"], props["ComparisonOperator"]) == (5, 2, "GreaterThanThreshold")
+    _actions_ok(props)
+
+
+def test_alarm_inventory(template):
+    # 3 per stream, 4 per job x 2, 3 MSK brokers, 1 compaction
+    assert len(_alarms(template)) == 3 + 8 + 3 + 1
+
+
+def test_job_failures_go_to_the_topic(template):
+    template.has_resource_properties("AWS::Events::Rule", {
+        "EventPattern": {
+            "source": ["aws.glue"],
+            "detail-type": ["Glue Job State Change"],
+            "detail": {"state": ["FAILED", "TIMEOUT", "ERROR"], "jobName": ["clickstream-job", "orders-job", "compaction-job"]},
+        },
+        "Targets": [assertions.Match.object_like({"Arn": {"Ref": assertions.Match.string_like_regexp("MonitoringAlarmTopic")}})],
+    })
+
+
+def test_topic_is_encrypted_tls_only_and_subscribed(template):
+    template.has_resource_properties("AWS::SNS::Topic", {"KmsMasterKeyId": assertions.Match.any_value()})
+    template.has_resource_properties("AWS::SNS::TopicPolicy", {"PolicyDocument": {"Statement": assertions.Match.array_with([
+        assertions.Match.object_like({"Effect": "Deny", "Condition": {"Bool": {"aws:SecureTransport": "false"}}})])}})
+    template.has_resource_properties("AWS::SNS::Subscription", {"Protocol": "email", "Endpoint": "oncall@example.com"})
+    template.resource_count_is("AWS::CloudWatch::Dashboard", 1)
