@@ -1,0 +1,98 @@
+"""The hourly compaction Glue job (glueetl), its role, and the schedule that starts it.
+
+- Flex execution (config `compaction.flex`, default on outside prod): Flex runs on spare capacity,
+  at a lower DPU rate, and may start later; fine for an hourly job with a grace period, not for prod
+  where the compaction-missed alarm should mean something.
+- One run at a time (MaxConcurrentRuns 1): the journal protects data either way, but overlapping
+  runs would only fight over the same partitions.
+- Partition metadata: the lake table uses partition projection, so compaction (which only replaces
+  files inside existing event_date/event_hour folders) never needs to register partitions.
+"""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+from aws_cdk import aws_glue as glue
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from infra import job_assets
+from infra.config import CompactionConfig
+from infra.glue_security import GlueJobSecurity
+from infra.streaming_job import GLUE_VERSIONS, METRICS_NAMESPACE, WORKER_TYPES
+
+
+class CompactionJob(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        id_: str,
+        *,
+        environment: str,
+        settings: CompactionConfig,
+        lake_bucket: s3.IBucket,
+        lake_prefix: str,
+        temp_bucket: s3.IBucket,
+        security: GlueJobSecurity,
+    ) -> None:
+        super().__init__(scope, id_)
+        self.role = iam.Role(
+            self, "Role", assumed_by=iam.ServicePrincipal("glue.amazonaws.com"), description="Glue hourly compaction job"
+        )
+        # Compaction rewrites files in place: read, write and delete under the lake prefix only.
+        lake_pattern = f"{lake_prefix}/*"
+        lake_bucket.grant_read_write(self.role, lake_pattern)
+        lake_bucket.grant_delete(self.role, lake_pattern)
+        temp_bucket.grant_read_write(self.role, "glue-temp/compaction/*")
+        security.grant_job(self.role)
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="PublishCompactionMetrics",
+                actions=["cloudwatch:PutMetricData"],
+                # PutMetricData supports no resource-level permissions; the namespace condition narrows it.
+                resources=["*"],
+                conditions={"StringEquals": {"cloudwatch:namespace": [METRICS_NAMESPACE, "Glue"]}},
+            )
+        )
+        self.lake_path = f"s3://{lake_bucket.bucket_name}/{lake_prefix}"
+        self.default_arguments = {
+            "--lake_path": self.lake_path,
+            "--environment": environment,
+            "--target_file_mb": str(settings.target_file_mb),
+            "--grace_minutes": str(settings.grace_minutes),
+            "--lookback_hours": str(settings.lookback_hours),
+            "--metrics_namespace": METRICS_NAMESPACE,
+            "--TempDir": f"s3://{temp_bucket.bucket_name}/glue-temp/compaction/",
+        }
+        job_class = glue.PySparkFlexEtlJob if settings.flex else glue.PySparkEtlJob
+        package = job_assets.build_package_zip()
+        self.job = job_class(
+            self,
+            "Job",
+            description=f"{environment}: hourly lake compaction (crash-safe, deduplicating)",
+            role=self.role,
+            script=glue.Code.from_asset(str(job_assets.entrypoint("compaction"))),
+            extra_python_files=[glue.Code.from_asset(str(package))],
+            glue_version=GLUE_VERSIONS[settings.glue_version],
+            worker_configuration=glue.WorkerConfiguration(
+                worker_type=WORKER_TYPES[settings.worker_type], number_of_workers=settings.workers
+            ),
+            default_arguments=self.default_arguments,
+            security_configuration=security.configuration,
+            continuous_logging=glue.ContinuousLoggingProps(enabled=True),
+            enable_metrics=True,
+            enable_observability_metrics=True,
+            max_concurrent_runs=1,
+            max_retries=0,
+            timeout=cdk.Duration.minutes(settings.timeout_minutes),
+        )
+        self.trigger = glue.CfnTrigger(
+            self,
+            "HourlyTrigger",
+            type="SCHEDULED",
+            schedule=settings.schedule,
+            start_on_creation=True,
+            description="Start the compaction every hour; the job itself picks the hours that need it",
+            actions=[glue.CfnTrigger.ActionProperty(job_name=self.job.job_name)],
+        )

@@ -1,0 +1,60 @@
+"""Encryption for everything the Glue jobs write outside the lake buckets' own defaults.
+
+One security configuration per environment: S3 writes with SSE-KMS on the data key, continuous logs
+and job bookmarks encrypted with a dedicated key whose policy lets CloudWatch Logs use it.
+"""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+from aws_cdk import aws_glue as glue
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from constructs import Construct
+
+
+class GlueJobSecurity(Construct):
+    def __init__(self, scope: Construct, id_: str, *, data_key: kms.IKey, removal_policy: cdk.RemovalPolicy) -> None:
+        super().__init__(scope, id_)
+        stack = cdk.Stack.of(self)
+        self.data_key = data_key
+        self.logs_key = kms.Key(
+            self,
+            "LogsKey",
+            enable_key_rotation=True,
+            removal_policy=removal_policy,
+            description="Glue job continuous logs and bookmarks",
+        )
+        # CloudWatch Logs encrypts the Glue log groups with this key (Glue security configuration docs).
+        self.logs_key.add_to_resource_policy(
+            iam.PolicyStatement(
+                principals=[iam.ServicePrincipal(f"logs.{stack.region}.amazonaws.com")],
+                actions=["kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*"],
+                resources=["*"],  # in a key policy "*" means this key
+                conditions={
+                    "ArnLike": {
+                        "kms:EncryptionContext:aws:logs:arn": f"arn:{stack.partition}:logs:{stack.region}:{stack.account}:log-group:/aws-glue/*"
+                    }
+                },
+            )
+        )
+        self.configuration = glue.SecurityConfiguration(
+            self,
+            "Configuration",
+            s3_encryption=glue.S3Encryption.kms(data_key),
+            cloud_watch_encryption=glue.CloudWatchEncryption.kms(self.logs_key),
+            job_bookmarks_encryption=glue.JobBookmarksEncryption.client_side_kms(self.logs_key),
+        )
+
+    def grant_job(self, role: iam.IRole) -> None:
+        """What a job role needs to write encrypted S3 objects, logs and bookmarks."""
+        self.data_key.grant_encrypt_decrypt(role)
+        self.logs_key.grant_encrypt_decrypt(role)
+        stack = cdk.Stack.of(self)
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="GlueContinuousLogs",
+                actions=["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents", "logs:AssociateKmsKey"],
+                resources=[f"arn:{stack.partition}:logs:{stack.region}:{stack.account}:log-group:/aws-glue/*"],
+            )
+        )

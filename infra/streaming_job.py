@@ -1,0 +1,267 @@
+"""One Glue streaming job per source (Kinesis stream or MSK topic), with its own least-privilege role.
+
+Runtime choices (config/environments.json `streaming`):
+- Glue version: default 4.0 (Spark 3.3). Glue 4.0 is the line the Glue streaming documentation and
+  its Kinesis/Kafka connectors (emitConsumerLagMetrics, Schema-Registry Avro catalog tables) are
+  documented and proven on, and it supports G.025X and auto scaling; 5.0 (Spark 3.5) is allowed
+  and the job code is tested on both Spark lines.
+- Auto scaling: `--enable-auto-scaling=true`, so NumberOfWorkers is the maximum.
+- Timeout: none is set. Glue restarts a streaming job after at most 7 days; with
+  `maintenance_window` set (Glue 4.0+ streaming), that restart happens inside the window
+  (https://docs.aws.amazon.com/glue/latest/dg/glue-streaming-maintenance.html). The checkpoint makes
+  the restart lossless.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import aws_cdk as cdk
+from aws_cdk import aws_glue as glue
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kinesis as kinesis
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from infra import job_assets
+from infra.config import StreamingJobConfig
+from infra.glue_security import GlueJobSecurity
+
+METRICS_NAMESPACE = "StreamLake"
+GLUE_VERSIONS = {"4.0": glue.GlueVersion.V4_0, "5.0": glue.GlueVersion.V5_0}
+WORKER_TYPES = {"G.025X": glue.WorkerType.G_025X, "G.1X": glue.WorkerType.G_1X, "G.2X": glue.WorkerType.G_2X}
+
+
+@dataclass(frozen=True)
+class KafkaSource:
+    """What a Kafka/MSK job reads: the topic on a cluster, through a Glue connection, Avro via the registry."""
+
+    cluster_arn: str
+    topic: str
+    connection: glue.IConnection
+    registry_arn: str
+    schema_arn: str
+
+
+@dataclass(frozen=True)
+class LakeLocations:
+    lake_bucket: s3.IBucket
+    lake_prefix: str  # e.g. "events"
+    dead_letter_bucket: s3.IBucket
+    dead_letter_prefix: str  # e.g. "dead_letters"
+    checkpoint_bucket: s3.IBucket
+    checkpoint_prefix: str  # e.g. "checkpoints"
+
+
+@dataclass(frozen=True)
+class CatalogNames:
+    database_name: str
+    source_table_name: str
+    lake_table_name: str
+
+
+class StreamingJob(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        id_: str,
+        *,
+        environment: str,
+        source_name: str,
+        settings: StreamingJobConfig,
+        locations: LakeLocations,
+        catalog: CatalogNames,
+        security: GlueJobSecurity,
+        stream: kinesis.IStream | None = None,
+        kafka: KafkaSource | None = None,
+    ) -> None:
+        super().__init__(scope, id_)
+        if (stream is None) == (kafka is None):
+            raise ValueError(f"streaming job {source_name}: give exactly one of stream or kafka")
+        stack = cdk.Stack.of(self)
+        self.source_name = source_name
+        self.source_type = "kinesis" if stream is not None else "kafka"
+        self.lake_path = f"s3://{locations.lake_bucket.bucket_name}/{locations.lake_prefix}"
+        self.dead_letter_path = f"s3://{locations.dead_letter_bucket.bucket_name}/{locations.dead_letter_prefix}/{source_name}"
+        self.checkpoint_path = (
+            f"s3://{locations.checkpoint_bucket.bucket_name}/{locations.checkpoint_prefix}/{source_name}/"
+        )
+
+        self.role = iam.Role(
+            self,
+            "Role",
+            assumed_by=iam.ServicePrincipal("glue.amazonaws.com"),
+            description=f"Glue streaming job for source {source_name}",
+        )
+        self._grant_storage(locations)
+        self._grant_catalog(stack, catalog)
+        security.grant_job(self.role)
+        if stream is not None:
+            stream.grant_read(self.role)
+        else:
+            self._grant_kafka(stack, kafka)
+
+        source_options = (
+            {
+                "--starting_position": settings.kinesis_starting_position,
+                "--max_fetch_records_per_shard": str(settings.max_fetch_records_per_shard),
+            }
+            if stream is not None
+            else {
+                "--starting_position": settings.kafka_starting_offsets,
+                "--max_offsets_per_trigger": str(settings.max_offsets_per_trigger),
+            }
+        )
+        self.default_arguments = {
+            "--source_name": source_name,
+            "--source_type": self.source_type,
+            "--environment": environment,
+            "--catalog_database": catalog.database_name,
+            "--source_table": catalog.source_table_name,
+            "--lake_path": self.lake_path,
+            "--dead_letter_path": self.dead_letter_path,
+            "--checkpoint_path": self.checkpoint_path,
+            "--window_size_seconds": str(settings.window_size_seconds),
+            "--batch_max_retries": str(settings.batch_max_retries),
+            "--metrics_namespace": METRICS_NAMESPACE,
+            **source_options,
+            "--enable-auto-scaling": "true",
+        }
+        package = job_assets.build_package_zip()
+        self.job = glue.PySparkStreamingJob(
+            self,
+            "Job",
+            description=f"{environment}: stream {source_name} ({self.source_type}) into the lake",
+            role=self.role,
+            script=glue.Code.from_asset(str(job_assets.entrypoint("glue_jobs"))),
+            extra_python_files=[glue.Code.from_asset(str(package))],
+            glue_version=GLUE_VERSIONS[settings.glue_version],
+            worker_configuration=glue.WorkerConfiguration(
+                worker_type=WORKER_TYPES[settings.worker_type], number_of_workers=settings.max_workers
+            ),
+            default_arguments=self.default_arguments,
+            connections=[kafka.connection] if kafka is not None else None,
+            security_configuration=security.configuration,
+            continuous_logging=glue.ContinuousLoggingProps(enabled=True),
+            enable_metrics=True,
+            enable_observability_metrics=True,
+            max_concurrent_runs=1,
+        )
+        if settings.maintenance_window:
+            cfn_job = self.job.node.default_child
+            cfn_job.add_property_override("MaintenanceWindow", _maintenance_window(settings.maintenance_window))
+
+    def _grant_storage(self, locations: LakeLocations) -> None:
+        lake = f"{locations.lake_prefix}/*"
+        dead = f"{locations.dead_letter_prefix}/{self.source_name}/*"
+        checkpoint = f"{locations.checkpoint_prefix}/{self.source_name}/*"
+        # Replays delete a batch's earlier partial output, so the job may delete under its prefixes.
+        for bucket, pattern in (
+            (locations.lake_bucket, lake),
+            (locations.dead_letter_bucket, dead),
+            (locations.checkpoint_bucket, checkpoint),
+        ):
+            bucket.grant_read_write(self.role, pattern)
+            bucket.grant_delete(self.role, pattern)
+
+    def _grant_catalog(self, stack: cdk.Stack, catalog: CatalogNames) -> None:
+        arn = f"arn:{stack.partition}:glue:{stack.region}:{stack.account}"
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="ReadOwnCatalogTables",
+                actions=["glue:GetDatabase", "glue:GetTable", "glue:GetTables", "glue:GetPartitions"],
+                resources=[
+                    f"{arn}:catalog",
+                    f"{arn}:database/{catalog.database_name}",
+                    f"{arn}:table/{catalog.database_name}/{catalog.source_table_name}",
+                    f"{arn}:table/{catalog.database_name}/{catalog.lake_table_name}",
+                ],
+            )
+        )
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="PublishBatchMetrics",
+                actions=["cloudwatch:PutMetricData"],
+                # PutMetricData supports no resource-level permissions; the namespace condition narrows it.
+                resources=["*"],
+                conditions={"StringEquals": {"cloudwatch:namespace": [METRICS_NAMESPACE, "Glue"]}},
+            )
+        )
+
+    def _grant_kafka(self, stack: cdk.Stack, kafka: KafkaSource) -> None:
+        # Topic and group ARNs are built from the cluster ARN: arn:...:cluster/<name>/<uuid>.
+        cluster_name = cdk.Fn.select(1, cdk.Fn.split("/", kafka.cluster_arn))
+        cluster_uuid = cdk.Fn.select(2, cdk.Fn.split("/", kafka.cluster_arn))
+        prefix = f"arn:{stack.partition}:kafka:{stack.region}:{stack.account}"
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="MskConnect",
+                actions=["kafka-cluster:Connect", "kafka-cluster:DescribeCluster"],
+                resources=[kafka.cluster_arn],
+            )
+        )
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="MskReadTopic",
+                actions=["kafka-cluster:DescribeTopic", "kafka-cluster:ReadData"],
+                resources=[f"{prefix}:topic/{cluster_name}/{cluster_uuid}/{kafka.topic}"],
+            )
+        )
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="MskConsumerGroups",
+                actions=["kafka-cluster:AlterGroup", "kafka-cluster:DescribeGroup"],
+                # Spark's Kafka source makes up its own consumer group names, so only the cluster can be fixed.
+                resources=[f"{prefix}:group/{cluster_name}/{cluster_uuid}/*"],
+            )
+        )
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="ReadEventSchema",
+                actions=["glue:GetSchemaVersion", "glue:GetSchema", "glue:GetSchemaByDefinition"],
+                resources=[kafka.registry_arn, kafka.schema_arn],
+            )
+        )
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="GlueConnectionNetworking",
+                actions=[
+                    "ec2:CreateNetworkInterface",
+                    "ec2:DeleteNetworkInterface",
+                    "ec2:DescribeNetworkInterfaces",
+                    "ec2:DescribeSecurityGroups",
+                    "ec2:DescribeSubnets",
+                    "ec2:DescribeVpcs",
+                    "ec2:DescribeVpcAttribute",
+                    "ec2:DescribeVpcEndpoints",
+                    "ec2:DescribeRouteTables",
+                ],
+                # These EC2 actions support no resource-level permissions (Glue attaches ENIs in the
+                # connection's subnet at run start).
+                resources=["*"],
+            )
+        )
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="GlueConnectionEniTags",
+                actions=["ec2:CreateTags", "ec2:DeleteTags"],
+                resources=[f"arn:{stack.partition}:ec2:{stack.region}:{stack.account}:network-interface/*"],
+                conditions={"ForAllValues:StringEquals": {"aws:TagKeys": ["aws-glue-service-resource"]}},
+            )
+        )
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="ReadGlueConnection",
+                actions=["glue:GetConnection"],
+                resources=[
+                    f"arn:{stack.partition}:glue:{stack.region}:{stack.account}:catalog",
+                    kafka.connection.connection_arn,
+                ],
+            )
+        )
+
+
+def _maintenance_window(window: str) -> str:
+    """Config 'SUN:03' -> Glue's 'Sun:3' (MaintenanceWindow is '<Day>:<hour>' in UTC)."""
+    day, hour = window.split(":")
+    return f"{day.capitalize()}:{int(hour)}"

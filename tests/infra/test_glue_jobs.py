@@ -1,0 +1,148 @@
+"""Streaming and compaction Glue jobs: runtime, workers, arguments, security, least-privilege roles."""
+
+from __future__ import annotations
+
+import json
+
+import aws_cdk as cdk
+import pytest
+from aws_cdk import assertions
+from aws_cdk import aws_glue as glue
+from aws_cdk import aws_kinesis as kinesis
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3 as s3
+
+from infra.compaction_job import CompactionJob
+from infra.config import load_config
+from infra.glue_security import GlueJobSecurity
+from infra.streaming_job import CatalogNames, KafkaSource, LakeLocations, StreamingJob
+
+
+def _stack(env_name: str):
+    env = load_config().get(env_name)
+    stack = cdk.Stack(cdk.App(), "Jobs", env=cdk.Environment(account="111122223333", region="eu-west-1"))
+    key = kms.Key(stack, "DataKey")
+    buckets = {name: s3.Bucket(stack, name, encryption_key=key) for name in ("Lake", "Dead", "Temp")}
+    locations = LakeLocations(buckets["Lake"], "events", buckets["Dead"], "dead_letters", buckets["Temp"], "checkpoints")
+    security = GlueJobSecurity(stack, "Security", data_key=key, removal_policy=cdk.RemovalPolicy.DESTROY)
+    stream = kinesis.Stream(stack, "Clicks", encryption=kinesis.StreamEncryption.KMS, encryption_key=key)
+    StreamingJob(stack, "ClickJob", environment=env_name, source_name="clickstream", settings=env.streaming,
+                 locations=locations, catalog=CatalogNames("lake_db", "src_clickstream", "events"),
+                 security=security, stream=stream)
+    connection = glue.Connection.from_connection_name(stack, "Conn", "msk-conn")
+    kafka = KafkaSource("arn:aws:kafka:eu-west-1:111122223333:cluster/lake/abc-1", "orders-events", connection,
+                        "arn:aws:glue:eu-west-1:111122223333:registry/lake", "arn:aws:glue:eu-west-1:111122223333:schema/lake/event")
+    StreamingJob(stack, "OrderJob", environment=env_name, source_name="orders", settings=env.streaming,
+                 locations=locations, catalog=CatalogNames("lake_db", "src_orders", "events"),
+                 security=security, kafka=kafka)
+    CompactionJob(stack, "Compaction", environment=env_name, settings=env.compaction, lake_bucket=buckets["Lake"],
+                  lake_prefix="events", temp_bucket=buckets["Temp"], security=security)
+    return assertions.Template.from_stack(stack)
+
+
+@pytest.fixture(scope="module")
+def dev():
+    return _stack("dev")
+
+
+@pytest.fixture(scope="module")
+def prod():
+    return _stack("prod")
+
+
+def _jobs(template) -> dict[str, dict]:
+    return {k: v["Properties"] for k, v in template.find_resources("AWS::Glue::Job").items()}
+
+
+def _job(template, prefix: str) -> dict:
+    (props,) = [p for k, p in _jobs(template).items() if k.startswith(prefix)]
+    return props
+
+
+def test_streaming_jobs_runtime_workers_and_autoscaling(dev, prod):
+    for template, worker, workers in ((dev, "G.025X", 4), (prod, "G.1X", 10)):
+        job = _job(template, "ClickJob")
+        assert job["Command"]["Name"] == "gluestreaming"
+        assert (job["GlueVersion"], job["WorkerType"], job["NumberOfWorkers"]) == ("4.0", worker, workers)
+        assert job["DefaultArguments"]["--enable-auto-scaling"] == "true"
+        assert job["ExecutionProperty"] == {"MaxConcurrentRuns": 1}
+        assert "SecurityConfiguration" in job
+        # Glue reads --enable-metrics by presence; the others take "true".
+        assert "--enable-metrics" in job["DefaultArguments"]
+        for flag in ("--enable-observability-metrics", "--enable-continuous-cloudwatch-log"):
+            assert job["DefaultArguments"][flag] == "true", flag
+    assert _job(prod, "ClickJob")["MaintenanceWindow"] == "Sun:3"
+    assert "MaintenanceWindow" not in _job(dev, "ClickJob")
+
+
+def test_each_job_has_its_own_checkpoint_and_dead_letter_prefix(dev):
+    click, orders = _job(dev, "ClickJob")["DefaultArguments"], _job(dev, "OrderJob")["DefaultArguments"]
+    assert json.dumps(click["--checkpoint_path"]).count("checkpoints/clickstream/") == 1
+    assert json.dumps(orders["--checkpoint_path"]).count("checkpoints/orders/") == 1
+    assert json.dumps(orders["--dead_letter_path"]).endswith('/dead_letters/orders"]]}')
+    assert (click["--source_type"], orders["--source_type"]) == ("kinesis", "kafka")
+    assert click["--max_fetch_records_per_shard"] == "100000" and "--max_offsets_per_trigger" not in click
+    assert orders["--max_offsets_per_trigger"] == "1000000" and orders["--starting_position"] == "earliest"
+
+
+def test_kafka_job_is_attached_to_the_connection(dev):
+    assert _job(dev, "OrderJob")["Connections"] == {"Connections": ["msk-conn"]}
+    assert "Connections" not in _job(dev, "ClickJob")
+
+
+def test_compaction_job_flex_outside_prod_hourly_one_at_a_time(dev, prod):
+    d, p = _job(dev, "Compaction"), _job(prod, "Compaction")
+    assert d["Command"]["Name"] == p["Command"]["Name"] == "glueetl"
+    assert (d.get("ExecutionClass"), p.get("ExecutionClass", "STANDARD")) == ("FLEX", "STANDARD")
+    assert (d["GlueVersion"], d["WorkerType"], d["NumberOfWorkers"], d["Timeout"]) == ("5.0", "G.1X", 2, 50)
+    assert d["ExecutionProperty"] == {"MaxConcurrentRuns": 1} and d["MaxRetries"] == 0
+    assert d["DefaultArguments"]["--target_file_mb"] == "128"
+    dev.has_resource_properties("AWS::Glue::Trigger", {
+        "Type": "SCHEDULED", "Schedule": "cron(15 * * * ? *)", "StartOnCreation": True,
+        "Actions": [{"JobName": {"Ref": assertions.Match.string_like_regexp("CompactionJob")}}]})
+
+
+def test_security_configuration_encrypts_s3_logs_and_bookmarks_with_kms(dev):
+    (config,) = dev.find_resources("AWS::Glue::SecurityConfiguration").values()
+    enc = config["Properties"]["EncryptionConfiguration"]
+    assert enc["S3Encryptions"][0]["S3EncryptionMode"] == "SSE-KMS"
+    assert enc["CloudWatchEncryption"]["CloudWatchEncryptionMode"] == "SSE-KMS"
+    assert enc["JobBookmarksEncryption"]["JobBookmarksEncryptionMode"] == "CSE-KMS"
+
+
+def _statements(template, role_prefix: str) -> list[dict]:
+    roles = [k for k in template.find_resources("AWS::IAM::Role") if k.startswith(role_prefix)]
+    assert len(roles) == 1
+    out = []
+    for policy in template.find_resources("AWS::IAM::Policy").values():
+        if {"Ref": roles[0]} in policy["Properties"]["Roles"]:
+            out += policy["Properties"]["PolicyDocument"]["Statement"]
+    return out
+
+
+def _actions(statement) -> set[str]:
+    a = statement["Action"]
+    return {a} if isinstance(a, str) else set(a)
+
+
+def test_streaming_roles_are_scoped_to_their_own_source_and_prefixes(dev):
+    click = _statements(dev, "ClickJobRole")
+    text = json.dumps(click)
+    assert "kinesis:GetRecords" in text and "kafka-cluster" not in text
+    assert "checkpoints/clickstream/*" in text and "checkpoints/orders" not in text
+    assert "dead_letters/clickstream/*" in text and "dead_letters/orders" not in text
+    orders = json.dumps(_statements(dev, "OrderJobRole"))
+    assert "kinesis:" not in orders and "kafka-cluster:ReadData" in orders
+    wildcard = [s for s in _statements(dev, "OrderJobRole") + click if s.get("Resource") == "*"]
+    # only actions with no resource-level permissions
+    allowed = {"cloudwatch:PutMetricData", "ec2:CreateNetworkInterface", "ec2:DeleteNetworkInterface",
+               "ec2:DescribeNetworkInterfaces", "ec2:DescribeSecurityGroups", "ec2:DescribeSubnets", "ec2:DescribeVpcs",
+               "ec2:DescribeVpcAttribute", "ec2:DescribeVpcEndpoints", "ec2:DescribeRouteTables"}
+    for statement in wildcard:
+        assert _actions(statement) <= allowed, statement
+    assert any(s.get("Condition", {}).get("StringEquals", {}).get("cloudwatch:namespace") for s in wildcard)
+
+
+def test_compaction_role_touches_only_the_lake_prefix(dev):
+    text = json.dumps(_statements(dev, "CompactionRole"))
+    assert "events/*" in text and "kinesis" not in text and "kafka" not in text and "dead_letters" not in text
