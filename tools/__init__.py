@@ -1,0 +1,1 @@
+"""Operations tools for the streaming lake: `python -m tools --help`, docs/operations.md."""

@@ -1,0 +1,313 @@
+"""`python -m tools <command>`: the operations commands (docs/operations.md has examples).
+
+  produce          send NDJSON or replay dead letters to an environment's Kinesis stream
+  schema-evolve    register a schema version, update the catalog tables, restart the jobs
+  job start|stop|status|reset-checkpoint   control one source's streaming job
+  compact          start the compaction job for one hour
+  outputs          which stack outputs the tools read, and which are missing
+
+Every command takes --env (an environment of config/environments.json) and finds resource names
+in the outputs of the environment's stack. Exit codes: 0 ok, 1 refused or failed, 2 bad usage,
+130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+from tools.errors import ToolError
+
+_DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+
+
+def _int_in(low: int, high: int):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{value} is outside {low}..{high}")
+        return value
+    return parse
+
+
+def _date(text: str) -> str:
+    try:
+        if not _DATE_RE.match(text):
+            raise ValueError
+        datetime.strptime(text, "%Y-%m-%d")
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a date YYYY-MM-DD") from None
+    return text
+
+
+def _field_name(text: str) -> str:
+    if not text or not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    return text
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--env", required=True, help="environment name in config/environments.json, e.g. dev")
+    common.add_argument("--config", help="environment config file (default: config/environments.json)")
+    common.add_argument("--region", help="AWS region (default: the environment's configured region, then "
+                                         "AWS_REGION / AWS_DEFAULT_REGION)")
+    common.add_argument("--profile", help="AWS profile name")
+    common.add_argument("--endpoint-url", help="AWS endpoint override (also read from AWS_ENDPOINT_URL), "
+                                               "e.g. a moto server")
+
+    parser = argparse.ArgumentParser(prog="python -m tools", description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="command")
+
+    produce = commands.add_parser("produce", parents=[common], help="send NDJSON or dead letters to Kinesis",
+                                  description="Send records to the Kinesis stream of --source with PutRecords.")
+    produce.add_argument("--source", required=True, help="Kinesis source name, e.g. clickstream")
+    what = produce.add_mutually_exclusive_group(required=True)
+    what.add_argument("--file", help="newline-delimited JSON file (.gz allowed); blank lines are skipped")
+    what.add_argument("--dead-letters", nargs="?", const="", metavar="LOCATION",
+                      help="replay dead letters: a local file/dir or s3:// prefix of Parquet or JSON Lines with a "
+                           "'payload' column; without LOCATION, the source's dead-letter path from the stack")
+    produce.add_argument("--ingest-date", type=_date, help="with --dead-letters: only ingest_date=YYYY-MM-DD")
+    produce.add_argument("--reason", action="append", default=[],
+                         help="with --dead-letters: only this reason code (repeatable)")
+    produce.add_argument("--partition-key-field", type=_field_name, default="event_id",
+                         help="JSON field whose value is the partition key (default event_id); records without a "
+                              "usable value get the MD5 hex of the record")
+    produce.add_argument("--max-attempts", type=_int_in(1, 20), default=5,
+                         help="PutRecords calls per batch before giving up (default 5)")
+    produce.add_argument("--backoff-base-ms", type=_int_in(0, 60_000), default=100,
+                         help="first retry delay; doubles per attempt, with jitter (default 100)")
+    produce.add_argument("--backoff-max-ms", type=_int_in(0, 300_000), default=5_000,
+                         help="longest retry delay (default 5000)")
+    produce.add_argument("--unsent-file", help="where records not sent are written (default: "
+                                               "unsent-<stream>-<UTC time>.jsonl in the current directory)")
+    produce.add_argument("--allow-invalid-json", action="store_true",
+                         help="send lines that are not valid JSON (to exercise the dead-letter path)")
+    produce.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+
+    evolve = commands.add_parser(
+        "schema-evolve", parents=[common], help="register a schema version, update tables, restart jobs",
+        description="Check, register, stop jobs, update tables, restart jobs; then roll out producers.")
+    evolve.add_argument("--schema-file", required=True, help="Avro schema file, e.g. schemas/event.avsc")
+    evolve.add_argument("--dry-run", action="store_true", help="print the plan; call no mutating API")
+    evolve.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    evolve.add_argument("--stop-timeout", type=_int_in(1, 3600), default=600,
+                        help="seconds to wait for each job to stop (default 600)")
+
+    job = commands.add_parser("job", help="control one source's streaming job")
+    job_commands = job.add_subparsers(dest="job_command", required=True, metavar="action")
+    for name, help_ in (("start", "start the streaming job"), ("stop", "stop the current run"),
+                        ("status", "current run and consumer lag"),
+                        ("reset-checkpoint", "delete the job's checkpoint (job must be stopped)")):
+        sub = job_commands.add_parser(name, parents=[common], help=help_, description=help_)
+        sub.add_argument("--source", required=True, help="source name, e.g. clickstream")
+        if name == "stop":
+            sub.add_argument("--no-wait", action="store_true", help="return once the stop was requested")
+            sub.add_argument("--timeout", type=_int_in(1, 3600), default=600,
+                             help="seconds to wait for the run to stop (default 600)")
+        if name == "reset-checkpoint":
+            sub.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+
+    compact = commands.add_parser("compact", parents=[common], help="compact one hour of the lake now")
+    compact.add_argument("--hour", required=True, help="UTC hour YYYY-MM-DDTHH, e.g. 2024-05-01T13")
+
+    commands.add_parser("outputs", parents=[common], help="stack outputs the tools need, and which are missing")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return _run(args)
+    except ToolError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # AWS errors not handled where they happen: one line, not a traceback
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        if isinstance(exc, ClientError):
+            error = exc.response.get("Error", {})
+            op = getattr(exc, "operation_name", "AWS call")
+            print(f"error: {op} failed: {error.get('Code')}: {error.get('Message')}", file=sys.stderr)
+            return 1
+        if isinstance(exc, BotoCoreError):
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        raise
+
+
+def _context(args):
+    from tools.aws import Clients
+    from tools.resources import StackOutputs, load_environment
+
+    env = load_environment(args.env, args.config)
+    region = args.region or env.region
+    clients = Clients(region=region, profile=args.profile, endpoint_url=args.endpoint_url)
+    if clients.session.region_name is None:
+        raise ToolError(f"no AWS region: environment {env.name!r} configures none; pass --region or set AWS_REGION")
+    outputs = StackOutputs.fetch(clients.cloudformation, env.stack_name)
+    return env, clients, outputs
+
+
+def _run(args) -> int:
+    if args.command == "produce":
+        return _produce(args)
+    if args.command == "schema-evolve":
+        return _schema_evolve(args)
+    if args.command == "job":
+        return _job(args)
+    if args.command == "compact":
+        return _compact(args)
+    if args.command == "outputs":
+        return _outputs(args)
+    raise ToolError(f"unknown command {args.command!r}")  # argparse prevents this
+
+
+def _produce(args) -> int:
+    from tools import producer
+    from tools.progress import Progress
+
+    if args.file is not None and (args.ingest_date or args.reason):
+        raise ToolError("--ingest-date and --reason only apply with --dead-letters")
+    if args.backoff_max_ms < args.backoff_base_ms:
+        raise ToolError(f"--backoff-max-ms {args.backoff_max_ms} is below --backoff-base-ms {args.backoff_base_ms}")
+    if args.reason:
+        from glue_jobs.contract import REASON_CODES
+
+        unknown = [r for r in args.reason if r not in REASON_CODES]
+        if unknown:
+            raise ToolError(f"--reason {unknown[0]!r} is not a reason code; known: {', '.join(REASON_CODES)}")
+    if args.file is not None:
+        items = producer.NdjsonFile(args.file)  # checks the file exists before any AWS call
+
+    env, clients, outputs = _context(args)
+    env.check_source(args.source)
+    if args.source not in env.kinesis_sources():
+        raise ToolError(f"--source {args.source!r} is not a Kinesis source (its records come from MSK); "
+                        f"Kinesis sources: {', '.join(env.kinesis_sources())}")
+    stream = outputs.kinesis_stream(args.source)
+
+    if args.file is None:
+        location = args.dead_letters or outputs.dead_letter_path(args.source)
+        if args.ingest_date:
+            location = location.rstrip("/") + f"/ingest_date={args.ingest_date}/"
+        items = producer.DeadLetters(location, tuple(args.reason), s3=clients.s3)
+
+    total = producer.check_all(items, partition_key_field=args.partition_key_field,
+                               allow_invalid_json=args.allow_invalid_json)
+    if total == 0:
+        print(f"nothing to send: no records in {args.file or location}")
+        return 0
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    unsent = Path(args.unsent_file or f"unsent-{stream}-{stamp}.jsonl")
+    backoff = producer.Backoff(base_s=args.backoff_base_ms / 1000, max_s=args.backoff_max_ms / 1000)
+    progress = Progress(total, enabled=not args.no_progress)
+    records = producer.to_records(items, partition_key_field=args.partition_key_field,
+                                  allow_invalid_json=args.allow_invalid_json)
+    result = producer.send(clients.kinesis, stream, records, total=total, max_attempts=args.max_attempts,
+                           backoff=backoff, unsent_path=unsent, progress=progress)
+    print(f"sent {result.sent} of {total} records to {stream} in {result.requests} PutRecords call(s)"
+          f"{f', {result.retried} entries retried' if result.retried else ''}")
+    return 0
+
+
+def _schema_evolve(args) -> int:
+    from tools import schema_evolution
+
+    schema_evolution.read_schema_file(args.schema_file)  # a bad file fails before any AWS call
+    env, clients, outputs = _context(args)
+    targets = schema_evolution.Targets(
+        registry=outputs.schema_registry(),
+        schema_name=outputs.event_schema(),
+        database=outputs.catalog_database(),
+        source_tables={s: outputs.source_table(s) for s in env.config.source_names},
+        lake_table=outputs.lake_table(),
+        streaming_jobs={s: outputs.streaming_job(s) for s in env.config.source_names},
+    )
+    plan = schema_evolution.build_plan(clients.glue, targets, args.schema_file)
+    print(f"plan for {env.stack_name}{' (dry run: nothing will be changed)' if args.dry_run else ''}:")
+    for line in plan.lines():
+        print("  " + line)
+    if plan.problems:
+        raise ToolError(f"the new schema is not {plan.compatibility}-compatible with the registry; nothing was "
+                        "changed (see step 1 above)")
+    if args.dry_run:
+        return 0
+    if not plan.register and not plan.table_updates:
+        print("nothing to do: the registry and the tables already match the schema file")
+        return 0
+    _confirm(args.yes, f"apply this plan to {env.stack_name}? type yes: ", "yes")
+    schema_evolution.execute(clients.glue, plan, stop_timeout_s=args.stop_timeout)
+    return 0
+
+
+def _confirm(assume_yes: bool, prompt: str, expected: str) -> None:
+    if assume_yes:
+        return
+    if not sys.stdin.isatty():
+        raise ToolError("confirmation needed: run in a terminal to answer the prompt, or pass --yes")
+    if input(prompt).strip() != expected:
+        raise ToolError("not confirmed; nothing changed")
+
+
+def _job(args) -> int:
+    from tools import jobs
+
+    env, clients, outputs = _context(args)
+    env.check_source(args.source)
+    job_name = outputs.streaming_job(args.source)
+    if args.job_command == "start":
+        run_id = jobs.start(clients.glue, job_name)
+        print(f"started {job_name}: run {run_id}")
+    elif args.job_command == "stop":
+        run = jobs.stop(clients.glue, job_name, wait=not args.no_wait, timeout_s=args.timeout)
+        if run is None:
+            print(f"{job_name} has no active run; nothing to stop")
+        elif args.no_wait:
+            print(f"stop requested for {job_name} run {run.run_id}")
+        else:
+            print(f"stopped {job_name} run {run.run_id}: {run.state}")
+    elif args.job_command == "status":
+        for line in jobs.status_lines(clients.glue, clients.cloudwatch, job_name):
+            print(line)
+    elif args.job_command == "reset-checkpoint":
+        confirm = input if sys.stdin.isatty() else None
+        jobs.reset_checkpoint(clients.glue, clients.s3, job_name, outputs.checkpoint_path(args.source), args.source,
+                              assume_yes=args.yes, confirm=confirm)
+    return 0
+
+
+def _compact(args) -> int:
+    from tools import jobs
+
+    hour = jobs.parse_hour(args.hour)  # validated before any AWS call
+    _env, clients, outputs = _context(args)
+    job_name = outputs.compaction_job()
+    run_id = jobs.compact(clients.glue, job_name, hour)
+    print(f"started {job_name} for hour {hour}: run {run_id}")
+    return 0
+
+
+def _outputs(args) -> int:
+    from tools.resources import required_output_keys
+
+    env, _clients, outputs = _context(args)
+    needed = required_output_keys(env.config.source_names, env.kinesis_sources())
+    missing = [k for k in needed if k not in outputs.outputs]
+    for key in needed:
+        print(f"{'ok     ' if key in outputs.outputs else 'MISSING'} {key}"
+              + (f" = {outputs.outputs[key]}" if key in outputs.outputs else ""))
+    if missing:
+        raise ToolError(f"{len(missing)} output(s) the tools need are missing from {env.stack_name}")
+    return 0

@@ -1,0 +1,251 @@
+"""Glue job control: start/stop a streaming job, its current run and consumer lag, checkpoint reset,
+and an on-demand compaction of one hour.
+
+Glue facts relied on:
+- A streaming job has at most one run (MaxConcurrentRuns 1, set by infra/streaming_job.py); the
+  current run is the one in an active state. Stopping is BatchStopJobRun on that run id.
+- Consumer lag: CloudWatch `Glue` / `glue.driver.streaming.maxConsumerLagInMs`, dimensions
+  JobName, JobRunId=ALL, Type=gauge, published when the source sets emitConsumerLagMetrics
+  (https://docs.aws.amazon.com/glue/latest/dg/monitoring-awsglue-with-cloudwatch-metrics.html).
+- The checkpoint is Spark's: deleting it makes the next run start from the job's starting position
+  (TRIM_HORIZON / earliest), i.e. reprocess what the stream still retains. Never while running.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+
+from tools.errors import ToolError
+
+ACTIVE_STATES = frozenset({"STARTING", "RUNNING", "STOPPING", "WAITING"})
+LAG_METRIC = "glue.driver.streaming.maxConsumerLagInMs"
+LAG_LOOKBACK = timedelta(minutes=15)
+# The compaction job's Glue argument naming the hour to compact (compaction/ entrypoint).
+COMPACTION_HOUR_ARGUMENT = "--hour"
+HOUR_FORMAT = "%Y-%m-%dT%H"
+_HOUR_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}$")
+
+
+@dataclass(frozen=True)
+class Run:
+    run_id: str
+    state: str
+    started_on: datetime | None
+    arguments: dict
+
+    @classmethod
+    def from_api(cls, run: dict) -> Run:
+        return cls(run["Id"], run["JobRunState"], run.get("StartedOn"), run.get("Arguments", {}))
+
+    @property
+    def active(self) -> bool:
+        return self.state in ACTIVE_STATES
+
+
+def _job_error(exc, job_name: str) -> ToolError:
+    code = exc.response.get("Error", {}).get("Code", "")
+    if code == "EntityNotFoundException":
+        return ToolError(f"Glue job {job_name!r} does not exist (stack outputs and account/region disagree?)")
+    return ToolError(f"Glue job {job_name!r}: {code}: {exc.response.get('Error', {}).get('Message', exc)}")
+
+
+def recent_runs(glue, job_name: str, limit: int = 25) -> list[Run]:
+    """The job's most recent runs, newest first."""
+    from botocore.exceptions import ClientError
+
+    try:
+        runs = glue.get_job_runs(JobName=job_name, MaxResults=limit).get("JobRuns", [])
+    except ClientError as exc:
+        raise _job_error(exc, job_name) from None
+    epoch = datetime.min.replace(tzinfo=timezone.utc)
+    return sorted((Run.from_api(r) for r in runs), key=lambda r: r.started_on or epoch, reverse=True)
+
+
+def current_run(glue, job_name: str) -> Run | None:
+    return next((r for r in recent_runs(glue, job_name) if r.active), None)
+
+
+def start(glue, job_name: str, arguments: dict[str, str] | None = None, *,
+          busy_hint: str = "stop it first") -> str:
+    from botocore.exceptions import ClientError
+
+    running = current_run(glue, job_name)
+    if running is not None:
+        raise ToolError(f"job {job_name!r} already has an active run {running.run_id} ({running.state}); "
+                        f"{busy_hint}")
+    try:
+        return glue.start_job_run(JobName=job_name, **({"Arguments": arguments} if arguments else {}))["JobRunId"]
+    except ClientError as exc:
+        raise _job_error(exc, job_name) from None
+
+
+def stop(glue, job_name: str, *, wait: bool = True, timeout_s: float = 600, poll_s: float = 5,
+         sleep: Callable[[float], None] = time.sleep) -> Run | None:
+    """Stop the active run; with `wait`, return once it reached a final state. None if nothing ran."""
+    from botocore.exceptions import ClientError
+
+    run = current_run(glue, job_name)
+    if run is None:
+        return None
+    try:
+        response = glue.batch_stop_job_run(JobName=job_name, JobRunIds=[run.run_id])
+    except ClientError as exc:
+        raise _job_error(exc, job_name) from None
+    errors = response.get("Errors", [])
+    if errors:
+        detail = errors[0].get("ErrorDetail", {})
+        raise ToolError(f"Glue refused to stop run {run.run_id} of {job_name!r}: "
+                        f"{detail.get('ErrorCode', '')}: {detail.get('ErrorMessage', '')}")
+    if not wait:
+        return run
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            state = glue.get_job_run(JobName=job_name, RunId=run.run_id)["JobRun"]["JobRunState"]
+        except ClientError as exc:
+            raise _job_error(exc, job_name) from None
+        if state not in ACTIVE_STATES:
+            return Run(run.run_id, state, run.started_on, run.arguments)
+        if time.monotonic() >= deadline:
+            raise ToolError(f"run {run.run_id} of {job_name!r} is still {state} after {timeout_s:.0f}s")
+        sleep(poll_s)
+
+
+@dataclass(frozen=True)
+class Lag:
+    value_ms: float
+    at: datetime
+
+
+def consumer_lag(cloudwatch, job_name: str, now: datetime | None = None) -> Lag | None:
+    """The latest maxConsumerLagInMs datapoint of the last 15 minutes, or None."""
+    now = now or datetime.now(timezone.utc)
+    response = cloudwatch.get_metric_data(
+        MetricDataQueries=[{
+            "Id": "lag",
+            "MetricStat": {
+                "Metric": {
+                    "Namespace": "Glue",
+                    "MetricName": LAG_METRIC,
+                    "Dimensions": [
+                        {"Name": "JobName", "Value": job_name},
+                        {"Name": "JobRunId", "Value": "ALL"},
+                        {"Name": "Type", "Value": "gauge"},
+                    ],
+                },
+                "Period": 60,
+                "Stat": "Maximum",
+            },
+        }],
+        StartTime=now - LAG_LOOKBACK,
+        EndTime=now,
+        ScanBy="TimestampDescending",
+    )
+    for result in response.get("MetricDataResults", []):
+        if result.get("Values"):
+            pairs = sorted(zip(result["Timestamps"], result["Values"], strict=True), reverse=True)
+            return Lag(value_ms=pairs[0][1], at=pairs[0][0])
+    return None
+
+
+def status_lines(glue, cloudwatch, job_name: str) -> list[str]:
+    runs = recent_runs(glue, job_name)
+    active = next((r for r in runs if r.active), None)
+    lines = [f"job:          {job_name}"]
+    if active is not None:
+        lines.append(f"current run:  {active.run_id} {active.state} since {_fmt_time(active.started_on)}")
+    else:
+        last = runs[0] if runs else None
+        lines.append("current run:  none" + (f" (last: {last.run_id} {last.state} started {_fmt_time(last.started_on)})"
+                                               if last else " (the job has never run)"))
+    lag = consumer_lag(cloudwatch, job_name)
+    if lag is None:
+        lines.append(f"consumer lag: no datapoint in the last {int(LAG_LOOKBACK.total_seconds() // 60)} minutes "
+                     "(job not running, or emitConsumerLagMetrics off)")
+    else:
+        lines.append(f"consumer lag: {lag.value_ms:.0f} ms at {_fmt_time(lag.at)}")
+    return lines
+
+
+def _fmt_time(value: datetime | None) -> str:
+    if value is None:
+        return "?"
+    return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_s3_uri(uri: str, what: str) -> tuple[str, str]:
+    if not uri.startswith("s3://"):
+        raise ToolError(f"{what} {uri!r} is not an s3:// URI")
+    bucket, _, prefix = uri[len("s3://"):].partition("/")
+    if not bucket:
+        raise ToolError(f"{what} {uri!r} has no bucket")
+    return bucket, prefix
+
+
+def checkpoint_objects(s3, bucket: str, prefix: str) -> list[str]:
+    keys: list[str] = []
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        keys += [obj["Key"] for obj in page.get("Contents", [])]
+    return keys
+
+
+def reset_checkpoint(glue, s3, job_name: str, checkpoint_uri: str, source: str, *, assume_yes: bool,
+                     confirm: Callable[[str], str] | None = None, out=sys.stdout) -> int:
+    """Delete the job's checkpoint prefix; refused while the job has an active run. Returns objects deleted."""
+    bucket, prefix = parse_s3_uri(checkpoint_uri, "checkpoint path")
+    prefix = prefix if prefix.endswith("/") else prefix + "/"
+    # A guard against a wrong output value: never delete a bucket root or someone else's prefix.
+    if f"/{source}/" not in f"/{prefix}":
+        raise ToolError(f"checkpoint path {checkpoint_uri!r} does not end in the source folder '{source}/'; "
+                        "refusing to delete it")
+    running = current_run(glue, job_name)
+    if running is not None:
+        raise ToolError(f"job {job_name!r} is {running.state} (run {running.run_id}); stop it first "
+                        f"(python -m tools job stop ...): a running job rewrites its checkpoint")
+    keys = checkpoint_objects(s3, bucket, prefix)
+    if not keys:
+        print(f"nothing to delete: s3://{bucket}/{prefix} is empty", file=out)
+        return 0
+    print(f"{len(keys)} checkpoint object(s) under s3://{bucket}/{prefix} will be deleted. The next run of "
+          f"{job_name} starts from its configured starting position and reprocesses what the stream retains.",
+          file=out)
+    if not assume_yes:
+        if confirm is None:
+            raise ToolError("confirmation needed: run in a terminal to answer the prompt, or pass --yes")
+        answer = confirm(f"type the source name ({source}) to delete: ")
+        if answer.strip() != source:
+            raise ToolError("not confirmed; nothing deleted")
+    for start in range(0, len(keys), 1000):  # DeleteObjects takes at most 1000 keys
+        response = s3.delete_objects(
+            Bucket=bucket, Delete={"Objects": [{"Key": k} for k in keys[start:start + 1000]], "Quiet": True}
+        )
+        if response.get("Errors"):
+            first = response["Errors"][0]
+            raise ToolError(f"could not delete {len(response['Errors'])} object(s), e.g. {first['Key']}: "
+                            f"{first.get('Code')}: {first.get('Message')}")
+    print(f"deleted {len(keys)} object(s) from s3://{bucket}/{prefix}", file=out)
+    return len(keys)
+
+
+def parse_hour(value: str, now: datetime | None = None) -> str:
+    """Validate YYYY-MM-DDTHH (UTC); refuse hours that have not started yet."""
+    if not _HOUR_RE.match(value):
+        raise ToolError(f"--hour {value!r}: expected YYYY-MM-DDTHH in UTC, e.g. 2024-05-01T13")
+    try:
+        hour = datetime.strptime(value, HOUR_FORMAT).replace(tzinfo=timezone.utc)
+    except ValueError as exc:
+        raise ToolError(f"--hour {value!r}: not a real hour ({exc})") from None
+    now = now or datetime.now(timezone.utc)
+    if hour > now:
+        raise ToolError(f"--hour {value!r} is in the future (now {now.strftime(HOUR_FORMAT)} UTC)")
+    return value
+
+
+def compact(glue, job_name: str, hour: str) -> str:
+    return start(glue, job_name, {COMPACTION_HOUR_ARGUMENT: hour},
+                 busy_hint="the job runs one compaction at a time; wait for it to finish and retry")
