@@ -38,7 +38,12 @@ MSK_MODES = ("none", "provisioned", "serverless", "existing")
 NETWORK_MODES = ("create", "existing")
 REMOVAL_POLICIES = ("retain", "destroy")
 # Kafka versions MSK offers that this project has been checked against (AWS::MSK::Cluster KafkaVersion).
-MSK_KAFKA_VERSIONS = ("3.6.0", "3.7.x", "3.8.x", "3.9.x")
+# 3.8.x is MSK's recommended version; 3.6.0 reached end of support on 2026-06-01 and MSK phases out
+# new clusters on such versions (https://docs.aws.amazon.com/msk/latest/developerguide/supported-kafka-versions.html).
+# All of these are >= 3.6.0, which AWS::MSK::Topic needs to create the topic from the stack.
+MSK_KAFKA_VERSIONS = ("3.7.x", "3.8.x", "3.9.x")
+# Retention values CloudWatch Logs accepts (AWS::Logs::LogGroup RetentionInDays).
+LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653)
 PROTECTED_ENVIRONMENTS = ("prod",)
 
 _NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,30}[a-z0-9]$")
@@ -105,6 +110,7 @@ class MskConfig:
     broker_instance_type: str
     broker_count: int
     broker_volume_gb: int
+    broker_log_retention_days: int
     bootstrap_servers: str | None
     cluster_arn: str | None
 
@@ -416,11 +422,18 @@ def _msk(r: _Reader) -> MskConfig:
         ),
         broker_count=r.integer("broker_count", minimum=2, maximum=30),
         broker_volume_gb=r.integer("broker_volume_gb", minimum=1, maximum=16384),
+        broker_log_retention_days=r.integer("broker_log_retention_days", minimum=1, maximum=3653),
         bootstrap_servers=r.string(
             "bootstrap_servers", pattern=_BOOTSTRAP_RE, allowed="a comma-separated host:port list", optional=True
         ),
         cluster_arn=r.string("cluster_arn", pattern=_MSK_ARN_RE, allowed="an MSK cluster ARN", optional=True),
     )
+    if isinstance(cfg.broker_log_retention_days, int) and cfg.broker_log_retention_days not in LOG_RETENTION_DAYS:
+        r.fail(
+            "broker_log_retention_days",
+            cfg.broker_log_retention_days,
+            f"is not a CloudWatch Logs retention: one of {', '.join(map(str, LOG_RETENTION_DAYS))}",
+        )
     if mode == "existing":
         for key in ("bootstrap_servers", "cluster_arn"):
             if getattr(cfg, key) is None:
