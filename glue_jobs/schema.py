@@ -143,3 +143,9 @@ def spark_source_schema():
 
 def spark_dead_letter_schema():
     return _spark_struct([(n, s) for n, _, s in DEAD_LETTER_COLUMNS + DEAD_LETTER_PARTITION_COLUMNS])
+
+
+def avro_full_name() -> str:
+    """The record's fully-qualified Avro name (namespace.name): the schema's name in the Glue Schema Registry."""
+    schema = avro_schema()
+    return f"{schema['namespace']}.{schema['name']}" if schema.get("namespace") else schema["name"]

@@ -1,0 +1,273 @@
+"""Data Catalog and Schema Registry of one environment, all generated from schemas/event.avsc.
+
+- Schema Registry: one registry, the event schema (Avro, BACKWARD) from
+  glue_jobs.schema.avro_schema_definition().
+- Source tables the streaming jobs read: one per Kinesis stream (JSON, typeOfData=kinesis) and one for
+  the MSK topic (Avro, typeOfData=kafka, columns taken from the registry via SchemaReference).
+- The lake table (Parquet under `events/`, partitioned by event_date/event_hour) and one dead-letter
+  table per source (Parquet under `dead_letters/<source>/`, partitioned by ingest_date).
+
+Partition visibility: the lake and dead-letter tables use Athena partition projection, so a new
+event_date/event_hour folder is queryable the moment a file lands in it, with no crawler and no
+partition registration by the jobs. Spark readers (the jobs, compaction) read by path and discover
+Hive partitions from the folder names, so they do not depend on catalog partitions either.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import aws_cdk as cdk
+from aws_cdk import aws_glue as glue
+from aws_cdk import aws_kinesis as kinesis
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from glue_jobs import schema
+
+SCHEMA_COMPATIBILITY = "BACKWARD"
+# The registry version the MSK source table reads. CloudFormation creates version 1 with the schema;
+# an evolved .avsc becomes a new AWS::Glue::SchemaVersion and this number moves with it.
+SCHEMA_VERSION_NUMBER = 1
+# The event contract accepts event_time from 2000-01-01 to processing time + 1 day (DESIGN.md).
+LAKE_PROJECTION_DATE_RANGE = "2000-01-01,NOW+1DAYS"
+
+PARQUET_STORAGE = {
+    "input_format": "org.apache.hadoop.hive.ql.io.parquet.MapredParquetInputFormat",
+    "output_format": "org.apache.hadoop.hive.ql.io.parquet.MapredParquetOutputFormat",
+    "serde": "org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe",
+}
+JSON_STORAGE = {
+    "input_format": "org.apache.hadoop.mapred.TextInputFormat",
+    "output_format": "org.apache.hadoop.hive.ql.io.HiveIgnoreKeyTextOutputFormat",
+    "serde": "org.openx.data.jsonserde.JsonSerDe",
+}
+AVRO_STORAGE = {
+    "input_format": "org.apache.hadoop.hive.ql.io.avro.AvroContainerInputFormat",
+    "output_format": "org.apache.hadoop.hive.ql.io.avro.AvroContainerOutputFormat",
+    "serde": "org.apache.hadoop.hive.serde2.avro.AvroSerDe",
+}
+
+
+@dataclass(frozen=True)
+class KafkaTableSource:
+    """What the MSK source table points at."""
+
+    source_name: str
+    topic: str
+    connection_name: str
+
+
+def table_name(kind: str, source_name: str = "") -> str:
+    """Catalog names are lower-case with underscores (Athena does not accept '-' unquoted)."""
+    return "_".join(p for p in (kind, source_name) if p).replace("-", "_")
+
+
+class Catalog(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        id_: str,
+        *,
+        project: str,
+        environment: str,
+        lake_bucket: s3.IBucket,
+        lake_prefix: str,
+        dead_letter_bucket: s3.IBucket,
+        dead_letter_prefix: str,
+        dead_letter_retention_days: int,
+        streams: Mapping[str, kinesis.IStream],
+        kafka: KafkaTableSource | None,
+        removal_policy: cdk.RemovalPolicy,
+    ) -> None:
+        super().__init__(scope, id_)
+        stack = cdk.Stack.of(self)
+        self._catalog_id = stack.account
+        self._removal_policy = removal_policy
+
+        self.database_name = f"{project}_{environment}".replace("-", "_")
+        self.database = glue.Database(
+            self,
+            "Database",
+            database_name=self.database_name,
+            description=f"{project} {environment}: stream sources, lake and dead letters",
+            removal_policy=removal_policy,
+        )
+
+        self.registry_name = f"{project}-{environment}"
+        self.registry = glue.CfnRegistry(
+            self, "Registry", name=self.registry_name, description=f"{project} {environment} event schemas"
+        )
+        self.registry.apply_removal_policy(removal_policy)
+        self.registry_arn = self.registry.attr_arn
+        self.schema_name = schema.avro_full_name()
+        self.schema = glue.CfnSchema(
+            self,
+            "EventSchema",
+            name=self.schema_name,
+            registry=glue.CfnSchema.RegistryProperty(arn=self.registry.attr_arn),
+            data_format="AVRO",
+            compatibility=SCHEMA_COMPATIBILITY,
+            schema_definition=schema.avro_schema_definition(),
+            description="Generated from schemas/event.avsc",
+        )
+        self.schema.apply_removal_policy(removal_policy)
+        self.schema_arn = self.schema.attr_arn
+
+        # {source name: table name} for every source a streaming job reads.
+        self.source_table_names: dict[str, str] = {}
+        self.tables: dict[str, glue.CfnTable] = {}
+        for source_name, stream in streams.items():
+            self._kinesis_table(source_name, stream)
+        if kafka is not None:
+            self._kafka_table(kafka)
+
+        self.lake_table_name = table_name("events")
+        self.lake_location = f"s3://{lake_bucket.bucket_name}/{lake_prefix}/"
+        self._table(
+            "LakeTable",
+            self.lake_table_name,
+            description="The lake: validated events, Parquet (snappy), Hive partitions in UTC",
+            columns=schema.lake_columns(),
+            partition_keys=schema.lake_partition_columns(),
+            location=self.lake_location,
+            storage=PARQUET_STORAGE,
+            parameters={
+                "classification": "parquet",
+                "parquet.compression": "SNAPPY",
+                "projection.enabled": "true",
+                "projection.event_date.type": "date",
+                "projection.event_date.format": "yyyy-MM-dd",
+                "projection.event_date.range": LAKE_PROJECTION_DATE_RANGE,
+                "projection.event_date.interval": "1",
+                "projection.event_date.interval.unit": "DAYS",
+                "projection.event_hour.type": "integer",
+                "projection.event_hour.range": "0,23",
+                "storage.location.template": f"{self.lake_location}event_date=${{event_date}}/event_hour=${{event_hour}}/",
+            },
+        )
+
+        # One dead-letter table per source: the jobs write dead_letters/<source>/ingest_date=.../.
+        self.dead_letter_table_names: dict[str, str] = {}
+        self.dead_letter_locations: dict[str, str] = {}
+        for source_name in list(streams) + ([kafka.source_name] if kafka else []):
+            name = table_name("dead_letters", source_name)
+            location = f"s3://{dead_letter_bucket.bucket_name}/{dead_letter_prefix}/{source_name}/"
+            self._table(
+                f"DeadLetterTable{_pascal(source_name)}",
+                name,
+                description=f"Records of source {source_name} that failed validation, with the original payload",
+                columns=schema.dead_letter_columns(),
+                partition_keys=schema.dead_letter_partition_columns(),
+                location=location,
+                storage=PARQUET_STORAGE,
+                parameters={
+                    "classification": "parquet",
+                    "projection.enabled": "true",
+                    "projection.ingest_date.type": "date",
+                    "projection.ingest_date.format": "yyyy-MM-dd",
+                    # Dead letters expire after the configured days; older dates hold nothing.
+                    "projection.ingest_date.range": f"NOW-{dead_letter_retention_days}DAYS,NOW",
+                    "projection.ingest_date.interval": "1",
+                    "projection.ingest_date.interval.unit": "DAYS",
+                    "storage.location.template": f"{location}ingest_date=${{ingest_date}}/",
+                },
+            )
+            self.dead_letter_table_names[source_name] = name
+            self.dead_letter_locations[source_name] = location
+
+    # ---- tables -------------------------------------------------------------------------------
+
+    def _kinesis_table(self, source_name: str, stream: kinesis.IStream) -> None:
+        name = table_name("source", source_name)
+        stack = cdk.Stack.of(self)
+        # The shape the Glue console writes for a Kinesis source table; the streaming job reads it
+        # through glueContext.create_data_frame.from_catalog.
+        params = {
+            "typeOfData": "kinesis",
+            "streamARN": stream.stream_arn,
+            "classification": "json",
+            "endpointUrl": f"https://kinesis.{stack.region}.{stack.url_suffix}",
+        }
+        self._table(
+            f"SourceTable{_pascal(source_name)}",
+            name,
+            description=f"Kinesis stream of source {source_name} (JSON, one event per record)",
+            columns=schema.source_columns(),
+            location=stream.stream_name,
+            storage=JSON_STORAGE,
+            parameters=params,
+            storage_parameters=params,
+        )
+        self.source_table_names[source_name] = name
+
+    def _kafka_table(self, kafka: KafkaTableSource) -> None:
+        name = table_name("source", kafka.source_name)
+        params = {
+            "typeOfData": "kafka",
+            "topicName": kafka.topic,
+            "connectionName": kafka.connection_name,
+            "classification": "avro",
+        }
+        table = self._table(
+            f"SourceTable{_pascal(kafka.source_name)}",
+            name,
+            description=f"MSK topic {kafka.topic} of source {kafka.source_name} (Avro, schema from the registry)",
+            # With a SchemaReference the columns come from the registry schema version.
+            columns=None,
+            location=kafka.topic,
+            storage=AVRO_STORAGE,
+            parameters=params,
+            storage_parameters=params,
+            schema_reference=glue.CfnTable.SchemaReferenceProperty(
+                schema_id=glue.CfnTable.SchemaIdProperty(registry_name=self.registry_name, schema_name=self.schema_name),
+                schema_version_number=SCHEMA_VERSION_NUMBER,
+            ),
+        )
+        table.node.add_dependency(self.schema)
+        self.source_table_names[kafka.source_name] = name
+
+    def _table(
+        self,
+        id_: str,
+        name: str,
+        *,
+        description: str,
+        columns: Sequence[tuple[str, str]] | None,
+        location: str,
+        storage: Mapping[str, str],
+        parameters: Mapping[str, str],
+        partition_keys: Sequence[tuple[str, str]] = (),
+        storage_parameters: Mapping[str, str] | None = None,
+        schema_reference: glue.CfnTable.SchemaReferenceProperty | None = None,
+    ) -> glue.CfnTable:
+        table = glue.CfnTable(
+            self,
+            id_,
+            catalog_id=self._catalog_id,
+            database_name=self.database.database_name,
+            table_input=glue.CfnTable.TableInputProperty(
+                name=name,
+                description=description,
+                table_type="EXTERNAL_TABLE",
+                parameters={"EXTERNAL": "TRUE", **parameters},
+                partition_keys=[glue.CfnTable.ColumnProperty(name=n, type=t) for n, t in partition_keys] or None,
+                storage_descriptor=glue.CfnTable.StorageDescriptorProperty(
+                    columns=[glue.CfnTable.ColumnProperty(name=n, type=t) for n, t in columns] if columns else None,
+                    location=location,
+                    input_format=storage["input_format"],
+                    output_format=storage["output_format"],
+                    serde_info=glue.CfnTable.SerdeInfoProperty(serialization_library=storage["serde"]),
+                    parameters=dict(storage_parameters) if storage_parameters else None,
+                    schema_reference=schema_reference,
+                ),
+            ),
+        )
+        table.apply_removal_policy(self._removal_policy)
+        self.tables[name] = table
+        return table
+
+
+def _pascal(name: str) -> str:
+    return "".join(part.capitalize() for part in name.replace("_", "-").split("-"))
