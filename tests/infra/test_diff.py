@@ -16,7 +16,7 @@ def test_shard_increase_in_prod_only_shows_in_prod_with_positive_cost_delta(temp
         {"name": "clickstream", "capacity_mode": "provisioned", "shard_count": 16, "retention_hours": 168}]))
     new_templates = synth_templates(config=changed)
     report = diff.render_report(templates, new_templates, base_config, changed, "HEAD")
-    sections = {s.split("\n", 1)[0]: s for s in report.split("## ")[1:]}
+    sections = {s.split("\n", 1)[0]: s for s in report.split("\n## ")[1:]}
     assert "No infrastructure changes." in sections["dev"]
     assert "No infrastructure changes." in sections["staging"]
     prod = sections["prod"]
