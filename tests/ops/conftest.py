@@ -1,0 +1,129 @@
+"""Fixtures for the operations tools: moto in-process (mock_aws) and a moto server for subprocesses.
+
+Fake credentials and an explicit region are set for every test, and any profile/endpoint from the
+developer's shell is removed, so nothing here can reach real AWS.
+
+moto 5.2.5 gaps filled here (test scaffolding, not behaviour under test):
+- BatchStopJobRun is not implemented: `_batch_stop_job_run` below marks the runs STOPPED, with the
+  response shape of the Glue API.
+- Job runs advance STARTING -> RUNNING -> SUCCEEDED on every read; a streaming run must stay up,
+  so the glue::job_run transition is set to manual (never advances by itself).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import boto3
+import pytest
+import requests
+from moto import mock_aws
+from moto.core.responses import ActionResult
+from moto.glue.responses import GlueResponse
+from moto.moto_api import state_manager
+
+from tests.ops import fakes
+from tools.aws import Clients
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+FAKE_ENV = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+    "AWS_SECURITY_TOKEN": "testing",
+    "AWS_DEFAULT_REGION": fakes.REGION,
+    "AWS_REGION": fakes.REGION,
+}
+_REMOVED = ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_ENDPOINT_URL", "AWS_ROLE_ARN", "AWS_WEB_IDENTITY_TOKEN_FILE")
+
+
+def _batch_stop_job_run(self) -> ActionResult:
+    job_name = self._get_param("JobName")
+    job = self.glue_backend.get_job(job_name)
+    stopped, errors = [], []
+    for run_id in self._get_param("JobRunIds"):
+        run = next((r for r in job.job_runs if r.job_run_id == run_id), None)
+        if run is None or run.status not in ("STARTING", "RUNNING", "WAITING"):
+            errors.append({"JobName": job_name, "JobRunId": run_id, "ErrorDetail": {
+                "ErrorCode": "InvalidInputException", "ErrorMessage": f"run {run_id} is not running"}})
+        else:
+            run.status = "STOPPED"
+            stopped.append({"JobName": job_name, "JobRunId": run_id})
+    return ActionResult({"SuccessfulSubmissions": stopped, "Errors": errors})
+
+
+GlueResponse.batch_stop_job_run = _batch_stop_job_run
+
+
+def _streaming_runs_stay_up() -> None:
+    state_manager.set_transition(model_name="glue::job_run", transition={"progression": "manual", "times": 10**9})
+
+
+@pytest.fixture(autouse=True)
+def fake_aws_environment(monkeypatch, tmp_path):
+    for name in _REMOVED:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in FAKE_ENV.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+
+
+@pytest.fixture
+def aws():
+    """In-process moto with the dev environment deployed; yields the tools' client factory."""
+    with mock_aws():
+        _streaming_runs_stay_up()
+        session = boto3.session.Session(region_name=fakes.REGION)
+        fakes.deploy(session)
+        yield Clients(region=fakes.REGION, session=session)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def moto_server():
+    from moto.server import ThreadedMotoServer
+
+    port = _free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    yield f"http://127.0.0.1:{port}"
+    server.stop()
+
+
+class Deployed:
+    """The moto server with the dev environment deployed, and a way to run the CLI against it."""
+
+    def __init__(self, endpoint: str) -> None:
+        self.endpoint = endpoint
+        self.session = boto3.session.Session(region_name=fakes.REGION, aws_access_key_id="testing",
+                                             aws_secret_access_key="testing")
+
+    def client(self, service: str):
+        return self.session.client(service, endpoint_url=self.endpoint)
+
+    def cli(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+        env = {k: v for k, v in os.environ.items() if k not in _REMOVED}
+        env.update(FAKE_ENV, AWS_ENDPOINT_URL=self.endpoint, PYTHONPATH=str(REPO_ROOT))
+        return subprocess.run(
+            [sys.executable, "-m", "tools", *args], cwd=REPO_ROOT, env=env, input=stdin or "",
+            capture_output=True, text=True, timeout=60,
+        )
+
+
+@pytest.fixture
+def deployed(moto_server):
+    requests.post(f"{moto_server}/moto-api/reset", timeout=10)
+    _streaming_runs_stay_up()
+    env = Deployed(moto_server)
+    fakes.deploy(env.session, endpoint_url=moto_server)
+    return env
