@@ -1,0 +1,77 @@
+"""Per-batch metrics: a sink receives each BatchStats. Locally a log line; in Glue, CloudWatch.
+
+CloudWatch: namespace StreamLake (infra.monitoring.APP_NAMESPACE), dimensions Source and Environment,
+metrics RecordsIn, RecordsWritten, DeadLetters, DuplicatesCollapsed (Count) and BatchDurationMs
+(Milliseconds). The alarms in infra/monitoring.py are built on exactly these names and dimensions.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Protocol
+
+METRICS_NAMESPACE = "StreamLake"
+RECORDS_IN = "RecordsIn"
+RECORDS_WRITTEN = "RecordsWritten"
+DEAD_LETTERS = "DeadLetters"
+DUPLICATES_COLLAPSED = "DuplicatesCollapsed"
+BATCH_DURATION_MS = "BatchDurationMs"
+METRIC_NAMES = (RECORDS_IN, RECORDS_WRITTEN, DEAD_LETTERS, DUPLICATES_COLLAPSED, BATCH_DURATION_MS)
+
+log = logging.getLogger("glue_jobs.metrics")
+
+
+class MetricsSink(Protocol):
+    def emit(self, stats) -> None: ...
+
+
+class NoOpMetricsSink:
+    def emit(self, stats) -> None:
+        return None
+
+
+class LogMetricsSink:
+    """The local sink: one structured log line per batch."""
+
+    def emit(self, stats) -> None:
+        log.info("metrics %s", {name: value for name, value, _ in _values(stats)})
+
+
+def _values(stats) -> list[tuple[str, float, str]]:
+    return [
+        (RECORDS_IN, stats.records_in, "Count"),
+        (RECORDS_WRITTEN, stats.records_written, "Count"),
+        (DEAD_LETTERS, stats.dead_letters, "Count"),
+        (DUPLICATES_COLLAPSED, stats.duplicates_collapsed, "Count"),
+        (BATCH_DURATION_MS, stats.duration_ms, "Milliseconds"),
+    ]
+
+
+def metric_data(stats, environment: str) -> list[dict]:
+    """The PutMetricData payload for one batch (pure, so it is tested without AWS)."""
+    dimensions = [{"Name": "Source", "Value": stats.source}, {"Name": "Environment", "Value": environment}]
+    return [
+        {"MetricName": name, "Dimensions": dimensions, "Value": float(value), "Unit": unit}
+        for name, value, unit in _values(stats)
+    ]
+
+
+class CloudWatchMetricsSink:
+    """boto3 is imported only when the first batch is emitted (the Spark 3.3 test venv has no boto3).
+
+    A failure to publish is logged, never raised: metrics must not fail a batch that was written."""
+
+    def __init__(self, *, environment: str, namespace: str = METRICS_NAMESPACE, client=None) -> None:
+        self.environment = environment
+        self.namespace = namespace
+        self._client = client
+
+    def emit(self, stats) -> None:
+        try:
+            if self._client is None:
+                import boto3
+
+                self._client = boto3.client("cloudwatch")
+            self._client.put_metric_data(Namespace=self.namespace, MetricData=metric_data(stats, self.environment))
+        except Exception:  # noqa: BLE001 - see class docstring
+            log.exception("could not publish metrics for batch %s of %s", stats.batch_id, stats.source)

@@ -1,0 +1,87 @@
+"""Source adapters: each maps one source's raw micro-batch frame to the envelope (glue_jobs.contract).
+
+Envelope: payload (text), record (decoded columns or null), source, source_partition, source_offset,
+arrival_time. The batch function sees nothing else, so a new source is one small function here.
+
+Assumptions per source (docs/streaming-job.md "Sources"):
+- Kinesis (Glue Kinesis connector, no parsing classification): `data` (binary, or string), `streamName`,
+  `partitionKey`, `sequenceNumber`, `approximateArrivalTimestamp`. The connector exposes no shard id;
+  the partition key (which selects the shard) is the partition, the sequence number the offset.
+- Kafka/MSK through the Schema-Registry catalog table: Glue decodes Avro into the table's columns
+  (the contract fields). Spark's Kafka metadata columns `partition`, `offset`, `timestamp` (or Glue's
+  `__src_timestamp` from addRecordTimestamp) are used when present, null otherwise. The dead-letter
+  payload of an Avro record is its JSON rendering, to_json of the decoded record.
+- Local files (the local runner): the text source with wholetext=true, one row per file; lines are
+  split natively so each record keeps its file name and 1-based line number as partition/offset.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from glue_jobs.schema import contract_fields, spark_source_schema
+
+KINESIS_COLUMNS = ("data", "streamName", "partitionKey", "sequenceNumber", "approximateArrivalTimestamp")
+KAFKA_METADATA_COLUMNS = ("partition", "offset", "timestamp", "__src_timestamp")
+
+
+def _no_record():
+    return F.lit(None).cast(spark_source_schema()).alias("record")
+
+
+def _require(raw: DataFrame, columns, source: str) -> None:
+    missing = [c for c in columns if c not in raw.columns]
+    if missing:
+        raise ValueError(f"{source} frame lacks column(s) {missing}; it has {raw.columns}")
+
+
+def from_kinesis(raw: DataFrame, source_name: str) -> DataFrame:
+    _require(raw, KINESIS_COLUMNS, "Kinesis")
+    return raw.select(
+        F.col("data").cast("string").alias("payload"),  # UTF-8 decode of the record bytes
+        _no_record(),
+        F.lit(source_name).alias("source"),
+        F.col("partitionKey").alias("source_partition"),
+        F.col("sequenceNumber").alias("source_offset"),
+        F.col("approximateArrivalTimestamp").cast("timestamp").alias("arrival_time"),
+    )
+
+
+def from_kafka_avro(raw: DataFrame, source_name: str) -> DataFrame:
+    names = [f.name for f in contract_fields()]
+    _require(raw, names, "Kafka (decoded Avro)")
+    record = F.struct(*(F.col(f"`{f.name}`").cast(f.spark_type).alias(f.name) for f in contract_fields()))
+
+    def optional(name: str):
+        return F.col(f"`{name}`") if name in raw.columns else F.lit(None)
+
+    return raw.select(
+        F.to_json(record).alias("payload"),
+        record.cast(spark_source_schema()).alias("record"),
+        F.lit(source_name).alias("source"),
+        optional("partition").cast("string").alias("source_partition"),
+        optional("offset").cast("string").alias("source_offset"),
+        F.coalesce(optional("timestamp").cast("timestamp"), optional("__src_timestamp").cast("timestamp")).alias(
+            "arrival_time"
+        ),
+    )
+
+
+def from_local_files(raw: DataFrame, source_name: str, arrival_ms: int) -> DataFrame:
+    """Text source read with wholetext=true: `value` is a whole file. Lines end with \\n or \\r\\n;
+    the final terminator ends the last line (it does not start an empty one); blank lines are records.
+    arrival_ms (epoch ms) is the batch's processing time: files carry no per-record arrival time."""
+    _require(raw, ("value",), "local text")
+    body = F.regexp_replace("value", r"\r?\n$", "")
+    lines = F.when(F.col("value") == "", F.array().cast("array<string>")).otherwise(F.split(body, r"\r?\n"))
+    return raw.select(
+        F.regexp_extract(F.input_file_name(), r"([^/]+)$", 1).alias("_file"), F.posexplode(lines).alias("_pos", "payload")
+    ).select(
+        "payload",
+        _no_record(),
+        F.lit(source_name).alias("source"),
+        F.col("_file").alias("source_partition"),
+        (F.col("_pos") + 1).cast("string").alias("source_offset"),
+        F.expr(f"timestamp_millis({int(arrival_ms)})").alias("arrival_time"),
+    )
