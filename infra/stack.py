@@ -85,7 +85,11 @@ class StreamingLakeStack(cdk.Stack):
         self._outputs()
 
     def _outputs(self) -> None:
-        """Every name an operations tool needs, read from the stack outputs (CloudFormation DescribeStacks)."""
+        """Every name an operations tool needs, read from the stack outputs (CloudFormation DescribeStacks).
+
+        Keys follow tools/resources.py (the tools' only list of keys); per-source keys end in the
+        PascalCase source name.
+        """
         storage, catalog = self.storage, self.catalog
         outputs: dict[str, tuple[str, str]] = {
             "LakeBucketName": (storage.lake_bucket.bucket_name, f"lake data under {storage.lake_prefix}/"),
@@ -96,13 +100,22 @@ class StreamingLakeStack(cdk.Stack):
             "DataKeyArn": (storage.data_key.key_arn, "KMS key for data at rest"),
             "VpcId": (self.network.vpc.vpc_id, "VPC of the Glue connection"),
             "GlueSecurityGroupId": (self.network.glue_security_group.security_group_id, "security group of Glue workers"),
-            "GlueDatabaseName": (catalog.database_name, "Data Catalog database"),
+            "CatalogDatabaseName": (catalog.database_name, "Data Catalog database"),
             "LakeTableName": (catalog.lake_table_name, "lake table (partition projection)"),
             "SchemaRegistryName": (catalog.registry_name, "Glue Schema Registry"),
-            "SchemaName": (catalog.schema_name, "event schema in the registry"),
+            "EventSchemaName": (catalog.schema_name, "event schema in the registry"),
         }
         for source, stream in self.streams.streams.items():
-            outputs[f"StreamName{_pascal(source)}"] = (stream.stream_name, f"Kinesis stream of source {source}")
+            outputs[f"KinesisStreamName{_pascal(source)}"] = (stream.stream_name, f"Kinesis stream of source {source}")
+        for source in self.config.source_names:
+            outputs[f"DeadLetterPath{_pascal(source)}"] = (
+                f"s3://{storage.dead_letter_bucket.bucket_name}/{storage.dead_letter_prefix}/{source}",
+                f"dead letters of {source} (ingest_date=YYYY-MM-DD partitions below)",
+            )
+            outputs[f"CheckpointPath{_pascal(source)}"] = (
+                f"s3://{storage.checkpoint_bucket.bucket_name}/{storage.checkpoint_prefix}/{source}/",
+                f"Spark checkpoint of the {source} streaming job",
+            )
         for source, table in catalog.source_table_names.items():
             outputs[f"SourceTableName{_pascal(source)}"] = (table, f"catalog source table of {source}")
         for source, table in catalog.dead_letter_table_names.items():
