@@ -52,7 +52,7 @@ def contract_columns(schema: avro_compat.Schema, where: str) -> list[tuple[str, 
             if len(non_null) != 1 or "null" not in avro_type:
                 raise ToolError(f"{where}: field {f['name']!r}: only [\"null\", T] unions are supported")
             avro_type = non_null[0]
-        if avro_type not in event_schema._AVRO_TYPES:
+        if not isinstance(avro_type, str) or avro_type not in event_schema._AVRO_TYPES:
             allowed = ", ".join(event_schema._AVRO_TYPES)
             raise ToolError(f"{where}: field {f['name']!r}: Avro type {json.dumps(avro_type)} is not supported "
                             f"by the lake (allowed: {allowed}, or [\"null\", one of them])")
@@ -112,9 +112,10 @@ class TableChange:
         return "SchemaReference" in self.descriptor and not self.current_columns
 
     @property
-    def pinned_version(self) -> int | None:
-        number = self.descriptor.get("SchemaReference", {}).get("SchemaVersionNumber", {})
-        return None if number.get("LatestVersion") else number.get("VersionNumber")
+    def pinned_version(self) -> int | str | None:
+        """The pinned SchemaVersionNumber (a long in the table API), or the pinned SchemaVersionId."""
+        reference = self.descriptor.get("SchemaReference", {})
+        return reference.get("SchemaVersionNumber") or reference.get("SchemaVersionId")
 
     def diff_lines(self) -> list[str]:
         if self.registry_backed:
@@ -145,8 +146,8 @@ class TableChange:
         descriptor = dict(table_input.get("StorageDescriptor", {}))
         if self.registry_backed:
             reference = dict(descriptor["SchemaReference"])
-            reference["SchemaVersionNumber"] = {"LatestVersion": False, "VersionNumber": self.new_version}
-            reference.pop("SchemaVersionId", None)
+            reference["SchemaVersionNumber"] = self.new_version
+            reference.pop("SchemaVersionId", None)  # the reference takes a number or an id, not both
             descriptor["SchemaReference"] = reference
         else:
             descriptor["Columns"] = self.new_columns
