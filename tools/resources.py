@@ -60,9 +60,12 @@ class Environment:
 def load_environment(name: str, config_path: str | None = None) -> Environment:
     try:
         project = load_config(config_path)
-        return Environment(name=name, project=project.project, config=project.get(name))
     except ConfigError as exc:
         raise ToolError(str(exc)) from None
+    if name not in project.environments:
+        raise ToolError(f"--env {name!r} is not an environment of the config; configured: "
+                        f"{', '.join(project.environments)}")
+    return Environment(name=name, project=project.project, config=project.get(name))
 
 
 @dataclass

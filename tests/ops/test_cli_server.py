@@ -1,0 +1,176 @@
+"""`python -m tools ...` as a separate process against a moto server (AWS_ENDPOINT_URL)."""
+
+from __future__ import annotations
+
+import json
+
+from tests.ops import fakes
+from tests.ops.test_producer import read_stream
+
+SCHEMA_ID = {"RegistryName": fakes.REGISTRY, "SchemaName": fakes.SCHEMA}
+ENV = ("--env", fakes.ENV)
+
+
+def _events(n: int) -> list[str]:
+    return [json.dumps({"event_id": f"e{i}", "event_type": "click", "event_time": 1714567200000 + i}) for i in range(n)]
+
+
+def _start_running_job(deployed) -> str:
+    run_id = deployed.client("glue").start_job_run(JobName=fakes.STREAMING_JOB)["JobRunId"]
+    fakes.mark_runs_running(fakes.STREAMING_JOB)  # the server runs in this process: same moto backend
+    return run_id
+
+
+def test_produce_sends_a_file_with_progress_and_a_final_count(deployed, tmp_path):
+    path = tmp_path / "events.ndjson"
+    path.write_text("\n".join(_events(3)) + "\n")
+
+    result = deployed.cli("produce", *ENV, "--source", fakes.SOURCE, "--file", str(path))
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"sent 3 of 3 records to {fakes.STREAM} in 1 PutRecords call(s)\n"
+    assert "3/3 records (100%)" in result.stderr
+    assert sorted(read_stream(deployed.client("kinesis"))) == sorted(
+        (f"e{i}", line.encode()) for i, line in enumerate(_events(3)))
+
+
+def test_produce_refuses_a_record_over_1_mib_and_sends_nothing(deployed, tmp_path):
+    path = tmp_path / "events.ndjson"
+    huge = json.dumps({"event_id": "huge", "metadata": "m" * (1024 * 1024)})
+    path.write_text(_events(1)[0] + "\n" + huge + "\n")
+
+    result = deployed.cli("produce", *ENV, "--source", fakes.SOURCE, "--file", str(path), "--no-progress")
+
+    assert result.returncode == 1
+    assert f"error: {path} line 2: record is {len(huge) + 4} bytes with its partition key; Kinesis accepts at most " \
+           "1048576 bytes (1 MiB) per record. Nothing was sent." in result.stderr
+    assert read_stream(deployed.client("kinesis")) == []
+
+
+def test_arguments_are_validated_with_clear_errors(deployed, tmp_path):
+    bad_attempts = deployed.cli("produce", *ENV, "--source", fakes.SOURCE, "--file", "x", "--max-attempts", "0")
+    assert bad_attempts.returncode == 2 and "--max-attempts: 0 is outside 1..20" in bad_attempts.stderr
+
+    checks = [
+        (("produce", "--env", "qa", "--source", fakes.SOURCE, "--file", __file__),
+         "--env 'qa' is not an environment of the config; configured: dev, staging, prod"),
+        (("produce", *ENV, "--source", "nope", "--file", __file__),
+         "--source 'nope' is not a source of environment 'dev'; configured: clickstream"),
+        (("produce", *ENV, "--source", fakes.SOURCE, "--file", str(tmp_path / "missing.ndjson")),
+         f"--file '{tmp_path / 'missing.ndjson'}': no such file"),
+        (("produce", *ENV, "--source", fakes.SOURCE, "--dead-letters", "--reason", "typo"),
+         "--reason 'typo' is not a reason code; known: malformed_json, missing_required_field, invalid_type, "
+         "out_of_range"),
+        (("compact", *ENV, "--hour", "2024-5-1T3"), "--hour '2024-5-1T3': expected YYYY-MM-DDTHH in UTC"),
+    ]
+    for args, message in checks:
+        result = deployed.cli(*args)
+        assert (result.returncode, message) == (1, message) and f"error: {message}" in result.stderr, result.stderr
+
+
+def test_a_missing_stack_output_is_named(deployed):
+    outputs = {k: v for k, v in fakes.OUTPUTS.items() if k != "CompactionJobName"}
+    deployed.client("cloudformation").delete_stack(StackName=fakes.STACK)
+    deployed.client("cloudformation").create_stack(StackName=fakes.STACK, TemplateBody=json.dumps({
+        "Resources": {"Placeholder": {"Type": "AWS::SNS::Topic"}},
+        "Outputs": {k: {"Value": v} for k, v in outputs.items()}}))
+
+    result = deployed.cli("compact", *ENV, "--hour", "2024-05-01T13")
+
+    assert result.returncode == 1
+    assert "error: stack 'streamlake-dev' has no output 'CompactionJobName'" in result.stderr
+
+
+def test_schema_evolve_refuses_an_incompatible_schema(deployed, tmp_path):
+    _start_running_job(deployed)
+    schema = tmp_path / "event.avsc"
+    schema.write_text(json.dumps(fakes.schema_with([{"name": "country", "type": "string"}])))
+
+    result = deployed.cli("schema-evolve", *ENV, "--schema-file", str(schema), "--yes")
+
+    assert result.returncode == 1
+    assert "1. check compatibility (BACKWARD) against the registry: REFUSED" in result.stdout
+    assert "Event.country: field added without a default" in result.stdout
+    assert "error: the new schema is not BACKWARD-compatible with the registry; nothing was changed" in result.stderr
+    glue = deployed.client("glue")
+    assert glue.get_schema(SchemaId=SCHEMA_ID)["LatestSchemaVersion"] == 1
+    assert [r["JobRunState"] for r in glue.get_job_runs(JobName=fakes.STREAMING_JOB)["JobRuns"]] == ["RUNNING"]
+
+
+def test_schema_evolve_dry_run_changes_nothing_then_the_real_run_does(deployed, tmp_path):
+    run_id = _start_running_job(deployed)
+    schema = tmp_path / "event.avsc"
+    schema.write_text(json.dumps(fakes.schema_with([{"name": "country", "type": ["null", "string"], "default": None}])))
+    glue = deployed.client("glue")
+    tables_before = {t: glue.get_table(DatabaseName=fakes.DATABASE, Name=t)["Table"]["StorageDescriptor"]
+                     for t in (fakes.SOURCE_TABLE, fakes.LAKE_TABLE)}
+
+    dry = deployed.cli("schema-evolve", *ENV, "--schema-file", str(schema), "--dry-run")
+
+    assert dry.returncode == 0, dry.stderr
+    assert "(dry run: nothing will be changed)" in dry.stdout
+    assert f"3. stop streaming jobs: {fakes.STREAMING_JOB} (run {run_id})" in dry.stdout
+    assert glue.get_schema(SchemaId=SCHEMA_ID)["LatestSchemaVersion"] == 1
+    assert {t: glue.get_table(DatabaseName=fakes.DATABASE, Name=t)["Table"]["StorageDescriptor"]
+            for t in tables_before} == tables_before
+    assert [r["JobRunState"] for r in glue.get_job_runs(JobName=fakes.STREAMING_JOB)["JobRuns"]] == ["RUNNING"]
+
+    unconfirmed = deployed.cli("schema-evolve", *ENV, "--schema-file", str(schema))
+    assert unconfirmed.returncode == 1 and "confirmation needed" in unconfirmed.stderr
+
+    real = deployed.cli("schema-evolve", *ENV, "--schema-file", str(schema), "--yes")
+    assert real.returncode == 0, real.stderr
+    assert real.stdout.splitlines()[-6:-1] == [
+        f"2. registered {fakes.REGISTRY}/{fakes.SCHEMA} version 2",
+        f"3. stopped {fakes.STREAMING_JOB} (run {run_id}: STOPPED)",
+        f"4. updated {fakes.DATABASE}.{fakes.SOURCE_TABLE}: + country string",
+        f"4. updated {fakes.DATABASE}.{fakes.LAKE_TABLE}: + country string",
+        real.stdout.splitlines()[-2],
+    ]
+    assert real.stdout.splitlines()[-2].startswith(f"5. restarted {fakes.STREAMING_JOB}: run jr_")
+    assert real.stdout.splitlines()[-1] == "6. now roll out producers writing the new schema"
+    assert glue.get_schema(SchemaId=SCHEMA_ID)["LatestSchemaVersion"] == 2
+
+
+def test_job_start_status_stop(deployed):
+    started = deployed.cli("job", "start", *ENV, "--source", fakes.SOURCE)
+    assert started.returncode == 0, started.stderr
+    run_id = started.stdout.split("run ")[-1].strip()
+    assert started.stdout == f"started {fakes.STREAMING_JOB}: run {run_id}\n"
+    fakes.mark_runs_running(fakes.STREAMING_JOB)
+
+    status = deployed.cli("job", "status", *ENV, "--source", fakes.SOURCE)
+    assert status.returncode == 0 and f"current run:  {run_id} RUNNING since" in status.stdout
+
+    stopped = deployed.cli("job", "stop", *ENV, "--source", fakes.SOURCE)
+    assert (stopped.returncode, stopped.stdout) == (0, f"stopped {fakes.STREAMING_JOB} run {run_id}: STOPPED\n")
+
+
+def test_checkpoint_reset_needs_confirmation_and_a_stopped_job(deployed):
+    s3 = deployed.client("s3")
+    s3.put_object(Bucket=fakes.CHECKPOINT_BUCKET, Key="checkpoints/clickstream/commits/0", Body=b"v1")
+    _start_running_job(deployed)
+
+    running = deployed.cli("job", "reset-checkpoint", *ENV, "--source", fakes.SOURCE, "--yes")
+    assert running.returncode == 1 and "is RUNNING" in running.stderr
+
+    deployed.client("glue").batch_stop_job_run(
+        JobName=fakes.STREAMING_JOB,
+        JobRunIds=[r["Id"] for r in deployed.client("glue").get_job_runs(JobName=fakes.STREAMING_JOB)["JobRuns"]])
+    unconfirmed = deployed.cli("job", "reset-checkpoint", *ENV, "--source", fakes.SOURCE)
+    assert unconfirmed.returncode == 1 and "confirmation needed" in unconfirmed.stderr
+    assert s3.list_objects_v2(Bucket=fakes.CHECKPOINT_BUCKET)["KeyCount"] == 1
+
+    confirmed = deployed.cli("job", "reset-checkpoint", *ENV, "--source", fakes.SOURCE, "--yes")
+    assert confirmed.returncode == 0, confirmed.stderr
+    assert f"deleted 1 object(s) from {fakes.CHECKPOINT_PATH}" in confirmed.stdout
+    assert s3.list_objects_v2(Bucket=fakes.CHECKPOINT_BUCKET)["KeyCount"] == 0
+
+
+def test_compact_starts_the_compaction_job_with_the_hour(deployed):
+    result = deployed.cli("compact", *ENV, "--hour", "2024-05-01T13")
+
+    assert result.returncode == 0, result.stderr
+    run_id = result.stdout.split("run ")[-1].strip()
+    run = deployed.client("glue").get_job_run(JobName=fakes.COMPACTION_JOB, RunId=run_id)["JobRun"]
+    assert run["Arguments"] == {"--hour": "2024-05-01T13"}
