@@ -1,0 +1,69 @@
+"""The composed stack per environment: the outputs operations tools read, and IAM wildcards."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from infra.config import load_config
+
+COMMON_OUTPUTS = {
+    "LakeBucketName", "DeadLetterBucketName", "CheckpointBucketName", "JobAssetsBucketName", "AccessLogBucketName",
+    "DataKeyArn", "VpcId", "GlueSecurityGroupId", "CatalogDatabaseName", "LakeTableName", "SchemaRegistryName",
+    "EventSchemaName",
+}
+PER_SOURCE = ("SourceTableName", "DeadLetterTableName", "DeadLetterPath", "CheckpointPath")
+# Actions a `*` resource is allowed for, because AWS offers nothing narrower for them (the code next to
+# each such statement says so too). Anything else with `*` fails.
+WILDCARD_ONLY_ACTIONS = {
+    "cloudwatch:PutMetricData",  # no resource-level permissions; narrowed by a namespace condition
+    # Glue attaches connection ENIs at run start; the Describe calls support no resource-level permissions.
+    "ec2:CreateNetworkInterface", "ec2:DeleteNetworkInterface", "ec2:DescribeNetworkInterfaces",
+    "ec2:DescribeSecurityGroups", "ec2:DescribeSubnets", "ec2:DescribeVpcs", "ec2:DescribeVpcAttribute",
+    "ec2:DescribeVpcEndpoints", "ec2:DescribeRouteTables",
+}
+MSK_OUTPUTS = {"MskClusterArn", "MskClusterName", "MskBootstrapServers", "MskTopicName", "GlueKafkaConnectionName"}
+
+
+@pytest.mark.parametrize("environment", list(load_config().environments))
+def test_outputs_name_everything_an_operations_tool_needs(templates, environment):
+    config = load_config().get(environment)
+    expected = set(COMMON_OUTPUTS)
+    expected |= {f"KinesisStreamName{s.name.capitalize()}" for s in config.kinesis_streams}
+    expected |= {f"{key}{s.capitalize()}" for key in PER_SOURCE for s in config.source_names}
+    if config.msk.enabled:
+        expected |= MSK_OUTPUTS
+    outputs = templates[environment]["Outputs"]
+    assert set(outputs) == expected
+    assert outputs["CatalogDatabaseName"]["Value"] == f"streamlake_{environment}"
+    assert outputs["EventSchemaName"]["Value"] == "com.streamlake.events.Event"
+
+
+def test_outputs_agree_with_the_keys_the_tools_read(templates):
+    tools = pytest.importorskip("tools.resources")
+    prod = load_config().get("prod")
+    keys = tools.required_output_keys(prod.source_names, tuple(s.name for s in prod.kinesis_streams))
+    job_outputs = {k for k in keys if k.startswith(("StreamingJobName", "CompactionJobName"))}  # from the job units
+    assert set(keys) - job_outputs <= set(templates["prod"]["Outputs"])
+
+
+@pytest.mark.parametrize("environment", list(load_config().environments))
+def test_identity_policies_use_wildcard_resources_only_where_aws_allows_nothing_narrower(templates, environment):
+    """Outside KMS key policies (where `*` means "this key"), `*` is allowed only for WILDCARD_ONLY_ACTIONS."""
+    offenders = []
+    for logical_id, resource in templates[environment]["Resources"].items():
+        props = resource.get("Properties", {})
+        documents = []
+        if resource["Type"] == "AWS::IAM::Policy":
+            documents = [props["PolicyDocument"]]
+        elif resource["Type"] == "AWS::IAM::Role":
+            documents = [p["PolicyDocument"] for p in props.get("Policies", [])]
+        for document in documents:
+            for statement in document["Statement"]:
+                resources = statement.get("Resource", [])
+                actions = statement.get("Action", [])
+                actions = actions if isinstance(actions, list) else [actions]
+                if "*" in (resources if isinstance(resources, list) else [resources]) and not set(actions) <= WILDCARD_ONLY_ACTIONS:
+                    offenders.append((logical_id, actions))
+    assert offenders == [], json.dumps(offenders)
