@@ -215,7 +215,8 @@ def _classify(parsed: DataFrame, *, now_ms: int, batch_id: int) -> DataFrame:
     # Epoch arithmetic, not date_format: partitions are UTC whatever the session/JVM time zone.
     epoch_day = F.floor(event_time_ms / F.lit(MS_PER_DAY)).cast("int")
     event_date = F.date_add(F.lit("1970-01-01").cast("date"), epoch_day).cast("string")
-    event_hour = F.pmod(F.floor(event_time_ms / F.lit(MS_PER_HOUR)), F.lit(24)).cast("int")
+    epoch_hour = F.floor(event_time_ms / F.lit(MS_PER_HOUR))
+    event_hour = (epoch_hour - F.floor(epoch_hour / F.lit(24)) * F.lit(24)).cast("int")  # F.pmod is pyspark 3.4+
 
     ingestion = {
         "source": F.col("source"),

@@ -1,0 +1,120 @@
+"""Glue streaming entrypoint: read arguments, build the source frame, hand each micro-batch to the writer.
+
+Kept thin on purpose: everything it calls is tested locally. awsglue is imported only inside main(),
+so this module imports (and its argument contract is tested) without Glue.
+
+Arguments (Glue passes DefaultArguments as `--name value`; getResolvedOptions takes names without `--`):
+JOB_ARGUMENTS for every source, plus SOURCE_ARGUMENTS[source_type]. JOB_NAME is supplied by Glue itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+GLUE_SUPPLIED_ARGUMENTS = ("JOB_NAME",)
+JOB_ARGUMENTS = (
+    "JOB_NAME",
+    "source_name",
+    "source_type",
+    "environment",
+    "catalog_database",
+    "source_table",
+    "lake_path",
+    "dead_letter_path",
+    "checkpoint_path",
+    "window_size_seconds",
+    "batch_max_retries",
+    "metrics_namespace",
+    "starting_position",
+)
+SOURCE_ARGUMENTS = {
+    "kinesis": ("max_fetch_records_per_shard",),
+    "kafka": ("max_offsets_per_trigger",),
+}
+
+
+def job_arguments(source_type: str) -> tuple[str, ...]:
+    """Every argument the entrypoint reads for a source type (the infra contract test compares these)."""
+    if source_type not in SOURCE_ARGUMENTS:
+        raise ValueError(f"source_type {source_type!r} is not one of {sorted(SOURCE_ARGUMENTS)}")
+    return JOB_ARGUMENTS + SOURCE_ARGUMENTS[source_type]
+
+
+def resolve_arguments(argv: list[str]) -> dict[str, str]:
+    from awsglue.utils import getResolvedOptions
+
+    common = getResolvedOptions(argv, list(JOB_ARGUMENTS))
+    return {**common, **getResolvedOptions(argv, list(job_arguments(common["source_type"])))}
+
+
+def source_options(args: dict[str, str]) -> dict[str, str]:
+    """additional_options for create_data_frame.from_catalog (Glue Kinesis / Kafka connection options)."""
+    options = {"emitConsumerLagMetrics": "true"}
+    if args["source_type"] == "kinesis":
+        options |= {
+            "startingPosition": args["starting_position"],
+            "maxFetchRecordsPerShard": args["max_fetch_records_per_shard"],
+        }
+    else:
+        options |= {
+            "startingOffsets": args["starting_position"],
+            "maxOffsetsPerTrigger": args["max_offsets_per_trigger"],
+        }
+    return options
+
+
+def for_each_batch_options(args: dict[str, str]) -> dict[str, str]:
+    return {
+        "windowSize": f"{int(args['window_size_seconds'])} seconds",
+        "checkpointLocation": args["checkpoint_path"],
+        "batchMaxRetries": str(int(args["batch_max_retries"])),
+    }
+
+
+def adapter_for(source_type: str):
+    from glue_jobs import sources
+
+    return {"kinesis": sources.from_kinesis, "kafka": sources.from_kafka_avro}[source_type]
+
+
+def main(argv: list[str] | None = None) -> None:
+    from awsglue.context import GlueContext
+    from awsglue.job import Job
+    from pyspark.context import SparkContext
+
+    from glue_jobs.batch import MicroBatchWriter
+    from glue_jobs.metrics import CloudWatchMetricsSink
+
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s %(message)s")
+    args = resolve_arguments(sys.argv if argv is None else argv)
+    glue_context = GlueContext(SparkContext.getOrCreate())
+    spark = glue_context.spark_session
+    job = Job(glue_context)
+    job.init(args["JOB_NAME"], args)
+
+    raw = glue_context.create_data_frame.from_catalog(
+        database=args["catalog_database"],
+        table_name=args["source_table"],
+        transformation_ctx=f"source_{args['source_name']}",
+        additional_options=source_options(args),
+    )
+    adapter = adapter_for(args["source_type"])
+    writer = MicroBatchWriter(
+        spark,
+        source_name=args["source_name"],
+        lake_path=args["lake_path"],
+        dead_letter_path=args["dead_letter_path"],
+        checkpoint_path=args["checkpoint_path"],
+        metrics=CloudWatchMetricsSink(environment=args["environment"], namespace=args["metrics_namespace"]),
+    )
+
+    def process_batch(frame, batch_id) -> None:
+        writer(adapter(frame, args["source_name"]), batch_id)
+
+    glue_context.forEachBatch(frame=raw, batch_function=process_batch, options=for_each_batch_options(args))
+    job.commit()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,169 @@
+"""The micro-batch writer: duplicates, reconciliation, layout, replay safety, metrics (glue_jobs.batch)."""
+# ruff: noqa: UP031 - JSON payload literals read better with %-formatting than with doubled f-string braces
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from glue_jobs.batch import BatchStats, MicroBatchWriter
+from glue_jobs.metrics import METRIC_NAMES, CloudWatchMetricsSink, metric_data
+from glue_jobs.schema import spark_dead_letter_schema, spark_lake_schema
+
+from .streaming_support import json_envelope
+
+NOW = 1_700_000_000.0
+T = 1_699_999_200_000  # 2023-11-14T22:00Z
+
+
+def _event(event_id, *, hour_offset=0, event_type="click"):
+    return '{"event_id":"%s","event_type":"%s","event_time":%d}' % (event_id, event_type, T + hour_offset * 3_600_000)
+
+
+class Recorder:
+    def __init__(self):
+        self.emitted = []
+
+    def emit(self, stats):
+        self.emitted.append(stats)
+
+
+def _writer(spark, tmp_path, metrics=None):
+    return MicroBatchWriter(
+        spark, source_name="clicks", lake_path=str(tmp_path / "lake"), dead_letter_path=str(tmp_path / "dead"),
+        checkpoint_path=str(tmp_path / "cp"), metrics=metrics, clock=lambda: NOW, stream_id="abcd1234",
+    )
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(root)): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and not any(part.startswith((".", "_")) for part in p.relative_to(root).parts)
+    }
+
+
+PAYLOADS = [
+    _event("a", event_type=" Click "),
+    _event("b", hour_offset=1),
+    _event("a", event_type="second-copy"),  # duplicate of a, later offset
+    "not json",
+    '{"event_id":"c","event_type":"x","event_time":"1"}',
+    _event("d"),
+]
+
+
+def test_batch_writes_lake_and_dead_letters_and_reconciles(spark, tmp_path):
+    recorder = Recorder()
+    stats = _writer(spark, tmp_path, recorder)(json_envelope(spark, PAYLOADS, source="clicks", arrival_ms=int(NOW * 1000)), 3)
+    assert stats == BatchStats(
+        source="clicks", batch_id=3, records_in=6, records_written=3, dead_letters=2, duplicates_collapsed=1,
+        dead_letters_by_reason={"malformed_json": 1, "invalid_type": 1}, duration_ms=0, files_written=stats.files_written,
+    )
+    assert stats.reconciles and recorder.emitted == [stats]
+    assert sorted(_files(tmp_path / "lake")) == [
+        "event_date=2023-11-14/event_hour=22/part-clicks-abcd1234-b0000000003-0000.snappy.parquet",
+        "event_date=2023-11-14/event_hour=23/part-clicks-abcd1234-b0000000003-0000.snappy.parquet",
+    ]
+    assert sorted(_files(tmp_path / "dead")) == [
+        "ingest_date=2023-11-14/part-clicks-abcd1234-b0000000003-0000.snappy.parquet"
+    ]
+    lake = spark.read.schema(spark_lake_schema()).parquet(str(tmp_path / "lake"))
+    assert sorted((r.event_id, r.event_type, r.source_offset, r.event_hour) for r in lake.collect()) == [
+        ("a", "click", "1", 22), ("b", "click", "2", 23), ("d", "click", "6", 22)]
+    dead = spark.read.schema(spark_dead_letter_schema()).parquet(str(tmp_path / "dead"))
+    assert sorted((r.payload, r.reason, r.source, r.source_offset, r.batch_id, r.ingest_date) for r in dead.collect()) == [
+        ("not json", "malformed_json", "clicks", "4", 3, "2023-11-14"),
+        ('{"event_id":"c","event_type":"x","event_time":"1"}', "invalid_type", "clicks", "5", 3, "2023-11-14"),
+    ]
+
+
+def test_duplicate_keeps_the_lowest_offset_compared_as_a_number(spark, tmp_path):
+    payloads = [_event("x", event_type="from-10"), _event("x", event_type="from-9"), _event("x", event_type="from-100")]
+    envelope = json_envelope(spark, payloads, offsets=["10", "9", "100"])
+    stats = _writer(spark, tmp_path)(envelope, 0)
+    assert (stats.records_written, stats.duplicates_collapsed) == (1, 2)
+    (row,) = spark.read.parquet(str(tmp_path / "lake")).collect()
+    assert (row.event_type, row.source_offset) == ("from-9", "9")
+
+
+def test_replayed_batch_after_commit_writes_nothing_again(spark, tmp_path):
+    writer = _writer(spark, tmp_path)
+    first = writer(json_envelope(spark, PAYLOADS), 5)
+    before = _files(tmp_path / "lake") | _files(tmp_path / "dead")
+    again = _writer(spark, tmp_path)(json_envelope(spark, PAYLOADS), 5)
+    assert again.replayed and again.records_in == first.records_in
+    assert _files(tmp_path / "lake") | _files(tmp_path / "dead") == before
+
+
+def test_replay_after_a_crash_mid_publish_leaves_identical_files(spark, tmp_path):
+    """Crash after some files moved: no commit marker, a manifest, a half-moved staging dir."""
+    writer = _writer(spark, tmp_path)
+    writer(json_envelope(spark, PAYLOADS), 8)
+    expected = _files(tmp_path / "lake") | _files(tmp_path / "dead")
+    state = tmp_path / "cp" / "_streamlake"
+    committed = state / "batch-0000000008.committed.json"
+    finals = [str(p) for root in ("lake", "dead") for p in sorted((tmp_path / root).rglob("part-*.parquet"))]
+    committed.unlink()
+    (state / "batch-0000000008.manifest.json").write_text(json.dumps({"files": [{"staged": "gone", "final": f} for f in finals]}))
+    # One file of the interrupted publish was already moved; junk is left in staging.
+    junk = tmp_path / "lake" / "_staging" / "clicks" / "batch=8" / "event_date=2023-11-14" / "event_hour=22"
+    junk.mkdir(parents=True)
+    (junk / "part-00000-junk.c000.snappy.parquet").write_bytes(b"partial")
+
+    stats = _writer(spark, tmp_path)(json_envelope(spark, PAYLOADS), 8)
+    assert not stats.replayed and stats.records_written == 3
+    assert _files(tmp_path / "lake") | _files(tmp_path / "dead") == expected
+    assert not (tmp_path / "lake" / "_staging" / "clicks" / "batch=8").exists()
+    assert committed.exists() and not (state / "batch-0000000008.manifest.json").exists()
+    assert spark.read.parquet(str(tmp_path / "lake")).count() == 3
+
+
+def test_empty_batch_writes_no_files(spark, tmp_path):
+    stats = _writer(spark, tmp_path)(json_envelope(spark, []), 0)
+    assert (stats.records_in, stats.files_written, stats.reconciles) == (0, 0, True)
+    assert not (tmp_path / "lake").exists() or _files(tmp_path / "lake") == {}
+
+
+def test_stream_id_comes_from_the_checkpoint_metadata(spark, tmp_path):
+    (tmp_path / "cp").mkdir()
+    (tmp_path / "cp" / "metadata").write_text('{"id":"5fa5ceb7-1111-2222-3333-444455556666"}\n')
+    writer = MicroBatchWriter(spark, source_name="s", lake_path=str(tmp_path / "l"), dead_letter_path=str(tmp_path / "d"),
+                              checkpoint_path=str(tmp_path / "cp"))
+    assert writer.stream_id == "5fa5ceb7"
+
+
+def test_cloudwatch_metric_data_names_dimensions_and_units():
+    stats = BatchStats(source="clicks", batch_id=1, records_in=10, records_written=7, dead_letters=2,
+                       duplicates_collapsed=1, duration_ms=1500)
+    data = metric_data(stats, "prod")
+    assert [(d["MetricName"], d["Value"], d["Unit"]) for d in data] == [
+        ("RecordsIn", 10.0, "Count"), ("RecordsWritten", 7.0, "Count"), ("DeadLetters", 2.0, "Count"),
+        ("DuplicatesCollapsed", 1.0, "Count"), ("BatchDurationMs", 1500.0, "Milliseconds")]
+    assert {tuple((x["Name"], x["Value"]) for x in d["Dimensions"]) for d in data} == {
+        (("Source", "clicks"), ("Environment", "prod"))}
+    assert METRIC_NAMES == tuple(d["MetricName"] for d in data)
+
+
+def test_cloudwatch_sink_publishes_through_the_client_and_never_raises():
+    calls = []
+
+    class Client:
+        def put_metric_data(self, **kwargs):
+            calls.append(kwargs)
+            raise RuntimeError("throttled")
+
+    stats = BatchStats(source="s", batch_id=0, records_in=1, records_written=1, dead_letters=0, duplicates_collapsed=0)
+    CloudWatchMetricsSink(environment="dev", client=Client()).emit(stats)
+    assert calls[0]["Namespace"] == "StreamLake" and len(calls[0]["MetricData"]) == 5
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX paths")
+def test_monitoring_alarms_use_the_metric_names_the_job_emits():
+    """infra/monitoring.py is read as text: this venv may not have the CDK."""
+    text = (Path(__file__).resolve().parents[2] / "infra" / "monitoring.py").read_text()
+    for name in ("RecordsIn", "RecordsWritten", "DeadLetters", "BatchDurationMs", "StreamLake"):
+        assert f'"{name}"' in text

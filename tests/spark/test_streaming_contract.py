@@ -1,0 +1,178 @@
+"""The event contract: strict types, every reason code, normalization, UTC partitions (glue_jobs.contract)."""
+# ruff: noqa: UP031 - JSON payload literals read better with %-formatting than with doubled f-string braces
+
+from __future__ import annotations
+
+import pytest
+from pyspark.sql import functions as F
+
+from glue_jobs.contract import envelope_schema, validate
+from glue_jobs.schema import spark_source_schema
+
+from .streaming_support import json_envelope, literal_frame
+
+NOW_MS = 1_700_000_000_000  # 2023-11-14T22:13:20Z
+T = 1_699_999_200_123  # 2023-11-14T22:00:00.123Z
+
+
+def _validate(spark, payloads):
+    return validate(json_envelope(spark, payloads), now_ms=NOW_MS, batch_id=7).collect()
+
+
+def _one(spark, payload):
+    (row,) = _validate(spark, [payload])
+    return row
+
+
+def test_valid_record_is_typed_normalized_and_partitioned_in_utc(spark):
+    row = _one(spark, '{"event_id":"e-1","event_type":"  Page_View ","event_time":%d,"user_id":"123",'
+                      '"amount":12.5,"currency":"EUR","metadata":{"a": [1, 2], "b": {"c": null}}}' % T)
+    assert row.asDict() == {
+        "event_id": "e-1",
+        "event_type": "page_view",
+        "event_time": row.event_time,
+        "user_id": "123",
+        "amount": 12.5,
+        "currency": "EUR",
+        "metadata": '{"a":[1,2],"b":{"c":null}}',
+        "source": "test",
+        "source_partition": "p0",
+        "source_offset": "1",
+        "arrival_time": row.arrival_time,
+        "batch_id": 7,
+        "event_date": "2023-11-14",
+        "event_hour": 22,
+        "reason": None,
+        "detail": None,
+        "payload": row.payload,
+    }
+
+
+def test_event_time_is_exact_to_the_millisecond(spark):
+    frame = validate(json_envelope(spark, ['{"event_id":"e","event_type":"x","event_time":%d}' % T]),
+                     now_ms=NOW_MS, batch_id=0)
+    (millis,) = frame.select(F.expr("unix_millis(event_time)")).first()
+    assert millis == T
+
+
+@pytest.mark.parametrize(
+    ("payload", "reason", "detail"),
+    [
+        ("not json", "malformed_json", "payload is not one JSON object"),
+        ("", "malformed_json", "payload is not one JSON object"),
+        ('{"event_id":"e","event_type":"x"', "malformed_json", "payload is not one JSON object"),
+        ('[{"event_id":"e","event_type":"x","event_time":%d}]' % T, "malformed_json", "payload is not one JSON object"),
+        ('{"event_id":"e","event_type":"x","event_time":%d} trailing' % T, "malformed_json", "payload is not one JSON object"),
+        ('{"event_id":"e","event_type":"x","event_time":%d,"amount":NaN}' % T, "malformed_json", "payload is not one JSON object"),
+        ('{"event_id":"e","event_type":"x","event_time":%d,"amount":-Infinity}' % T, "malformed_json", "payload is not one JSON object"),
+        ('{"event_type":"x","event_time":%d}' % T, "missing_required_field", "event_id: required field absent, null or empty"),
+        ('{"event_id":null,"event_type":"x","event_time":%d}' % T, "missing_required_field", "event_id: required field absent, null or empty"),
+        ('{"event_id":"","event_type":"x","event_time":%d}' % T, "missing_required_field", "event_id: required field absent, null or empty"),
+        ('{"event_id":"e","event_type":"  ","event_time":%d}' % T, "missing_required_field", "event_type: required field absent, null or empty"),
+        ('{"event_id":"e","event_type":"x"}', "missing_required_field", "event_time: required field absent, null or empty"),
+        ('{"event_id":123,"event_type":"x","event_time":%d}' % T, "invalid_type", "event_id: wrong JSON type"),
+        ('{"event_id":"e","event_type":true,"event_time":%d}' % T, "invalid_type", "event_type: wrong JSON type"),
+        ('{"event_id":"e","event_type":"x","event_time":%d,"user_id":42}' % T, "invalid_type", "user_id: wrong JSON type"),
+        ('{"event_id":"e","event_type":"x","event_time":%d,"user_id":{"id":"u"}}' % T, "invalid_type", "user_id: wrong JSON type"),
+        ('{"event_id":"e","event_type":"x","event_time":%d,"currency":["EUR"]}' % T, "invalid_type", "currency: wrong JSON type"),
+        ('{"event_id":"e","event_type":"x","event_time":"%d"}' % T, "invalid_type", "event_time: wrong JSON type"),
+        ('{"event_id":"e","event_type":"x","event_time":%d.5}' % T, "invalid_type", "event_time: wrong JSON type"),
+        ('{"event_id":"e","event_type":"x","event_time":%de0}' % T, "invalid_type", "event_time: wrong JSON type"),
+        ('{"event_id":"e","event_type":"x","event_time":%d,"amount":"12.5"}' % T, "invalid_type", "amount: wrong JSON type"),
+        ('{"event_id":"e","event_type":"x","event_time":%d,"amount":"NaN"}' % T, "invalid_type", "amount: wrong JSON type"),
+        ('{"event_id":"e","event_type":"x","event_time":%d,"amount":false}' % T, "invalid_type", "amount: wrong JSON type"),
+        ('{"event_id":"e","event_type":"x","event_time":946684799999}', "out_of_range", "event_time: value out of range"),
+        ('{"event_id":"e","event_type":"x","event_time":%d}' % (NOW_MS + 86_400_001), "out_of_range", "event_time: value out of range"),
+        ('{"event_id":"e","event_type":"x","event_time":-5}', "out_of_range", "event_time: value out of range"),
+        ('{"event_id":"e","event_type":"x","event_time":99999999999999999999}', "out_of_range", "event_time: value out of range"),
+        ('{"event_id":"e","event_type":"x","event_time":9223372036854775807}', "out_of_range", "event_time: value out of range"),
+        ('{"event_id":"e","event_type":"x","event_time":%d,"amount":1e400}' % T, "out_of_range", "amount: value out of range"),
+    ],
+)
+def test_invalid_records_get_their_reason_and_keep_the_payload(spark, payload, reason, detail):
+    row = _one(spark, payload)
+    assert (row.reason, row.detail, row.payload) == (reason, detail, payload)
+    assert (row.event_date, row.event_hour, row.event_time) == (None, None, None)
+
+
+def test_reason_priority_missing_before_type_before_range(spark):
+    rows = _validate(spark, [
+        '{"event_type":"x","event_time":"1","amount":1e400}',
+        '{"event_id":"e","event_type":"x","event_time":1,"amount":"1"}',
+    ])
+    assert [r.reason for r in rows] == ["missing_required_field", "invalid_type"]
+
+
+def test_range_bounds_are_inclusive(spark):
+    rows = _validate(spark, [
+        '{"event_id":"a","event_type":"x","event_time":946684800000}',
+        '{"event_id":"b","event_type":"x","event_time":%d}' % (NOW_MS + 86_400_000),
+    ])
+    assert [(r.reason, r.event_date, r.event_hour) for r in rows] == [(None, "2000-01-01", 0), (None, "2023-11-15", 22)]
+
+
+def test_strings_that_look_like_other_json_types_stay_strings(spark):
+    row = _one(spark, '{"event_id":"123","event_type":"true","event_time":%d,"user_id":"{\\"x\\":1}",'
+                      '"currency":"[1]","metadata":"\\"quoted\\""}' % T)
+    assert (row.reason, row.event_id, row.event_type, row.user_id, row.currency) == (None, "123", "true", '{"x":1}', "[1]")
+    assert row.metadata == '"\\"quoted\\""'
+
+
+@pytest.mark.parametrize(
+    ("metadata", "stored"),
+    [('{"k": "v"}', '{"k":"v"}'), ('[1, "a", null]', '[1,"a",null]'), ('"note"', '"note"'), ("42", "42"),
+     ("true", "true"), ("null", None), ('"caf\\u00e9 \\n"', '"café \\n"')],
+)
+def test_metadata_is_stored_as_its_json_text(spark, metadata, stored):
+    row = _one(spark, '{"event_id":"e","event_type":"x","event_time":%d,"metadata":%s}' % (T, metadata))
+    assert (row.reason, row.metadata) == (None, stored)
+
+
+def test_integral_amount_is_a_number(spark):
+    row = _one(spark, '{"event_id":"e","event_type":"x","event_time":%d,"amount":3}' % T)
+    assert (row.reason, row.amount) == (None, 3.0)
+
+
+def test_partitions_are_utc_whatever_the_session_time_zone(spark):
+    # 2023-11-14T23:30Z is 15:30 on the 14th in Los Angeles and 08:30 on the 15th in Tokyo.
+    payload = '{"event_id":"e","event_type":"x","event_time":1700004600000}'
+    seen = set()
+    for zone in ("America/Los_Angeles", "Asia/Tokyo", "UTC"):
+        spark.conf.set("spark.sql.session.timeZone", zone)
+        try:
+            row = validate(json_envelope(spark, [payload]), now_ms=NOW_MS, batch_id=0).select(
+                "event_date", "event_hour", F.expr("unix_millis(event_time)").alias("ms")).first()
+            seen.add(tuple(row))
+        finally:
+            spark.conf.set("spark.sql.session.timeZone", "UTC")
+    assert seen == {("2023-11-14", 23, 1700004600000)}
+
+
+def _avro_envelope(spark, records):
+    schema = spark_source_schema()
+    decoded = literal_frame(spark, records, schema)
+    return decoded.select(
+        F.to_json(F.struct(*schema.fieldNames())).alias("payload"),
+        F.struct(*schema.fieldNames()).alias("record"),
+        F.lit("orders").alias("source"),
+        F.lit("3").alias("source_partition"),
+        F.lit("42").alias("source_offset"),
+        F.expr("timestamp_millis(0)").alias("arrival_time"),
+    ).select(*envelope_schema().fieldNames())
+
+
+def test_decoded_avro_records_are_validated_without_json_parsing(spark):
+    frame = _avro_envelope(spark, [
+        {"event_id": "a", "event_type": " Buy ", "event_time": T, "amount": 2.5, "metadata": '{"k":1}'},
+        {"event_id": None, "event_type": "x", "event_time": T},
+        {"event_id": "c", "event_type": "x", "event_time": 5},
+        {"event_id": "d", "event_type": "x", "event_time": T, "amount": float("nan")},
+    ])
+    rows = validate(frame, now_ms=NOW_MS, batch_id=1).collect()
+    assert [(r.event_id, r.event_type, r.amount, r.metadata, r.reason) for r in rows] == [
+        ("a", "buy", 2.5, '{"k":1}', None),
+        (None, "x", None, None, "missing_required_field"),
+        ("c", "x", None, None, "out_of_range"),
+        ("d", "x", rows[3].amount, None, "out_of_range"),
+    ]
+    assert rows[1].payload == '{"event_type":"x","event_time":%d}' % T  # to_json of the decoded record

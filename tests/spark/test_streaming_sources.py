@@ -1,0 +1,127 @@
+"""Source adapters against frames of each source's exact schema, and the Glue entrypoint's contract."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from glue_jobs import glue_entry
+from glue_jobs.contract import envelope_schema
+from glue_jobs.schema import spark_source_schema
+from glue_jobs.sources import from_kafka_avro, from_kinesis, from_local_files
+
+from .streaming_support import literal_frame
+
+# The Glue Kinesis connector's raw frame (no parsing classification).
+KINESIS_SCHEMA = T.StructType([
+    T.StructField("data", T.BinaryType()),
+    T.StructField("streamName", T.StringType()),
+    T.StructField("partitionKey", T.StringType()),
+    T.StructField("sequenceNumber", T.StringType()),
+    T.StructField("approximateArrivalTimestamp", T.TimestampType()),
+])
+PAYLOAD = '{"event_id":"e1","event_type":"click","event_time":1700000000000,"note":"café"}'
+
+
+def _envelope_types(frame):
+    return [(f.name, f.dataType) for f in frame.schema.fields]
+
+
+EXPECTED_TYPES = [(f.name, f.dataType) for f in envelope_schema().fields]
+
+
+def test_kinesis_adapter_maps_the_connector_schema(spark):
+    raw = literal_frame(spark, [{"streamName": "clickstream", "partitionKey": "user-7",
+                                 "sequenceNumber": "49590338271490256608559692538361571095921575989136588898"}],
+                        KINESIS_SCHEMA)
+    raw = raw.select(F.encode(F.lit(PAYLOAD), "UTF-8").alias("data"), "streamName", "partitionKey", "sequenceNumber",
+                     F.expr("timestamp_millis(1700000000500)").alias("approximateArrivalTimestamp"))
+    assert [(f.name, f.dataType) for f in raw.schema.fields] == [(f.name, f.dataType) for f in KINESIS_SCHEMA.fields]
+    envelope = from_kinesis(raw, "clickstream")
+    assert _envelope_types(envelope) == EXPECTED_TYPES
+    row = envelope.select("payload", "record", "source", "source_partition", "source_offset",
+                          F.expr("unix_millis(arrival_time)").alias("arrival_ms")).first()
+    assert row.asDict() == {"payload": PAYLOAD, "record": None, "source": "clickstream", "source_partition": "user-7",
+                            "source_offset": "49590338271490256608559692538361571095921575989136588898",
+                            "arrival_ms": 1700000000500}
+
+
+def test_kinesis_adapter_rejects_a_frame_without_the_connector_columns(spark):
+    with pytest.raises(ValueError, match="Kinesis frame lacks column"):
+        from_kinesis(spark.range(1), "clickstream")
+
+
+def test_kafka_adapter_maps_decoded_avro_columns_and_kafka_metadata(spark):
+    # Glue decodes the Avro value into the catalog table's columns: the contract fields' wire types.
+    schema = T.StructType(spark_source_schema().fields + [T.StructField("partition", T.IntegerType()),
+                                            T.StructField("offset", T.LongType()),
+                                            T.StructField("timestamp", T.TimestampType())])
+    raw = literal_frame(spark, [{"event_id": "o-1", "event_type": "purchase", "event_time": 1700000000000,
+                                 "amount": 9.99, "partition": 4, "offset": 1234}], schema)
+    envelope = from_kafka_avro(raw, "orders")
+    assert _envelope_types(envelope) == EXPECTED_TYPES
+    row = envelope.first()
+    assert (row.source, row.source_partition, row.source_offset, row.arrival_time) == ("orders", "4", "1234", None)
+    assert row.record.asDict() == {"event_id": "o-1", "event_type": "purchase", "event_time": 1700000000000,
+                                   "user_id": None, "amount": 9.99, "currency": None, "metadata": None}
+    assert row.payload == '{"event_id":"o-1","event_type":"purchase","event_time":1700000000000,"amount":9.99}'
+
+
+def test_kafka_adapter_without_kafka_metadata_columns(spark):
+    raw = literal_frame(spark, [{"event_id": "o-1", "event_type": "x", "event_time": 1}], spark_source_schema())
+    row = from_kafka_avro(raw, "orders").first()
+    assert (row.source_partition, row.source_offset, row.arrival_time) == (None, None, None)
+
+
+def test_local_file_adapter_numbers_lines_per_file(spark, tmp_path):
+    (tmp_path / "a.json").write_text('{"x":1}\n\n{"y":2}\r\nlast-without-newline', encoding="utf-8")
+    (tmp_path / "b.json").write_text("", encoding="utf-8")
+    (tmp_path / "c.json").write_text("only\n", encoding="utf-8")
+    raw = spark.read.format("text").option("wholetext", "true").load(str(tmp_path))
+    envelope = from_local_files(raw, "local", 1700000000000)
+    assert _envelope_types(envelope) == EXPECTED_TYPES
+    rows = envelope.select("payload", "source_partition", "source_offset",
+                           F.expr("unix_millis(arrival_time)").alias("ms")).collect()
+    assert sorted(tuple(r) for r in rows) == sorted([
+        ('{"x":1}', "a.json", "1", 1700000000000),
+        ("", "a.json", "2", 1700000000000),
+        ('{"y":2}', "a.json", "3", 1700000000000),
+        ("last-without-newline", "a.json", "4", 1700000000000),
+        ("only", "c.json", "1", 1700000000000),
+    ])
+
+
+def test_entrypoint_argument_contract():
+    assert glue_entry.job_arguments("kinesis") == glue_entry.JOB_ARGUMENTS + ("max_fetch_records_per_shard",)
+    assert glue_entry.job_arguments("kafka")[-1] == "max_offsets_per_trigger"
+    assert "JOB_NAME" in glue_entry.JOB_ARGUMENTS and glue_entry.GLUE_SUPPLIED_ARGUMENTS == ("JOB_NAME",)
+    with pytest.raises(ValueError, match="source_type"):
+        glue_entry.job_arguments("pubsub")
+
+
+def _argv(source_type: str, extra: dict[str, str]) -> list[str]:
+    values = {"JOB_NAME": "job", "source_name": "clicks", "source_type": source_type, "environment": "dev",
+              "catalog_database": "db", "source_table": "src", "lake_path": "s3://l/events",
+              "dead_letter_path": "s3://d/dead_letters/clicks", "checkpoint_path": "s3://t/checkpoints/clicks/",
+              "window_size_seconds": "60", "batch_max_retries": "3", "metrics_namespace": "StreamLake",
+              "starting_position": "TRIM_HORIZON", **extra}
+    return ["script.py", *(x for k, v in values.items() for x in (f"--{k}", v)), "--enable-auto-scaling", "true"]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("awsglue") is None, reason="AWSGlueDataplanePython is not installed here")
+def test_entrypoint_resolves_its_arguments_and_builds_glue_options():
+    args = glue_entry.resolve_arguments(_argv("kinesis", {"max_fetch_records_per_shard": "100000"}))
+    assert glue_entry.source_options(args) == {"emitConsumerLagMetrics": "true", "startingPosition": "TRIM_HORIZON",
+                                               "maxFetchRecordsPerShard": "100000"}
+    assert glue_entry.for_each_batch_options(args) == {"windowSize": "60 seconds",
+                                                       "checkpointLocation": "s3://t/checkpoints/clicks/",
+                                                       "batchMaxRetries": "3"}
+    kafka = glue_entry.resolve_arguments(_argv("kafka", {"starting_position": "earliest",
+                                                         "max_offsets_per_trigger": "1000000"}))
+    assert glue_entry.source_options(kafka) == {"emitConsumerLagMetrics": "true", "startingOffsets": "earliest",
+                                                "maxOffsetsPerTrigger": "1000000"}
+    with pytest.raises(Exception, match="max_offsets_per_trigger"):
+        glue_entry.resolve_arguments(_argv("kafka", {}))  # max_offsets_per_trigger missing
