@@ -175,7 +175,7 @@ def test_template_creates_in_moto_and_resources_are_found(templates, environment
         glue = boto3.client("glue", region_name=REGION)
         resolve = _Resolver(account, physical, removed)
         for type_ in GLUE_API_CREATED:
-            for logical, resource in removed.items():
+            for resource in removed.values():
                 if resource["Type"] != type_:
                     continue
                 props = resolve(resource["Properties"])
