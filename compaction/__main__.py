@@ -1,0 +1,166 @@
+"""Local CLI: compact a lake directory with a local Spark session.
+
+    python -m compaction run-local --lake DIR [--hour YYYY-MM-DDTHH] [--target-file-mb N]
+                                   [--grace-minutes N] [--lookback-hours N] [--environment ENV]
+
+Defaults for the numbers come from the `compaction` block of config/environments.json for --environment
+(default dev). Exit codes: 0 done, 1 a partition failed (its journal lets the next run recover), 2 bad
+arguments. COMPACTION_CRASH_AT=<phase>[:n] makes the process SIGKILL itself at that phase (kill tests).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from pathlib import Path
+
+from compaction import layout
+
+MB = 1024 * 1024
+
+
+def _positive_mb(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of megabytes") from None
+    if not value > 0 or value > 1024 * 1024:
+        raise argparse.ArgumentTypeError(f"{text} must be more than 0 (and at most 1048576)")
+    return value
+
+
+def _int_at_least(minimum: int):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{value} must be at least {minimum}")
+        return value
+
+    return parse
+
+
+def _hour(text: str):
+    try:
+        return layout.parse_hour(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m compaction", description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("run-local", help="compact the hour partitions of a local lake directory")
+    run.add_argument("--lake", required=True, help="lake root holding event_date=YYYY-MM-DD/event_hour=H/")
+    run.add_argument("--hour", type=_hour, help="compact only this UTC hour, e.g. 2026-01-01T05 (ignores the lookback)")
+    run.add_argument("--target-file-mb", type=_positive_mb, help="target output file size in MB (fractions allowed)")
+    run.add_argument("--grace-minutes", type=_int_at_least(0), help="an hour is closed this long after it ends")
+    run.add_argument("--lookback-hours", type=_int_at_least(1), help="how far back to look for late data")
+    run.add_argument("--environment", default="dev", help="config environment for the defaults and metrics (dev)")
+    return parser
+
+
+def _config_defaults(environment: str) -> dict:
+    from infra.config import ConfigError, load_config
+
+    try:
+        config = load_config()
+    except ConfigError as exc:
+        raise SystemExit(f"error: {exc}") from None
+    if environment not in config.environments:
+        raise SystemExit(f"error: --environment {environment!r} is not one of {', '.join(config.environments)}")
+    c = config.environments[environment].compaction
+    return {"target_file_mb": c.target_file_mb, "grace_minutes": c.grace_minutes, "lookback_hours": c.lookback_hours}
+
+
+def _local_spark():
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    session = (
+        SparkSession.builder.master(os.environ.get("COMPACTION_SPARK_MASTER", "local[2]"))
+        .appName("compaction-local")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.extraJavaOptions", "-Duser.timezone=UTC")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
+def _mb(n: int) -> str:
+    return f"{n / MB:.2f} MB"
+
+
+def print_summary(summary, out=sys.stdout) -> None:
+    print(f"run {summary.run_id}", file=out)
+    for r in summary.results:
+        if r.action in ("compacted", "rolled_forward"):
+            print(
+                f"  {r.partition}  {r.action}: files {r.files_before} -> {r.files_after}, "
+                f"{_mb(r.bytes_before)} -> {_mb(r.bytes_after)}, rows {r.rows_in} -> {r.rows_out}, "
+                f"duplicates removed {r.duplicates}{', re-staged' if r.restaged else ''}"
+                f"{f', {r.inputs_left} changed input(s) left for next run' if r.inputs_left else ''}, {r.seconds:.2f} s",
+                file=out,
+            )
+        elif r.action == "rolled_back":
+            print(f"  {r.partition}  rolled back run {r.run_id}: {r.reason}", file=out)
+        elif r.action == "failed":
+            print(f"  {r.partition}  FAILED: {r.error}", file=out)
+        else:
+            print(f"  {r.partition}  skipped ({r.reason}, {r.files_before} file(s))", file=out)
+    compacted = summary.of("compacted")
+    print(
+        f"{len(compacted)} partition(s) compacted, {len(summary.of('rolled_forward', 'rolled_back'))} recovered, "
+        f"{len(summary.of('skipped'))} skipped, {len(summary.of('failed'))} failed in {summary.seconds:.2f} s",
+        file=out,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("compaction").setLevel(logging.INFO)
+    lake = Path(args.lake)
+    if not lake.is_dir():
+        print(f"error: --lake {args.lake}: no such directory", file=sys.stderr)
+        return 2
+    from compaction.faults import FaultInjector
+
+    try:
+        faults = FaultInjector()
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    defaults = _config_defaults(args.environment)
+    from compaction.job import CompactionSettings, Compactor
+    from compaction.metrics import LogMetricSink
+
+    target_mb = args.target_file_mb if args.target_file_mb is not None else defaults["target_file_mb"]
+    settings = CompactionSettings(
+        lake_path=str(lake.resolve()),
+        target_file_bytes=max(1024, int(target_mb * MB)),
+        grace_minutes=args.grace_minutes if args.grace_minutes is not None else defaults["grace_minutes"],
+        lookback_hours=args.lookback_hours if args.lookback_hours is not None else defaults["lookback_hours"],
+        hour=args.hour,
+        environment=args.environment,
+    )
+    spark = _local_spark()
+    try:
+        compactor = Compactor(spark, settings, sink=LogMetricSink(args.environment), faults=faults)
+    except ValueError as exc:  # e.g. --hour is not closed yet
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    summary = compactor.run()
+    print_summary(summary)
+    return 0 if summary.succeeded else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,76 @@
+"""Run summary metrics through an injectable sink: logged locally, CloudWatch in Glue.
+
+Namespace StreamLake, dimension Environment (what infra/monitoring.py alarms and graphs on).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+NAMESPACE = "StreamLake"
+
+PARTITIONS = "CompactionPartitions"  # partitions compacted by the run
+FILES_BEFORE = "CompactionFilesBefore"  # input files of those partitions
+FILES_AFTER = "CompactionFilesAfter"  # files they were compacted into
+ROWS_WRITTEN = "CompactionRowsWritten"  # rows in the compacted files
+DUPLICATES_REMOVED = "CompactionDuplicatesRemoved"  # rows dropped as duplicate event_ids
+RECOVERED = "CompactionRecovered"  # unfinished earlier runs rolled forward or back
+DURATION = "CompactionDurationMs"  # wall time of the whole run
+SUCCEEDED = "CompactionSucceeded"  # 1 when every partition succeeded, else 0 (alarm: no 1 for N hours)
+
+METRIC_NAMES = (PARTITIONS, FILES_BEFORE, FILES_AFTER, ROWS_WRITTEN, DUPLICATES_REMOVED, RECOVERED, DURATION, SUCCEEDED)
+
+log = logging.getLogger("compaction.metrics")
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    value: float
+    unit: str = "Count"
+
+
+class MetricSink(Protocol):
+    def publish(self, metrics: Sequence[Metric]) -> None: ...
+
+
+class LogMetricSink:
+    """Local runs and tests: one JSON line per run in the log; `published` keeps them for assertions."""
+
+    def __init__(self, environment: str = "local") -> None:
+        self.environment = environment
+        self.published: list[Metric] = []
+
+    def publish(self, metrics: Sequence[Metric]) -> None:
+        self.published.extend(metrics)
+        log.info("metrics %s", json.dumps({"namespace": NAMESPACE, "environment": self.environment,
+                                            **{m.name: m.value for m in metrics}}, sort_keys=True))
+
+
+class CloudWatchMetricSink:
+    """PutMetricData to CloudWatch; boto3 is imported on first use (the Glue runtime has it)."""
+
+    # PutMetricData accepts up to 1,000 metrics per call; a run sends a handful.
+    _BATCH = 1000
+
+    def __init__(self, environment: str, namespace: str = NAMESPACE, client=None) -> None:
+        self.environment = environment
+        self.namespace = namespace
+        self._client = client
+
+    def publish(self, metrics: Sequence[Metric]) -> None:
+        if self._client is None:
+            import boto3
+
+            self._client = boto3.client("cloudwatch")
+        data = [
+            {"MetricName": m.name, "Value": float(m.value), "Unit": m.unit,
+             "Dimensions": [{"Name": "Environment", "Value": self.environment}]}
+            for m in metrics
+        ]
+        for start in range(0, len(data), self._BATCH):
+            self._client.put_metric_data(Namespace=self.namespace, MetricData=data[start:start + self._BATCH])
