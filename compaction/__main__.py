@@ -14,6 +14,7 @@ import argparse
 import logging
 import os
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 
 from compaction import layout
@@ -139,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     defaults = _config_defaults(args.environment)
-    from compaction.job import CompactionSettings, Compactor
+    from compaction.job import CompactionSettings, Compactor, check_hour_closed
     from compaction.metrics import LogMetricSink
 
     target_mb = args.target_file_mb if args.target_file_mb is not None else defaults["target_file_mb"]
@@ -151,12 +152,13 @@ def main(argv: list[str] | None = None) -> int:
         hour=args.hour,
         environment=args.environment,
     )
-    spark = _local_spark()
     try:
-        compactor = Compactor(spark, settings, sink=LogMetricSink(args.environment), faults=faults)
-    except ValueError as exc:  # e.g. --hour is not closed yet
-        print(f"error: {exc}", file=sys.stderr)
+        check_hour_closed(settings, datetime.now(timezone.utc))
+    except ValueError as exc:
+        print(f"error: --hour: {exc}", file=sys.stderr)
         return 2
+    spark = _local_spark()
+    compactor = Compactor(spark, settings, sink=LogMetricSink(args.environment), faults=faults)
     summary = compactor.run()
     print_summary(summary)
     return 0 if summary.succeeded else 1

@@ -1,0 +1,78 @@
+"""Glue entrypoint of the hourly compaction job (glueetl). Thin: parse arguments, run, publish metrics.
+
+Job arguments (infra/compaction_job.py sets the required ones as default arguments):
+    --lake_path          s3://bucket/prefix of the lake table
+    --environment        dimension value of the StreamLake metrics
+    --target_file_mb     target size of a compacted file
+    --grace_minutes      an hour is closed this long after it ends
+    --lookback_hours     how far back late data is looked for
+    --metrics_namespace  CloudWatch namespace (StreamLake)
+    --hour               optional, YYYY-MM-DDTHH: compact only that hour (a manual re-run)
+
+The lake table uses partition projection, so no catalog partition is added or changed: compaction only
+replaces files inside existing event_date/event_hour folders.
+"""
+
+from __future__ import annotations
+
+import sys
+
+JOB_ARGUMENTS = ("lake_path", "environment", "target_file_mb", "grace_minutes", "lookback_hours", "metrics_namespace")
+OPTIONAL_JOB_ARGUMENTS = ("hour",)
+
+
+def settings_from_arguments(args: dict):
+    """CompactionSettings from resolved job arguments; ValueError naming the argument when one is bad."""
+    from compaction.job import MB, CompactionSettings
+    from compaction.layout import parse_hour
+
+    def number(name: str, kind=int, minimum=0):
+        try:
+            value = kind(args[name])
+        except (TypeError, ValueError):
+            raise ValueError(f"--{name}: {args[name]!r} is not a {'number' if kind is float else 'whole number'}") from None
+        if value < minimum:
+            raise ValueError(f"--{name}: {value} must be at least {minimum}")
+        return value
+
+    hour = args.get("hour")
+    return CompactionSettings(
+        lake_path=args["lake_path"],
+        target_file_bytes=int(number("target_file_mb", float, 1) * MB),
+        grace_minutes=number("grace_minutes"),
+        lookback_hours=number("lookback_hours", minimum=1),
+        hour=parse_hour(hour) if hour else None,
+        environment=args["environment"],
+    )
+
+
+def resolve_arguments(argv: list[str]) -> dict:
+    from awsglue.utils import getResolvedOptions
+
+    names = list(JOB_ARGUMENTS) + [name for name in OPTIONAL_JOB_ARGUMENTS if f"--{name}" in argv]
+    return getResolvedOptions(argv, names)
+
+
+def main(argv: list[str] | None = None) -> None:
+    import logging
+
+    from pyspark.sql import SparkSession
+
+    from compaction.job import Compactor
+    from compaction.metrics import CloudWatchMetricSink
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    args = resolve_arguments(sys.argv if argv is None else argv)
+    settings = settings_from_arguments(args)
+    spark = SparkSession.builder.getOrCreate()
+    sink = CloudWatchMetricSink(settings.environment, namespace=args["metrics_namespace"])
+    summary = Compactor(spark, settings, sink=sink).run()
+    for result in summary.results:
+        logging.getLogger("compaction").info("%s", result)
+    if not summary.succeeded:
+        failed = ", ".join(f"{r.partition} ({r.error})" for r in summary.of("failed"))
+        raise RuntimeError(f"compaction failed for {failed}; the next run recovers from the journal")
+
+
+if __name__ == "__main__":
+    main()

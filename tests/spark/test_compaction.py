@@ -1,0 +1,334 @@
+"""Compaction on real Spark: rows exactly once, duplicates removed, sizes near target, discovery,
+late data, and (e2e) a run SIGKILLed at every phase then recovered by the next run."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from compaction import layout
+from compaction.faults import CRASH_ENV, PHASES, FaultInjector
+from compaction.job import CompactionSettings, Compactor, compaction_reason
+from compaction.metrics import METRIC_NAMES, LogMetricSink
+from compaction.transforms import data_columns, data_schema, deduplicate_events
+from glue_jobs.storage import FileInfo
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+HOUR = datetime(2026, 1, 1, 5, tzinfo=timezone.utc)
+AFTER_HOUR = HOUR + timedelta(hours=2)  # "now" for most tests: HOUR is closed, grace included
+KB = 1024
+
+
+def event(event_id, *, hour=HOUR, arrival_s=0, offset=0, amount=1.0, source="clickstream"):
+    return {
+        "event_id": event_id,
+        "event_type": "click",
+        "event_time": (hour + timedelta(minutes=7)).replace(tzinfo=None),
+        "user_id": f"user-{event_id}",
+        "amount": amount,
+        "currency": "EUR",
+        "metadata": '{"page": "/home"}',
+        "source": source,
+        "source_partition": "0",
+        "source_offset": str(offset),
+        "arrival_time": (hour + timedelta(minutes=8, seconds=arrival_s)).replace(tzinfo=None),
+        "batch_id": 1,
+    }
+
+
+def as_tuple(row: dict) -> tuple:
+    return tuple(row[c] for c in data_columns())
+
+
+def write_files(spark, lake: Path, files: list[list[dict]], *, hour=HOUR, first_batch=0) -> list[Path]:
+    """Write each list of rows as one streaming-style file into the hour partition (one Spark job)."""
+    from pyspark.sql import types as T
+
+    partition = lake / f"event_date={hour:%Y-%m-%d}" / f"event_hour={hour.hour}"
+    partition.mkdir(parents=True, exist_ok=True)
+    scratch = lake.parent / f"scratch-{os.urandom(4).hex()}"
+    schema = T.StructType([*data_schema().fields, T.StructField("file_no", T.IntegerType())])
+    rows = [(*as_tuple(r), i) for i, rows in enumerate(files) for r in rows]
+    spark.createDataFrame(rows, schema).repartition("file_no").write.partitionBy("file_no").parquet(str(scratch))
+    written = []
+    for i in range(len(files)):
+        (part,) = (scratch / f"file_no={i}").glob("*.parquet")
+        target = partition / f"part-clickstream-b{first_batch + i}-0.snappy.parquet"
+        shutil.move(part, target)
+        written.append(target)
+    shutil.rmtree(scratch)
+    return written
+
+
+def lake_rows(spark, lake: Path) -> list[tuple]:
+    frame = spark.read.schema(data_schema()).parquet(*[str(p) for p in lake.glob("event_date=*/event_hour=*/*.parquet")])
+    return sorted(tuple(r) for r in frame.collect())
+
+
+def data_file_names(lake: Path, hour=HOUR) -> list[str]:
+    return sorted(p.name for p in (lake / f"event_date={hour:%Y-%m-%d}" / f"event_hour={hour.hour}").glob("*.parquet"))
+
+
+def expected_after_dedup(rows: list[dict]) -> list[tuple]:
+    """The documented survivor rule, in plain Python: earliest arrival, then lowest offset."""
+    best: dict[str, dict] = {}
+    for r in rows:
+        key = (r["arrival_time"], r["source"], r["source_partition"], len(r["source_offset"]), r["source_offset"])
+        current = best.get(r["event_id"])
+        if current is None or key < (current["arrival_time"], current["source"], current["source_partition"],
+                                     len(current["source_offset"]), current["source_offset"]):
+            best[r["event_id"]] = r
+    return sorted(tuple(as_tuple(r)) for r in best.values())
+
+
+def assert_clean(lake: Path) -> None:
+    """No unfinished journal and no staging left behind."""
+    control = lake / layout.CONTROL_DIR
+    assert not list((control / "journal").glob("*")), "an unfinished journal entry is left"
+    assert not list((control / "staging").glob("*")), "staging is left"
+
+
+def compact(spark, lake: Path, *, now=AFTER_HOUR, hour=None, target_bytes=128 * KB * KB, hook=None, **kw):
+    settings = CompactionSettings(lake_path=str(lake), target_file_bytes=target_bytes, grace_minutes=15,
+                                  lookback_hours=kw.pop("lookback_hours", 48), hour=hour, delete_threads=2)
+    sink = LogMetricSink("test")
+    summary = Compactor(spark, settings, sink=sink, faults=FaultInjector("", hook), now=now).run()
+    return summary, sink
+
+
+# ---- rows, duplicates, sizes --------------------------------------------------------------------
+
+
+def test_compaction_keeps_every_row_once_and_writes_files_near_target(spark, tmp_path):
+    lake = tmp_path / "lake"
+    files = [[event(f"e{f}-{i}", arrival_s=f, offset=f * 10_000 + i, amount=i * 0.5) for i in range(6000)] for f in range(10)]
+    # Replays across files: an exact copy, and a copy that arrived later from a higher offset.
+    files[3] += [event("e0-1", arrival_s=0, offset=1, amount=0.5)]
+    files[7] += [event("e1-5", arrival_s=99, offset=99_999, amount=123.0)]
+    all_rows = [r for f in files for r in f]
+    write_files(spark, lake, files)
+    before_bytes = sum(p.stat().st_size for p in lake.rglob("*.parquet"))
+
+    summary, sink = compact(spark, lake, target_bytes=256 * KB)
+
+    (result,) = summary.of("compacted")
+    assert (result.files_before, result.rows_in, result.duplicates, result.rows_out) == (10, 60_002, 2, 60_000)
+    assert lake_rows(spark, lake) == expected_after_dedup(all_rows)
+    outputs = data_file_names(lake)
+    assert outputs == [layout.output_name(summary.run_id, i) for i in range(len(outputs))]
+    sizes = [p.stat().st_size for p in lake.rglob("compacted-*.parquet")]
+    assert 1 < len(sizes) < 10 and sum(sizes) < before_bytes
+    assert all(0.5 * 256 * KB <= s <= 1.5 * 256 * KB for s in sizes), sizes
+    assert_clean(lake)
+    history = json.loads((lake / "_compaction/history/event_date=2026-01-01/event_hour=5.json").read_text())
+    assert (history["rows_in"], history["duplicates"], len(history["inputs"])) == (60_002, 2, 10)
+    published = {m.name: m.value for m in sink.published}
+    assert set(published) == set(METRIC_NAMES)
+    assert (published["CompactionPartitions"], published["CompactionFilesBefore"], published["CompactionFilesAfter"],
+            published["CompactionDuplicatesRemoved"], published["CompactionSucceeded"]) == (1, 10, len(sizes), 2, 1)
+
+
+def test_survivor_is_earliest_arrival_then_lowest_offset(spark):
+    rows = [
+        event("a", arrival_s=5, offset=1), event("a", arrival_s=2, offset=7),  # earliest arrival wins
+        event("b", arrival_s=1, offset=10), event("b", arrival_s=1, offset=9),  # "9" < "10" as numbers
+        event(None, offset=1), event(None, offset=2),  # no event_id: never treated as duplicates
+        event("c"),
+    ]
+    frame = spark.createDataFrame([as_tuple(r) for r in rows], data_schema())
+    kept = sorted((r.event_id or "", r.source_offset) for r in deduplicate_events(frame).collect())
+    assert kept == [("", "1"), ("", "2"), ("a", "7"), ("b", "9"), ("c", "0")]
+
+
+def test_verification_failure_publishes_nothing_and_leaves_inputs(spark, tmp_path, monkeypatch):
+    from compaction import job
+
+    lake = tmp_path / "lake"
+    write_files(spark, lake, [[event("a"), event("b")], [event("c")]])
+    before = data_file_names(lake)
+    real_drop = job.drop_ranked_duplicates
+    monkeypatch.setattr(job, "drop_ranked_duplicates", lambda ranked: real_drop(ranked).filter("event_id != 'b'"))
+
+    summary, sink = compact(spark, lake)
+
+    (failed,) = summary.of("failed")
+    assert "staged 2 rows" in failed.error and "expected 3" in failed.error
+    assert data_file_names(lake) == before
+    assert_clean(lake)
+    assert {m.name: m.value for m in sink.published}["CompactionSucceeded"] == 0
+
+
+# ---- discovery ----------------------------------------------------------------------------------
+
+
+def test_discovery_closed_hours_late_data_and_already_compacted(spark, tmp_path):
+    lake = tmp_path / "lake"
+    now = datetime(2026, 1, 3, 6, 10, tzinfo=timezone.utc)
+    open_hour = datetime(2026, 1, 3, 5, tzinfo=timezone.utc)  # ends 06:00, grace 15 min: still open
+    closed = datetime(2026, 1, 3, 4, tzinfo=timezone.utc)
+    older = datetime(2026, 1, 2, 1, tzinfo=timezone.utc)  # 29 h ago: inside the 48 h lookback
+    too_old = datetime(2026, 1, 1, 5, tzinfo=timezone.utc)  # outside the lookback
+    for hour in (open_hour, closed, older, too_old):
+        write_files(spark, lake, [[event(f"{hour:%d%H}-1", hour=hour)], [event(f"{hour:%d%H}-2", hour=hour)]], hour=hour)
+
+    first, _ = compact(spark, lake, now=now)
+    assert [r.partition for r in first.of("compacted")] == [
+        "event_date=2026-01-02/event_hour=1", "event_date=2026-01-03/event_hour=4"]
+    assert len(data_file_names(lake, open_hour)) == 2 and len(data_file_names(lake, too_old)) == 2
+
+    # Late data lands in the older hour; the next run compacts it again, the other hour is skipped.
+    write_files(spark, lake, [[event("late", hour=older)]], hour=older, first_batch=50)
+    second, _ = compact(spark, lake, now=now + timedelta(hours=1))
+    by_partition = {r.partition: r for r in second.results}
+    assert by_partition["event_date=2026-01-02/event_hour=1"].action == "compacted"
+    assert "late data" in by_partition["event_date=2026-01-02/event_hour=1"].reason
+    assert (by_partition["event_date=2026-01-03/event_hour=4"].action,
+            by_partition["event_date=2026-01-03/event_hour=4"].reason) == ("skipped", "already compacted")
+    assert by_partition["event_date=2026-01-03/event_hour=5"].action == "compacted"  # closed by now
+    assert len(data_file_names(lake, older)) == 1
+
+    # --hour reaches outside the lookback; an hour that is not closed is refused.
+    third, _ = compact(spark, lake, now=now, hour=too_old)
+    assert [r.partition for r in third.of("compacted")] == ["event_date=2026-01-01/event_hour=5"]
+    with pytest.raises(ValueError, match="not closed yet"):
+        compact(spark, lake, now=now, hour=open_hour)
+
+
+@pytest.mark.parametrize(
+    ("names_sizes", "needed", "reason"),
+    [
+        ([], False, "no data files"),
+        ([("compacted-20260101T060000Z-abcdef-00000.snappy.parquet", 10)], False, "already compacted"),
+        ([("compacted-20260101T060000Z-abcdef-00000.snappy.parquet", 100),
+          ("compacted-20260101T060000Z-abcdef-00001.snappy.parquet", 5)], False, "already compacted"),
+        ([("part-a-b1-0.snappy.parquet", 80)], False, "one file near the target size"),
+        ([("part-a-b1-0.snappy.parquet", 10)], True, "one file under the target size"),
+        ([("part-a-b1-0.snappy.parquet", 10), ("part-a-b2-0.snappy.parquet", 10)], True, "2 files"),
+        ([("compacted-20260101T060000Z-abcdef-00000.snappy.parquet", 100), ("part-a-b9-0.snappy.parquet", 1)],
+         True, "2 files, late data since the last compaction"),
+        ([("compacted-20260101T060000Z-abcdef-00000.snappy.parquet", 10),
+          ("compacted-20260101T070000Z-123456-00000.snappy.parquet", 10)], True, "2 files"),
+    ],
+)
+def test_compaction_reason(names_sizes, needed, reason):
+    files = [FileInfo(path=f"/p/{n}", name=n, size=s, modified_ms=0, is_dir=False) for n, s in names_sizes]
+    assert compaction_reason(files, target_file_bytes=100) == (needed, reason)
+
+
+# ---- files that change while a run is going -------------------------------------------------------
+
+
+def test_late_file_written_during_a_run_survives_and_is_compacted_next_time(spark, tmp_path):
+    lake = tmp_path / "lake"
+    write_files(spark, lake, [[event("a"), event("b")], [event("c")]])
+    late_rows = [event("late-1"), event("a", arrival_s=500, offset=500)]  # a late copy of "a" too
+    late_files = []
+
+    def write_late_file(phase, context):
+        if phase == "after_plan":  # inputs are listed and journaled; the streaming job writes more
+            late_files.extend(write_files(spark, lake, [late_rows], first_batch=90))
+
+    first, _ = compact(spark, lake, hook=write_late_file)
+    late = late_files[0]
+    assert late.exists() and first.of("compacted")[0].files_before == 2
+    assert sorted(data_file_names(lake)) == sorted([late.name, layout.output_name(first.run_id, 0)])
+    assert len(lake_rows(spark, lake)) == 5
+
+    second, _ = compact(spark, lake, now=AFTER_HOUR + timedelta(hours=1))
+    (result,) = second.of("compacted")
+    assert (result.files_before, result.duplicates) == (2, 1)
+    assert lake_rows(spark, lake) == expected_after_dedup([event("a"), event("b"), event("c"), *late_rows])
+
+
+def test_input_rewritten_after_listing_is_kept_for_the_next_run(spark, tmp_path):
+    lake = tmp_path / "lake"
+    first_file, _ = write_files(spark, lake, [[event("a")], [event("b")]])
+
+    def replay_batch(phase, context):
+        if phase == "after_commit":  # a replayed batch rewrites its file under the same name
+            replacement = write_files(spark, tmp_path / "other", [[event("a"), event("a2")]])[0]
+            first_file.unlink()
+            shutil.move(replacement, first_file)
+
+    summary, _ = compact(spark, lake, hook=replay_batch)
+    assert summary.of("compacted")[0].inputs_left == 1 and first_file.exists()
+    compact(spark, lake, now=AFTER_HOUR + timedelta(hours=1))
+    assert [r[0] for r in lake_rows(spark, lake)] == ["a", "a2", "b"]
+
+
+# ---- kill tests: SIGKILL at every phase, then the next run recovers ---------------------------------
+
+KILL_CASES = [
+    ("after_plan", "rolled_back"),
+    ("staging_write", "rolled_back"),
+    ("after_stage", "rolled_back"),
+    ("after_commit", "rolled_forward"),
+    ("publish:1", "rolled_forward"),
+    ("after_publish", "rolled_forward"),
+    ("delete:2", "rolled_forward"),
+    ("after_delete", "rolled_forward"),
+    ("after_history", "rolled_forward"),
+]
+
+
+def test_kill_cases_cover_every_phase():
+    assert {spec.split(":")[0] for spec, _ in KILL_CASES} == set(PHASES)
+
+
+def run_cli_killed_at(lake: Path, spec: str) -> None:
+    env = {**os.environ, CRASH_ENV: spec, "PYTHONPATH": str(REPO_ROOT), "PYSPARK_PYTHON": sys.executable}
+    cmd = [sys.executable, "-m", "compaction", "run-local", "--lake", str(lake), "--hour", f"{HOUR:%Y-%m-%dT%H}",
+           "--target-file-mb", "0.012"]
+    # Own process group, so the JVM the killed driver started dies with it, like a lost Glue run.
+    proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    try:
+        output, _ = proc.communicate(timeout=300)
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    assert proc.returncode == -signal.SIGKILL, output.decode(errors="replace")[-3000:]
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize(("spec", "recovery"), KILL_CASES)
+def test_killed_run_is_recovered_by_the_next_run_with_every_row_once(spark, tmp_path, spec, recovery):
+    lake = tmp_path / "lake"
+    files = [[event(f"e{f}-{i}", arrival_s=f, offset=f * 1000 + i) for i in range(300)] for f in range(4)]
+    files[2] += [event("e0-0", arrival_s=0, offset=0), event("e1-1", arrival_s=50, offset=50_000)]
+    inputs = write_files(spark, lake, files)
+    expected = expected_after_dedup([r for f in files for r in f])
+
+    run_cli_killed_at(lake, spec)
+
+    published = [n for n in data_file_names(lake) if n.startswith(layout.OUTPUT_PREFIX)]
+    remaining_inputs = [p for p in inputs if p.exists()]
+    phase = spec.split(":")[0]
+    if phase in ("after_plan", "staging_write", "after_stage", "after_commit"):
+        assert not published and len(remaining_inputs) == 4
+    elif phase == "publish":
+        assert len(published) == 1 and len(remaining_inputs) == 4
+    elif phase == "after_publish":
+        assert len(published) >= 2 and len(remaining_inputs) == 4
+    elif phase == "delete":
+        assert len(published) >= 2 and len(remaining_inputs) == 2
+    else:
+        assert len(published) >= 2 and not remaining_inputs
+
+    summary, _ = compact(spark, lake, hour=HOUR, target_bytes=int(0.012 * 1024 * 1024))
+
+    assert [r.action for r in summary.of("rolled_forward", "rolled_back")] == [recovery]
+    assert lake_rows(spark, lake) == expected
+    assert not [p for p in inputs if p.exists()]
+    assert all(n.startswith(layout.OUTPUT_PREFIX) for n in data_file_names(lake))
+    assert_clean(lake)

@@ -1,0 +1,119 @@
+"""Compaction entry points without a Spark job: CLI argument errors, Glue arguments, metric sinks, fault specs."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+
+from compaction import __main__ as cli
+from compaction import glue_entry
+from compaction.faults import FaultInjector
+from compaction.job import MB, CompactionSettings, last_closed_hour
+from compaction.metrics import CloudWatchMetricSink, Metric
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["run-local"], "the following arguments are required: --lake"),
+        (["run-local", "--lake", ".", "--hour", "2026-01-01 05"], "is not in the form YYYY-MM-DDTHH"),
+        (["run-local", "--lake", ".", "--target-file-mb", "0"], "must be more than 0"),
+        (["run-local", "--lake", ".", "--target-file-mb", "big"], "is not a number of megabytes"),
+        (["run-local", "--lake", ".", "--grace-minutes", "-1"], "-1 must be at least 0"),
+        (["run-local", "--lake", ".", "--lookback-hours", "0"], "0 must be at least 1"),
+    ],
+)
+def test_cli_rejects_bad_arguments_with_a_clear_message(args, message, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(args)
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_cli_rejects_a_missing_lake_and_an_open_hour(tmp_path, capsys):
+    assert cli.main(["run-local", "--lake", str(tmp_path / "missing")]) == 2
+    assert "no such directory" in capsys.readouterr().err
+    this_hour = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H")
+    assert cli.main(["run-local", "--lake", str(tmp_path), "--hour", this_hour]) == 2
+    assert "is not closed yet" in capsys.readouterr().err
+
+
+def test_cli_rejects_a_bad_crash_spec(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("COMPACTION_CRASH_AT", "lunch")
+    assert cli.main(["run-local", "--lake", str(tmp_path)]) == 2
+    assert "phase must be one of after_plan" in capsys.readouterr().err
+
+
+def test_last_closed_hour_respects_the_grace_period():
+    now = datetime(2026, 1, 1, 6, 10, tzinfo=timezone.utc)
+    assert last_closed_hour(now, 15) == datetime(2026, 1, 1, 4, tzinfo=timezone.utc)
+    assert last_closed_hour(now, 5) == datetime(2026, 1, 1, 5, tzinfo=timezone.utc)
+
+
+def test_glue_arguments_resolve_to_settings():
+    pytest.importorskip("awsglue")
+    argv = ["script.py", "--JOB_NAME", "compaction", "--lake_path", "s3://lake-bucket/lake", "--environment", "prod",
+            "--target_file_mb", "128", "--grace_minutes", "15", "--lookback_hours", "48",
+            "--metrics_namespace", "StreamLake", "--TempDir", "s3://temp/glue-temp/compaction/"]
+    args = glue_entry.resolve_arguments(argv)
+    assert glue_entry.settings_from_arguments(args) == CompactionSettings(
+        lake_path="s3://lake-bucket/lake", target_file_bytes=128 * MB, grace_minutes=15, lookback_hours=48,
+        environment="prod")
+    with_hour = glue_entry.resolve_arguments([*argv, "--hour", "2026-01-01T05"])
+    assert glue_entry.settings_from_arguments(with_hour).hour == datetime(2026, 1, 1, 5, tzinfo=timezone.utc)
+    from awsglue.utils import GlueArgumentError
+
+    with pytest.raises(GlueArgumentError, match="required: --lake_path"):
+        glue_entry.resolve_arguments(argv[:3])
+
+
+def test_glue_argument_errors_name_the_argument():
+    args = {"lake_path": "s3://b/l", "environment": "dev", "target_file_mb": "lots", "grace_minutes": "15",
+            "lookback_hours": "48", "metrics_namespace": "StreamLake"}
+    with pytest.raises(ValueError, match="--target_file_mb: 'lots' is not a number"):
+        glue_entry.settings_from_arguments(args)
+    with pytest.raises(ValueError, match="--lookback_hours: 0 must be at least 1"):
+        glue_entry.settings_from_arguments({**args, "target_file_mb": "128", "lookback_hours": "0"})
+
+
+def test_glue_entry_imports_no_glue_or_spark_at_module_level():
+    source = glue_entry.__loader__.get_source(glue_entry.__name__)
+    module_level = [line for line in source.splitlines() if line.startswith(("import ", "from "))]
+    assert module_level == ["from __future__ import annotations", "import sys"]
+    assert set(glue_entry.JOB_ARGUMENTS) == {"lake_path", "environment", "target_file_mb", "grace_minutes",
+                                             "lookback_hours", "metrics_namespace"}
+
+
+def test_cloudwatch_sink_sends_the_environment_dimension():
+    calls = []
+
+    class FakeCloudWatch:
+        def put_metric_data(self, **kwargs):
+            calls.append(kwargs)
+
+    sink = CloudWatchMetricSink("staging", client=FakeCloudWatch())
+    sink.publish([Metric("CompactionSucceeded", 1), Metric("CompactionDurationMs", 1234, "Milliseconds")])
+    assert calls == [{
+        "Namespace": "StreamLake",
+        "MetricData": [
+            {"MetricName": "CompactionSucceeded", "Value": 1.0, "Unit": "Count",
+             "Dimensions": [{"Name": "Environment", "Value": "staging"}]},
+            {"MetricName": "CompactionDurationMs", "Value": 1234.0, "Unit": "Milliseconds",
+             "Dimensions": [{"Name": "Environment", "Value": "staging"}]},
+        ],
+    }]
+
+
+@pytest.mark.parametrize("spec", ["after_lunch", "publish:0", "publish:x"])
+def test_fault_spec_is_validated(spec):
+    with pytest.raises(ValueError, match="COMPACTION_CRASH_AT"):
+        FaultInjector(spec)
+
+
+def test_fault_hooks_see_every_phase_without_a_crash_spec():
+    seen = []
+    faults = FaultInjector("", lambda phase, context: seen.append((phase, context)))
+    faults.point("after_plan", partition="p")
+    faults.watch_staging(lambda: True)
+    assert seen == [("after_plan", {"partition": "p"}), ("staging_write", {})]
