@@ -25,6 +25,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from glue_jobs import schema
+from infra.constants import pascal
 
 SCHEMA_COMPATIBILITY = "BACKWARD"
 # The registry version the MSK source table reads. CloudFormation creates version 1 with the schema;
@@ -155,7 +156,7 @@ class Catalog(Construct):
             name = table_name("dead_letters", source_name)
             location = f"s3://{dead_letter_bucket.bucket_name}/{dead_letter_prefix}/{source_name}/"
             self._table(
-                f"DeadLetterTable{_pascal(source_name)}",
+                f"DeadLetterTable{pascal(source_name)}",
                 name,
                 description=f"Records of source {source_name} that failed validation, with the original payload",
                 columns=schema.dead_letter_columns(),
@@ -191,7 +192,7 @@ class Catalog(Construct):
             "endpointUrl": f"https://kinesis.{stack.region}.{stack.url_suffix}",
         }
         self._table(
-            f"SourceTable{_pascal(source_name)}",
+            f"SourceTable{pascal(source_name)}",
             name,
             description=f"Kinesis stream of source {source_name} (JSON, one event per record)",
             columns=schema.source_columns(),
@@ -211,7 +212,7 @@ class Catalog(Construct):
             "classification": "avro",
         }
         table = self._table(
-            f"SourceTable{_pascal(kafka.source_name)}",
+            f"SourceTable{pascal(kafka.source_name)}",
             name,
             description=f"MSK topic {kafka.topic} of source {kafka.source_name} (Avro, schema from the registry)",
             # With a SchemaReference the columns come from the registry schema version.
@@ -267,7 +268,3 @@ class Catalog(Construct):
         table.apply_removal_policy(self._removal_policy)
         self.tables[name] = table
         return table
-
-
-def _pascal(name: str) -> str:
-    return "".join(part.capitalize() for part in name.replace("_", "-").split("-"))

@@ -20,6 +20,7 @@ from constructs import Construct
 from infra import job_assets
 from infra.config import CompactionConfig
 from infra.glue_security import GlueJobSecurity
+from infra.job_iam import acknowledge_glue_job_role, grant_prefix
 from infra.streaming_job import GLUE_VERSIONS, METRICS_NAMESPACE, WORKER_TYPES
 
 
@@ -41,10 +42,8 @@ class CompactionJob(Construct):
             self, "Role", assumed_by=iam.ServicePrincipal("glue.amazonaws.com"), description="Glue hourly compaction job"
         )
         # Compaction rewrites files in place: read, write and delete under the lake prefix only.
-        lake_pattern = f"{lake_prefix}/*"
-        lake_bucket.grant_read_write(self.role, lake_pattern)
-        lake_bucket.grant_delete(self.role, lake_pattern)
-        temp_bucket.grant_read_write(self.role, "glue-temp/compaction/*")
+        grant_prefix(self.role, lake_bucket, lake_prefix)
+        grant_prefix(self.role, temp_bucket, "glue-temp/compaction")
         security.grant_job(self.role)
         self.role.add_to_principal_policy(
             iam.PolicyStatement(
@@ -87,6 +86,7 @@ class CompactionJob(Construct):
             max_retries=0,
             timeout=cdk.Duration.minutes(settings.timeout_minutes),
         )
+        acknowledge_glue_job_role(self.role, uses_connection=False)
         self.trigger = glue.CfnTrigger(
             self,
             "HourlyTrigger",

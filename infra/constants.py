@@ -7,3 +7,8 @@ STACK_ID = "StreamingLake"
 
 def stack_name(project: str, environment: str) -> str:
     return f"{project}-{environment}"
+
+
+def pascal(name: str) -> str:
+    """'click-stream' -> 'ClickStream': the suffix of per-source construct ids and output keys."""
+    return "".join(part.capitalize() for part in name.replace("_", "-").split("-"))

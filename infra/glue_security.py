@@ -12,6 +12,8 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
+from infra.job_iam import grant_key
+
 
 class GlueJobSecurity(Construct):
     def __init__(self, scope: Construct, id_: str, *, data_key: kms.IKey, removal_policy: cdk.RemovalPolicy) -> None:
@@ -48,8 +50,8 @@ class GlueJobSecurity(Construct):
 
     def grant_job(self, role: iam.IRole) -> None:
         """What a job role needs to write encrypted S3 objects, logs and bookmarks."""
-        self.data_key.grant_encrypt_decrypt(role)
-        self.logs_key.grant_encrypt_decrypt(role)
+        grant_key(role, self.data_key)
+        grant_key(role, self.logs_key)
         stack = cdk.Stack.of(self)
         role.add_to_principal_policy(
             iam.PolicyStatement(

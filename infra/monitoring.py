@@ -21,6 +21,7 @@ from aws_cdk import aws_sns_subscriptions as subs
 from constructs import Construct
 
 from infra.config import AlarmConfig
+from infra.constants import pascal
 
 # Custom metrics the jobs publish (glue_jobs / compaction metric sinks), namespace StreamLake.
 APP_NAMESPACE = "StreamLake"
@@ -131,7 +132,7 @@ class Monitoring(Construct):
         dims = {"StreamName": stream_name}
         s = self.settings
         self._alarm(
-            f"IteratorAge{_pascal(name)}",
+            f"IteratorAge{pascal(name)}",
             metric=cw.Metric(namespace="AWS/Kinesis", metric_name="GetRecords.IteratorAgeMilliseconds",
                              dimensions_map=dims, statistic="Maximum", period=ONE_MINUTE),
             threshold=s.iterator_age_ms,
@@ -140,7 +141,7 @@ class Monitoring(Construct):
         )
         for direction in ("Read", "Write"):
             self._alarm(
-                f"{direction}Throttled{_pascal(name)}",
+                f"{direction}Throttled{pascal(name)}",
                 metric=cw.Metric(namespace="AWS/Kinesis", metric_name=f"{direction}ProvisionedThroughputExceeded",
                                  dimensions_map=dims, statistic="Sum", period=ONE_MINUTE),
                 threshold=0,
@@ -162,7 +163,7 @@ class Monitoring(Construct):
 
     def _streaming_job_alarms(self, job: StreamingJobSignals, window_size_seconds: int) -> None:
         s = self.settings
-        key = _pascal(job.source_name)
+        key = pascal(job.source_name)
         lag = self._glue_metric(GLUE_CONSUMER_LAG, job.job_name)
         self._alarm(
             f"ConsumerLag{key}",
@@ -293,7 +294,3 @@ class Monitoring(Construct):
             cw.AlarmStatusWidget(title="alarms", width=8, alarms=list(self.alarms.values())),
         )
         return dashboard
-
-
-def _pascal(name: str) -> str:
-    return "".join(part.capitalize() for part in name.replace("_", "-").split("-"))

@@ -6,10 +6,15 @@ import aws_cdk as cdk
 from constructs import Construct
 
 from infra.catalog import Catalog, KafkaTableSource
+from infra.compaction_job import CompactionJob
 from infra.config import EnvironmentConfig
+from infra.constants import pascal
+from infra.glue_security import GlueJobSecurity
+from infra.monitoring import Monitoring, MskSignals, StreamingJobSignals
 from infra.msk import KafkaSourceInfrastructure
 from infra.network import Network
 from infra.storage import Storage
+from infra.streaming_job import CatalogNames, KafkaSource, LakeLocations, StreamingJob
 from infra.streams import Streams
 
 
@@ -82,7 +87,89 @@ class StreamingLakeStack(cdk.Stack):
             ),
             removal_policy=self.removal_policy,
         )
+        self._jobs(config)
+        self.monitoring = Monitoring(
+            self,
+            "Monitoring",
+            environment=config.name,
+            alarms=config.alarms,
+            window_size_seconds=config.streaming.window_size_seconds,
+            notification_emails=config.notification_emails,
+            stream_names={name: stream.stream_name for name, stream in self.streams.streams.items()},
+            streaming_jobs=[
+                StreamingJobSignals(
+                    source_name=source,
+                    job_name=job.job.job_name,
+                    source_type=job.source_type,
+                    stream_name=self.streams.streams[source].stream_name if source in self.streams.streams else None,
+                )
+                for source, job in self.streaming_jobs.items()
+            ],
+            compaction_job_name=self.compaction.job.job_name,
+            msk=(
+                MskSignals(self.msk.cluster_name, config.msk.broker_count)
+                if self.msk is not None and config.msk.mode == "provisioned"
+                else None
+            ),
+            removal_policy=self.removal_policy,
+        )
         self._outputs()
+
+    def _jobs(self, config: EnvironmentConfig) -> None:
+        storage, catalog = self.storage, self.catalog
+        self.glue_security = GlueJobSecurity(
+            self, "GlueSecurity", data_key=storage.data_key, removal_policy=self.removal_policy
+        )
+        locations = LakeLocations(
+            lake_bucket=storage.lake_bucket,
+            lake_prefix=storage.lake_prefix,
+            dead_letter_bucket=storage.dead_letter_bucket,
+            dead_letter_prefix=storage.dead_letter_prefix,
+            checkpoint_bucket=storage.checkpoint_bucket,
+            checkpoint_prefix=storage.checkpoint_prefix,
+        )
+        self.streaming_jobs: dict[str, StreamingJob] = {}
+        for source, stream in self.streams.streams.items():
+            self.streaming_jobs[source] = StreamingJob(
+                self,
+                f"StreamingJob{pascal(source)}",
+                environment=config.name,
+                source_name=source,
+                settings=config.streaming,
+                locations=locations,
+                catalog=CatalogNames(catalog.database_name, catalog.source_table_names[source], catalog.lake_table_name),
+                security=self.glue_security,
+                stream=stream,
+            )
+        if self.msk is not None:
+            source = self.msk.source_name
+            self.streaming_jobs[source] = StreamingJob(
+                self,
+                f"StreamingJob{pascal(source)}",
+                environment=config.name,
+                source_name=source,
+                settings=config.streaming,
+                locations=locations,
+                catalog=CatalogNames(catalog.database_name, catalog.source_table_names[source], catalog.lake_table_name),
+                security=self.glue_security,
+                kafka=KafkaSource(
+                    cluster_arn=self.msk.cluster_arn,
+                    topic=self.msk.topic_name,
+                    connection=self.msk.connection,
+                    registry_arn=catalog.registry_arn,
+                    schema_arn=catalog.schema_arn,
+                ),
+            )
+        self.compaction = CompactionJob(
+            self,
+            "Compaction",
+            environment=config.name,
+            settings=config.compaction,
+            lake_bucket=storage.lake_bucket,
+            lake_prefix=storage.lake_prefix,
+            temp_bucket=storage.temp_bucket,
+            security=self.glue_security,
+        )
 
     def _outputs(self) -> None:
         """Every name an operations tool needs, read from the stack outputs (CloudFormation DescribeStacks).
@@ -106,29 +193,29 @@ class StreamingLakeStack(cdk.Stack):
             "EventSchemaName": (catalog.schema_name, "event schema in the registry"),
         }
         for source, stream in self.streams.streams.items():
-            outputs[f"KinesisStreamName{_pascal(source)}"] = (stream.stream_name, f"Kinesis stream of source {source}")
+            outputs[f"KinesisStreamName{pascal(source)}"] = (stream.stream_name, f"Kinesis stream of source {source}")
         for source in self.config.source_names:
-            outputs[f"DeadLetterPath{_pascal(source)}"] = (
+            outputs[f"DeadLetterPath{pascal(source)}"] = (
                 f"s3://{storage.dead_letter_bucket.bucket_name}/{storage.dead_letter_prefix}/{source}",
                 f"dead letters of {source} (ingest_date=YYYY-MM-DD partitions below)",
             )
-            outputs[f"CheckpointPath{_pascal(source)}"] = (
+            outputs[f"CheckpointPath{pascal(source)}"] = (
                 f"s3://{storage.checkpoint_bucket.bucket_name}/{storage.checkpoint_prefix}/{source}/",
                 f"Spark checkpoint of the {source} streaming job",
             )
         for source, table in catalog.source_table_names.items():
-            outputs[f"SourceTableName{_pascal(source)}"] = (table, f"catalog source table of {source}")
+            outputs[f"SourceTableName{pascal(source)}"] = (table, f"catalog source table of {source}")
         for source, table in catalog.dead_letter_table_names.items():
-            outputs[f"DeadLetterTableName{_pascal(source)}"] = (table, f"dead-letter table of {source}")
+            outputs[f"DeadLetterTableName{pascal(source)}"] = (table, f"dead-letter table of {source}")
         if self.msk is not None:
             outputs["MskClusterArn"] = (self.msk.cluster_arn, f"MSK cluster ({self.msk.mode})")
             outputs["MskClusterName"] = (self.msk.cluster_name, "MSK cluster name (CloudWatch dimension)")
             outputs["MskBootstrapServers"] = (self.msk.bootstrap_servers, "SASL/IAM bootstrap brokers")
             outputs["MskTopicName"] = (self.msk.topic_name, f"topic of source {self.msk.source_name}")
             outputs["GlueKafkaConnectionName"] = (self.msk.connection_name, "Glue KAFKA connection")
+        for source, job in self.streaming_jobs.items():
+            outputs[f"StreamingJobName{pascal(source)}"] = (job.job.job_name, f"Glue streaming job of {source}")
+        outputs["CompactionJobName"] = (self.compaction.job.job_name, "Glue hourly compaction job")
+        outputs["AlarmTopicArn"] = (self.monitoring.topic.topic_arn, "SNS topic of every alarm")
         for key, (value, description) in outputs.items():
             cdk.CfnOutput(self, key, value=value, description=description)
-
-
-def _pascal(name: str) -> str:
-    return "".join(part.capitalize() for part in name.replace("_", "-").split("-"))

@@ -26,6 +26,8 @@ from constructs import Construct
 from infra import job_assets
 from infra.config import StreamingJobConfig
 from infra.glue_security import GlueJobSecurity
+from infra.job_iam import acknowledge_glue_job_role, grant_prefix
+from infra.nag import acknowledge_wildcard_resource
 
 METRICS_NAMESPACE = "StreamLake"
 GLUE_VERSIONS = {"4.0": glue.GlueVersion.V4_0, "5.0": glue.GlueVersion.V5_0}
@@ -147,22 +149,22 @@ class StreamingJob(Construct):
             enable_observability_metrics=True,
             max_concurrent_runs=1,
         )
+        acknowledge_glue_job_role(self.role, uses_connection=kafka is not None)
         if settings.maintenance_window:
             cfn_job = self.job.node.default_child
             cfn_job.add_property_override("MaintenanceWindow", _maintenance_window(settings.maintenance_window))
 
     def _grant_storage(self, locations: LakeLocations) -> None:
-        lake = f"{locations.lake_prefix}/*"
-        dead = f"{locations.dead_letter_prefix}/{self.source_name}/*"
-        checkpoint = f"{locations.checkpoint_prefix}/{self.source_name}/*"
+        lake = locations.lake_prefix
+        dead = f"{locations.dead_letter_prefix}/{self.source_name}"
+        checkpoint = f"{locations.checkpoint_prefix}/{self.source_name}"
         # Replays delete a batch's earlier partial output, so the job may delete under its prefixes.
-        for bucket, pattern in (
+        for bucket, prefix in (
             (locations.lake_bucket, lake),
             (locations.dead_letter_bucket, dead),
             (locations.checkpoint_bucket, checkpoint),
         ):
-            bucket.grant_read_write(self.role, pattern)
-            bucket.grant_delete(self.role, pattern)
+            grant_prefix(self.role, bucket, prefix)
 
     def _grant_catalog(self, stack: cdk.Stack, catalog: CatalogNames) -> None:
         arn = f"arn:{stack.partition}:glue:{stack.region}:{stack.account}"
@@ -207,13 +209,16 @@ class StreamingJob(Construct):
                 resources=[f"{prefix}:topic/{cluster_name}/{cluster_uuid}/{kafka.topic}"],
             )
         )
+        groups = f"{prefix}:group/{cluster_name}/{cluster_uuid}/*"
         self.role.add_to_principal_policy(
             iam.PolicyStatement(
                 sid="MskConsumerGroups",
                 actions=["kafka-cluster:AlterGroup", "kafka-cluster:DescribeGroup"],
-                # Spark's Kafka source makes up its own consumer group names, so only the cluster can be fixed.
-                resources=[f"{prefix}:group/{cluster_name}/{cluster_uuid}/*"],
+                resources=[groups],
             )
+        )
+        acknowledge_wildcard_resource(
+            self.role, groups, "Spark's Kafka source generates a fresh consumer group name per query, so only the cluster can be fixed"
         )
         self.role.add_to_principal_policy(
             iam.PolicyStatement(
@@ -241,11 +246,15 @@ class StreamingJob(Construct):
                 resources=["*"],
             )
         )
+        enis = f"arn:{stack.partition}:ec2:{stack.region}:{stack.account}:network-interface/*"
+        acknowledge_wildcard_resource(
+            self.role, enis, "Glue creates the connection's network interfaces at run start; their ids are unknown before, and tagging is limited to Glue's own tag key"
+        )
         self.role.add_to_principal_policy(
             iam.PolicyStatement(
                 sid="GlueConnectionEniTags",
                 actions=["ec2:CreateTags", "ec2:DeleteTags"],
-                resources=[f"arn:{stack.partition}:ec2:{stack.region}:{stack.account}:network-interface/*"],
+                resources=[enis],
                 conditions={"ForAllValues:StringEquals": {"aws:TagKeys": ["aws-glue-service-resource"]}},
             )
         )

@@ -10,6 +10,7 @@ from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from infra.config import KinesisStreamConfig
+from infra.constants import pascal
 from infra.nag import acknowledge
 
 _MODES = {"on_demand": kinesis.StreamMode.ON_DEMAND, "provisioned": kinesis.StreamMode.PROVISIONED}
@@ -37,7 +38,7 @@ class Streams(Construct):
         for settings in streams:
             stream = kinesis.Stream(
                 self,
-                _pascal(settings.name),
+                pascal(settings.name),
                 stream_name=stream_name(project, environment, settings.name),
                 stream_mode=_MODES[settings.capacity_mode],
                 shard_count=settings.shard_count if settings.capacity_mode == "provisioned" else None,
@@ -59,7 +60,3 @@ class Streams(Construct):
     def stream_names(self) -> dict[str, str]:
         """{source name: Kinesis stream name}, e.g. for Monitoring(stream_names=...)."""
         return {source: stream.stream_name for source, stream in self.streams.items()}
-
-
-def _pascal(name: str) -> str:
-    return "".join(part.capitalize() for part in name.replace("_", "-").split("-"))

@@ -11,7 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from infra.config import ConfigError, EnvironmentConfig, load_config
-from infra.constants import stack_name
+from infra.constants import (
+    pascal,  # noqa: F401  (re-exported for the tools)
+    stack_name,
+)
 from tools.errors import ToolError
 
 # --- Output keys (one line per key; `{source}` is the PascalCase source name) ------------------
@@ -25,10 +28,6 @@ CATALOG_DATABASE_NAME = "CatalogDatabaseName"
 SCHEMA_REGISTRY_NAME = "SchemaRegistryName"
 EVENT_SCHEMA_NAME = "EventSchemaName"
 COMPACTION_JOB_NAME = "CompactionJobName"
-
-
-def pascal(name: str) -> str:
-    return "".join(part.capitalize() for part in name.replace("_", "-").split("-"))
 
 
 @dataclass(frozen=True)

@@ -31,12 +31,19 @@ UNMODELLED_BY_MOTO = {
     "AWS::MSK::Configuration",
     "AWS::MSK::Topic",
     "AWS::S3::BucketPolicy",
+    "AWS::Glue::Job",
+    "AWS::Glue::SecurityConfiguration",
+    "AWS::Glue::Trigger",
+    "AWS::CloudWatch::Alarm",
+    "AWS::SNS::TopicPolicy",
+    "AWS::SNS::Subscription",  # email subscriptions (prod)
     "Custom::AWS",  # would invoke the provider Lambda
     "Custom::VpcRestrictDefaultSG",  # would invoke the provider Lambda
 }
 # Modelled resources that only exist to serve an unmodelled one and reference it, so they go too:
 # the AwsCustomResource's policy names the MSK cluster ARN.
-REMOVED_WITH_UNMODELLED = {"AWS::IAM::Policy"}
+# The EventBridge rule names the Glue jobs and the dashboard lists the alarms.
+REMOVED_WITH_UNMODELLED = {"AWS::IAM::Policy", "AWS::Events::Rule", "AWS::CloudWatch::Dashboard"}
 GLUE_API_CREATED = ("AWS::Glue::Database", "AWS::Glue::Registry", "AWS::Glue::Schema", "AWS::Glue::Table")
 
 

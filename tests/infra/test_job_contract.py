@@ -1,0 +1,47 @@
+"""Contract between the synthesized Glue jobs and their entrypoints: every argument an entrypoint
+reads is in the job's DefaultArguments, and every argument of ours in DefaultArguments is read.
+
+Glue's own special parameters are hyphenated (--enable-metrics, --job-language) or --TempDir;
+ours are lower_snake_case, which is how the two are told apart.
+"""
+
+from __future__ import annotations
+
+import re
+
+from compaction import glue_entry as compaction_entry
+from glue_jobs import glue_entry as streaming_entry
+
+OURS = re.compile(r"^--([a-z][a-z0-9_]*)$")
+GLUE_SUPPLIED = {"JOB_NAME"}
+
+
+def _jobs(template: dict) -> list[dict]:
+    return [r["Properties"] for r in template["Resources"].values() if r["Type"] == "AWS::Glue::Job"]
+
+
+def _ours(job: dict) -> set[str]:
+    return {m.group(1) for key in job["DefaultArguments"] if (m := OURS.match(key))}
+
+
+def test_streaming_jobs_provide_exactly_what_the_entrypoint_reads(templates):
+    checked = 0
+    for env, template in templates.items():
+        for job in _jobs(template):
+            if job["Command"]["Name"] != "gluestreaming":
+                continue
+            source_type = job["DefaultArguments"]["--source_type"]
+            expected = set(streaming_entry.job_arguments(source_type)) - GLUE_SUPPLIED
+            assert _ours(job) == expected, (env, source_type, _ours(job) ^ expected)
+            checked += 1
+    assert checked == 5  # dev 1 + staging 2 + prod 2
+
+
+def test_compaction_job_provides_exactly_what_the_entrypoint_reads(templates):
+    for env, template in templates.items():
+        (job,) = [j for j in _jobs(template) if j["Command"]["Name"] == "glueetl"]
+        required = set(compaction_entry.JOB_ARGUMENTS) - GLUE_SUPPLIED
+        optional = set(compaction_entry.OPTIONAL_JOB_ARGUMENTS)
+        provided = _ours(job)
+        assert required <= provided, (env, required - provided)
+        assert provided <= required | optional, (env, provided - required - optional)
