@@ -145,7 +145,7 @@ def compaction_reason(files: list[FileInfo], target_file_bytes: int) -> tuple[bo
 
 
 def data_files(storage: HadoopStorage, path: str) -> list[FileInfo]:
-    return [f for f in storage.list(path) if not f.is_dir and layout.is_data_file(f.name)]
+    return [f for f in storage.list_quick(path) if not f.is_dir and layout.is_data_file(f.name)]
 
 
 def last_closed_hour(now: datetime, grace_minutes: int) -> datetime:

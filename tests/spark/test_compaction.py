@@ -166,6 +166,20 @@ def test_verification_failure_publishes_nothing_and_leaves_inputs(spark, tmp_pat
     assert {m.name: m.value for m in sink.published}["CompactionSucceeded"] == 0
 
 
+def test_quick_listing_matches_the_plain_one(spark, tmp_path):
+    from glue_jobs.storage import HadoopStorage
+
+    storage = HadoopStorage(spark)
+    write_files(spark, tmp_path / "lake", [[event("a")], [event("b")]])
+    partition = tmp_path / "lake/event_date=2026-01-01/event_hour=5"
+    (partition / "_staging").mkdir()
+    (partition / "notes; isDirectory=true.txt").write_text("odd name")
+    for include_hidden in (False, True):
+        assert storage.list_quick(str(partition), include_hidden=include_hidden) == storage.list(
+            str(partition), include_hidden=include_hidden)
+    assert storage.list_quick(str(tmp_path / "missing")) == []
+
+
 # ---- discovery ----------------------------------------------------------------------------------
 
 
