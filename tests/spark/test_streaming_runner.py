@@ -1,0 +1,107 @@
+"""The local runner end to end (subprocesses, real checkpoints), its CLI errors, and the kill-and-restart proof."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from glue_jobs.__main__ import main
+from glue_jobs.generate import generate
+from glue_jobs.schema import spark_dead_letter_schema, spark_lake_schema
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _runner_command(tmp_path: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "glue_jobs", "run-local", "--input", str(tmp_path / "in"), "--lake",
+            str(tmp_path / "lake"), "--dead-letter", str(tmp_path / "dead"), "--checkpoint", str(tmp_path / "cp"),
+            *extra]
+
+
+def _env(**extra: str) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(REPO), "PYSPARK_PYTHON": sys.executable,
+            "STREAMLAKE_SPARK_MASTER": "local[2]", "STREAMLAKE_DRIVER_MEMORY": "1g", **extra}
+
+
+def _assert_exactly_once(spark, tmp_path: Path, expect) -> None:
+    lake = spark.read.schema(spark_lake_schema()).parquet(str(tmp_path / "lake"))
+    ids = [r.event_id for r in lake.select("event_id").collect()]
+    assert len(ids) == len(set(ids)), "an event was written twice"
+    assert sorted(ids) == sorted(expect.valid_event_ids)
+    dead = spark.read.schema(spark_dead_letter_schema()).parquet(str(tmp_path / "dead"))
+    assert sorted(r.payload for r in dead.select("payload").collect()) == sorted(expect.bad_lines)
+
+
+def test_cli_rejects_bad_arguments(capsys, tmp_path):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["run-local", "--input", str(tmp_path), "--lake", "l", "--dead-letter", "d", "--checkpoint", "c",
+              "--max-files-per-batch", "0"])
+    assert exit_info.value.code == 2 and "must be at least 1" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        main(["run-local", "--input", str(tmp_path / "nope"), "--lake", "l", "--dead-letter", "d", "--checkpoint", "c"])
+    assert exit_info.value.code == 2 and "nope does not exist" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["run-local", "--lake", "l"])
+    assert "--input" in capsys.readouterr().err
+
+
+def test_generate_writes_every_bad_kind_and_reports_expectations(tmp_path, capsys):
+    assert main(["generate", "--out", str(tmp_path / "g"), "--records", "2000", "--files", "3", "--bad-ratio", "0.2",
+                 "--expect", str(tmp_path / "e.json")]) == 0
+    expect = json.loads((tmp_path / "e.json").read_text())
+    assert set(expect["bad_by_reason"]) == {"malformed_json", "missing_required_field", "invalid_type", "out_of_range"}
+    lines = sum(len(p.read_text().splitlines()) for p in (tmp_path / "g").iterdir())
+    assert lines == 2000 == len(expect["valid_event_ids"]) + len(expect["bad_lines"]) + expect["duplicates"]
+
+
+@pytest.mark.e2e
+def test_run_once_end_to_end_in_another_time_zone(spark, tmp_path):
+    """The runner subprocess runs with TZ=America/Los_Angeles: partitions must still be UTC."""
+    expect = generate(tmp_path / "in", records=600, files=3, bad_ratio=0.05, seed=3)
+    # One line with a known UTC hour: 2023-11-14T23:30Z is 15:30 in Los Angeles.
+    with open(tmp_path / "in" / "events-00000.json", "a", encoding="utf-8") as handle:
+        handle.write('{"event_id":"tz-probe","event_type":"x","event_time":1700004600000}\n')
+    expect.valid_event_ids.append("tz-probe")
+    done = subprocess.run(_runner_command(tmp_path, "--once", "--max-files-per-batch", "2"), env=_env(TZ="America/Los_Angeles"),
+                          capture_output=True, text=True, timeout=600, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "summary: records=601 " in done.stdout and "batches=2" in done.stdout
+    assert f"dead_letters={len(expect.bad_lines)} " in done.stdout
+    _assert_exactly_once(spark, tmp_path, expect)
+    assert list((tmp_path / "lake").glob("event_date=2023-11-14/event_hour=23/part-local-*-b0000000000-0000.snappy.parquet"))
+
+
+@pytest.mark.e2e
+def test_sigkill_mid_stream_three_times_then_finish_exactly_once(spark, tmp_path):
+    expect = generate(tmp_path / "in", records=1200, files=12, bad_ratio=0.05, seed=5)
+    kills = 0
+    for attempt in range(3):
+        # A new process group, so SIGKILL takes the Spark JVM down with the Python driver: a real crash.
+        process = subprocess.Popen(_runner_command(tmp_path, "--max-files-per-batch", "1", "--trigger-seconds", "1"),
+                                   env=_env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                   cwd=REPO, start_new_session=True)
+        try:
+            batches_seen = 0
+            deadline = time.time() + 300
+            while batches_seen < 1 + attempt % 2 and time.time() < deadline:
+                line = process.stdout.readline()
+                if not line:
+                    break
+                batches_seen += line.startswith("batch ")
+            time.sleep(0.3 * attempt)  # land in different phases: between batches, mid-write, mid-publish
+        finally:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=60)
+            kills += 1
+    assert kills == 3
+    done = subprocess.run(_runner_command(tmp_path, "--once"), env=_env(), capture_output=True, text=True, timeout=600,
+                          cwd=REPO)
+    assert done.returncode == 0, done.stderr[-3000:]
+    _assert_exactly_once(spark, tmp_path, expect)
