@@ -48,24 +48,62 @@ def as_tuple(row: dict) -> tuple:
     return tuple(row[c] for c in data_columns())
 
 
-def write_files(spark, lake: Path, files: list[list[dict]], *, hour=HOUR, first_batch=0) -> list[Path]:
-    """Write each list of rows as one streaming-style file into the hour partition (one Spark job)."""
-    from pyspark.sql import types as T
+def literal_frame(spark, rows: list[dict], extra=()):
+    """A frame of exactly the lake data schema (plus `extra` (name, type, value-key) columns) built from
+    literals: spark.createDataFrame pickles a function, which pyspark 3.3 cannot do on Python 3.11."""
+    from pyspark.sql import functions as F
 
+    fields = [(f.name, f.dataType) for f in data_schema().fields] + [(name, kind) for name, kind in extra]
+    structs = [F.struct(*[F.lit(row.get(name)).cast(kind).alias(name) for name, kind in fields]) for row in rows]
+    return spark.range(1).select(F.explode(F.array(*structs)).alias("r")).select("r.*")
+
+
+def _move_into_partition(scratch: Path, lake: Path, hour, count: int, first_batch: int, key: str | None) -> list[Path]:
     partition = lake / f"event_date={hour:%Y-%m-%d}" / f"event_hour={hour.hour}"
     partition.mkdir(parents=True, exist_ok=True)
-    scratch = lake.parent / f"scratch-{os.urandom(4).hex()}"
-    schema = T.StructType([*data_schema().fields, T.StructField("file_no", T.IntegerType())])
-    rows = [(*as_tuple(r), i) for i, rows in enumerate(files) for r in rows]
-    spark.createDataFrame(rows, schema).repartition("file_no").write.partitionBy("file_no").parquet(str(scratch))
+    parts = [next((scratch / f"{key}={i}").glob("*.parquet")) for i in range(count)] if key else sorted(scratch.glob("*.parquet"))
     written = []
-    for i in range(len(files)):
-        (part,) = (scratch / f"file_no={i}").glob("*.parquet")
+    for i, part in enumerate(parts):
         target = partition / f"part-clickstream-b{first_batch + i}-0.snappy.parquet"
         shutil.move(part, target)
         written.append(target)
     shutil.rmtree(scratch)
     return written
+
+
+def write_files(spark, lake: Path, files: list[list[dict]], *, hour=HOUR, first_batch=0) -> list[Path]:
+    """Write each list of rows as one streaming-style file into the hour partition (one Spark job)."""
+    rows = [{**r, "file_no": i} for i, rows in enumerate(files) for r in rows]
+    scratch = lake.parent / f"scratch-{os.urandom(4).hex()}"
+    literal_frame(spark, rows, extra=[("file_no", "int")]).write.partitionBy("file_no").parquet(str(scratch))
+    return _move_into_partition(scratch, lake, hour, len(files), first_batch, "file_no")
+
+
+def write_generated(spark, lake: Path, *, files: int, rows_per_file: int, replays: int) -> list[Path]:
+    """files x rows_per_file rows made in the JVM; the last `replays` rows repeat the first event_ids,
+    arriving later from higher offsets (so the first copies survive)."""
+    from pyspark.sql import functions as F
+
+    total = files * rows_per_file
+    start = int(HOUR.timestamp())
+    columns = {
+        "event_id": F.concat(F.lit("e"), (F.col("id") % (total - replays)).cast("string")),
+        "event_type": F.lit("click"),
+        "event_time": (F.lit(start) + F.col("id") % 3600).cast("timestamp"),
+        "user_id": F.concat(F.lit("user-"), (F.col("id") * 7919 % 5000).cast("string")),
+        "amount": (F.col("id") * 31 % 100_000) / 100.0,
+        "currency": F.lit("EUR"),
+        "metadata": F.concat(F.lit('{"page": "/p/'), (F.col("id") % 50).cast("string"), F.lit('"}')),
+        "source": F.lit("clickstream"),
+        "source_partition": F.lit("0"),
+        "source_offset": F.col("id").cast("string"),
+        "arrival_time": (F.lit(start + 60) + F.col("id")).cast("timestamp"),
+        "batch_id": (F.col("id") / rows_per_file).cast("long"),
+    }
+    scratch = lake.parent / f"scratch-{os.urandom(4).hex()}"
+    frame = spark.range(0, total, numPartitions=files).select(*[columns[c].alias(c) for c in data_columns()])
+    frame.write.parquet(str(scratch))
+    return _move_into_partition(scratch, lake, HOUR, files, 0, None)
 
 
 def lake_rows(spark, lake: Path) -> list[tuple]:
@@ -109,19 +147,15 @@ def compact(spark, lake: Path, *, now=AFTER_HOUR, hour=None, target_bytes=128 * 
 
 def test_compaction_keeps_every_row_once_and_writes_files_near_target(spark, tmp_path):
     lake = tmp_path / "lake"
-    files = [[event(f"e{f}-{i}", arrival_s=f, offset=f * 10_000 + i, amount=i * 0.5) for i in range(6000)] for f in range(10)]
-    # Replays across files: an exact copy, and a copy that arrived later from a higher offset.
-    files[3] += [event("e0-1", arrival_s=0, offset=1, amount=0.5)]
-    files[7] += [event("e1-5", arrival_s=99, offset=99_999, amount=123.0)]
-    all_rows = [r for f in files for r in f]
-    write_files(spark, lake, files)
+    write_generated(spark, lake, files=10, rows_per_file=6000, replays=25)
+    before = [row.asDict() for row in spark.read.schema(data_schema()).parquet(*map(str, lake.rglob("*.parquet"))).collect()]
     before_bytes = sum(p.stat().st_size for p in lake.rglob("*.parquet"))
 
     summary, sink = compact(spark, lake, target_bytes=256 * KB)
 
     (result,) = summary.of("compacted")
-    assert (result.files_before, result.rows_in, result.duplicates, result.rows_out) == (10, 60_002, 2, 60_000)
-    assert lake_rows(spark, lake) == expected_after_dedup(all_rows)
+    assert (result.files_before, result.rows_in, result.duplicates, result.rows_out) == (10, 60_000, 25, 59_975)
+    assert lake_rows(spark, lake) == expected_after_dedup(before)
     outputs = data_file_names(lake)
     assert outputs == [layout.output_name(summary.run_id, i) for i in range(len(outputs))]
     sizes = [p.stat().st_size for p in lake.rglob("compacted-*.parquet")]
@@ -129,11 +163,11 @@ def test_compaction_keeps_every_row_once_and_writes_files_near_target(spark, tmp
     assert all(0.5 * 256 * KB <= s <= 1.5 * 256 * KB for s in sizes), sizes
     assert_clean(lake)
     history = json.loads((lake / "_compaction/history/event_date=2026-01-01/event_hour=5.json").read_text())
-    assert (history["rows_in"], history["duplicates"], len(history["inputs"])) == (60_002, 2, 10)
+    assert (history["rows_in"], history["duplicates"], len(history["inputs"])) == (60_000, 25, 10)
     published = {m.name: m.value for m in sink.published}
     assert set(published) == set(METRIC_NAMES)
     assert (published["CompactionPartitions"], published["CompactionFilesBefore"], published["CompactionFilesAfter"],
-            published["CompactionDuplicatesRemoved"], published["CompactionSucceeded"]) == (1, 10, len(sizes), 2, 1)
+            published["CompactionDuplicatesRemoved"], published["CompactionSucceeded"]) == (1, 10, len(sizes), 25, 1)
 
 
 def test_survivor_is_earliest_arrival_then_lowest_offset(spark):
@@ -143,7 +177,7 @@ def test_survivor_is_earliest_arrival_then_lowest_offset(spark):
         event(None, offset=1), event(None, offset=2),  # no event_id: never treated as duplicates
         event("c"),
     ]
-    frame = spark.createDataFrame([as_tuple(r) for r in rows], data_schema())
+    frame = literal_frame(spark, rows)
     kept = sorted((r.event_id or "", r.source_offset) for r in deduplicate_events(frame).collect())
     assert kept == [("", "1"), ("", "2"), ("a", "7"), ("b", "9"), ("c", "0")]
 
@@ -318,10 +352,9 @@ def run_cli_killed_at(lake: Path, spec: str) -> None:
 @pytest.mark.parametrize(("spec", "recovery"), KILL_CASES)
 def test_killed_run_is_recovered_by_the_next_run_with_every_row_once(spark, tmp_path, spec, recovery):
     lake = tmp_path / "lake"
-    files = [[event(f"e{f}-{i}", arrival_s=f, offset=f * 1000 + i) for i in range(300)] for f in range(4)]
-    files[2] += [event("e0-0", arrival_s=0, offset=0), event("e1-1", arrival_s=50, offset=50_000)]
-    inputs = write_files(spark, lake, files)
-    expected = expected_after_dedup([r for f in files for r in f])
+    inputs = write_generated(spark, lake, files=4, rows_per_file=300, replays=5)
+    expected = expected_after_dedup(
+        [row.asDict() for row in spark.read.schema(data_schema()).parquet(*map(str, inputs)).collect()])
 
     run_cli_killed_at(lake, spec)
 
