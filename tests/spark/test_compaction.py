@@ -367,8 +367,8 @@ def test_killed_run_is_recovered_by_the_next_run_with_every_row_once(spark, tmp_
         assert len(published) == 1 and len(remaining_inputs) == 4
     elif phase == "after_publish":
         assert len(published) >= 2 and len(remaining_inputs) == 4
-    elif phase == "delete":
-        assert len(published) >= 2 and len(remaining_inputs) == 2
+    elif phase == "delete":  # deletes run concurrently: others may finish before the kill lands
+        assert len(published) >= 2 and len(remaining_inputs) <= 2
     else:
         assert len(published) >= 2 and not remaining_inputs
 
