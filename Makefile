@@ -13,20 +13,21 @@ export NPM_CONFIG_USERCONFIG := $(CURDIR)/.npmrc
 export PYSPARK_PYTHON := python
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help bootstrap test test-fast test-spark33 lint synth demo snapshots diff diagrams clean
+.PHONY: help bootstrap test test-fast test-spark33 lint synth demo bench snapshots diff diagrams clean
 
 help:
 	@echo "make demo       set up .venv, synthesize every environment (cdk-nag enforced), run the pipeline locally"
 	@echo "make test       set up .venv, lint, run every test on each Glue Spark line"
+	@echo "make bench      1M-record streaming and 2,000-file compaction benchmarks -> bench-output/"
 	@echo "make test-fast  the tests without the e2e ones, main venv only"
 	@echo "make synth      synthesize every environment into cdk.out/"
 	@echo "make diff       Markdown infra diff (resources, IAM first, cost delta) vs BASE=HEAD"
 	@echo "make diagrams   architecture picture per environment into docs/architecture/"
 	@echo "make snapshots  refresh tests/snapshots/ on purpose after an intended infrastructure change"
 
-$(STAMP): requirements.txt requirements-dev.txt package.json package-lock.json
+$(STAMP): requirements.txt requirements-dev.txt constraints.txt package.json package-lock.json
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install --disable-pip-version-check -q -r requirements-dev.txt
+	$(VENV)/bin/pip install --disable-pip-version-check -q -r requirements-dev.txt -c constraints.txt
 	$(VENV)/bin/npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
@@ -55,7 +56,28 @@ synth: $(STAMP)
 	@start=$$(date +%s%N); cdk synth --quiet && end=$$(date +%s%N) && \
 	  echo "synthesized $$(ls -d cdk.out/assembly-* | wc -l) environment(s) into cdk.out/ in $$(( (end - start) / 1000000 )) ms (cdk-nag AwsSolutions enforced)"
 
+DEMO := demo-output
+DEMO_RECORDS ?= 20000
+# The whole pipeline on this machine: generated events (with bad records of every kind and
+# duplicates) -> streaming runner -> lake + dead letters -> compaction of the closed hours.
 demo: synth
+	rm -rf $(DEMO) && mkdir -p $(DEMO)
+	$(PY) -m glue_jobs generate --out $(DEMO)/input --records $(DEMO_RECORDS) --files 10 --bad-ratio 0.02 --seed 7
+	$(PY) -m glue_jobs run-local --input $(DEMO)/input --lake $(DEMO)/lake --dead-letter $(DEMO)/dead-letters \
+	  --checkpoint $(DEMO)/checkpoint --once --max-files-per-batch 2 --source-name clickstream
+	$(PY) -m compaction run-local --lake $(DEMO)/lake --grace-minutes 0 --lookback-hours 720 --target-file-mb 1
+	@echo
+	@echo "templates:      cdk.out/assembly-{dev,staging,prod}/ (cdk-nag clean)"
+	@echo "lake:           $(DEMO)/lake/event_date=*/event_hour=*/ (Parquet, compacted)"
+	@echo "dead letters:   $(DEMO)/dead-letters/ingest_date=*/ (Parquet: payload, reason, ...)"
+	@echo "checkpoint:     $(DEMO)/checkpoint/ (run the run-local line again: nothing is reprocessed)"
+
+BENCH_RECORDS ?= 1000000
+bench: $(STAMP)
+	mkdir -p bench-output
+	$(PY) bench/bench_streaming.py --records $(BENCH_RECORDS) --out bench-output/streaming.json
+	$(PY) bench/bench_compaction.py --out bench-output/compaction.json
+	$(PY) bench/report.py --streaming bench-output/streaming.json --compaction bench-output/compaction.json --out-dir bench-output
 
 # Markdown summary of what the working tree changes against BASE (default HEAD): no credentials needed.
 BASE ?= HEAD
