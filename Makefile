@@ -23,7 +23,7 @@ help:
 	@echo "make synth      synthesize every environment into cdk.out/"
 	@echo "make diff       Markdown infra diff (resources, IAM first, cost delta) vs BASE=HEAD"
 	@echo "make diagrams   architecture picture per environment into docs/architecture/"
-	@echo "make snapshots  refresh tests/snapshots/ on purpose after an intended infrastructure change"
+	@echo "make snapshots  refresh tests/snapshots/ and docs/architecture/ after an intended infrastructure change"
 
 $(STAMP): requirements.txt requirements-dev.txt constraints.txt package.json package-lock.json
 	$(PYTHON) -m venv $(VENV)
@@ -89,6 +89,7 @@ diagrams: $(STAMP)
 
 snapshots: $(STAMP)
 	$(PY) -m infra.snapshot --update
+	$(PY) -m infra.diagram
 
 clean:
 	rm -rf cdk.out .pytest_cache

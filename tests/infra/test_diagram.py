@@ -41,3 +41,9 @@ def test_real_templates_produce_a_picture(templates):
     for env, template in templates.items():
         nodes, _ = diagram.graph(template)
         assert nodes, f"{env}: no resource of a shown type"
+
+
+def test_committed_pictures_are_current(templates):
+    for env, template in templates.items():
+        committed = (diagram.OUT_DIR / f"{env}.md").read_text()
+        assert committed == diagram.to_mermaid(env, template), f"docs/architecture/{env}.md is stale: run `make snapshots`"
