@@ -21,7 +21,7 @@ from infra import job_assets
 from infra.config import CompactionConfig
 from infra.glue_security import GlueJobSecurity
 from infra.job_iam import acknowledge_glue_job_role, grant_prefix
-from infra.streaming_job import GLUE_VERSIONS, METRICS_NAMESPACE, WORKER_TYPES
+from infra.streaming_job import METRICS_NAMESPACE
 
 
 class CompactionJob(Construct):
@@ -65,26 +65,21 @@ class CompactionJob(Construct):
             "--TempDir": f"s3://{temp_bucket.bucket_name}/glue-temp/compaction/",
         }
         job_class = glue.PySparkFlexEtlJob if settings.flex else glue.PySparkEtlJob
-        package = job_assets.build_package_zip()
         self.job = job_class(
             self,
             "Job",
             description=f"{environment}: hourly lake compaction (crash-safe, deduplicating)",
             role=self.role,
-            script=glue.Code.from_asset(str(job_assets.entrypoint("compaction"))),
-            extra_python_files=[glue.Code.from_asset(str(package))],
-            glue_version=GLUE_VERSIONS[settings.glue_version],
-            worker_configuration=glue.WorkerConfiguration(
-                worker_type=WORKER_TYPES[settings.worker_type], number_of_workers=settings.workers
-            ),
             default_arguments=self.default_arguments,
-            security_configuration=security.configuration,
-            continuous_logging=glue.ContinuousLoggingProps(enabled=True),
-            enable_metrics=True,
-            enable_observability_metrics=True,
-            max_concurrent_runs=1,
             max_retries=0,
             timeout=cdk.Duration.minutes(settings.timeout_minutes),
+            **job_assets.common_job_props(
+                "compaction",
+                glue_version=settings.glue_version,
+                worker_type=settings.worker_type,
+                workers=settings.workers,
+                security_configuration=security.configuration,
+            ),
         )
         acknowledge_glue_job_role(self.role, uses_connection=False)
         self.trigger = glue.CfnTrigger(

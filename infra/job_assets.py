@@ -14,7 +14,12 @@ from __future__ import annotations
 import zipfile
 from pathlib import Path
 
+from aws_cdk import aws_glue as glue
+
 from infra.config import REPO_ROOT
+
+GLUE_VERSIONS = {"4.0": glue.GlueVersion.V4_0, "5.0": glue.GlueVersion.V5_0}
+WORKER_TYPES = {"G.025X": glue.WorkerType.G_025X, "G.1X": glue.WorkerType.G_1X, "G.2X": glue.WorkerType.G_2X}
 
 PACKAGES = ("glue_jobs", "compaction")
 PACKAGE_ZIP = REPO_ROOT / "build" / "glue_package.zip"
@@ -50,3 +55,21 @@ def entrypoint(package: str, module: str = "glue_entry") -> Path:
     if not path.exists():
         raise FileNotFoundError(f"Glue entrypoint {path} is missing")
     return path
+
+
+def common_job_props(
+    package: str, *, glue_version: str, worker_type: str, workers: int, security_configuration: glue.ISecurityConfiguration
+) -> dict:
+    """What every job of this app shares: its entrypoint and the package zip, runtime and workers,
+    encryption, continuous logging, metrics and observability metrics, one run at a time."""
+    return {
+        "script": glue.Code.from_asset(str(entrypoint(package))),
+        "extra_python_files": [glue.Code.from_asset(str(build_package_zip()))],
+        "glue_version": GLUE_VERSIONS[glue_version],
+        "worker_configuration": glue.WorkerConfiguration(worker_type=WORKER_TYPES[worker_type], number_of_workers=workers),
+        "security_configuration": security_configuration,
+        "continuous_logging": glue.ContinuousLoggingProps(enabled=True),
+        "enable_metrics": True,
+        "enable_observability_metrics": True,
+        "max_concurrent_runs": 1,
+    }

@@ -129,7 +129,8 @@ class StreamingLakeStack(cdk.Stack):
             checkpoint_prefix=storage.checkpoint_prefix,
         )
         self.streaming_jobs: dict[str, StreamingJob] = {}
-        for source, stream in self.streams.streams.items():
+
+        def streaming_job(source: str, **reads) -> None:
             self.streaming_jobs[source] = StreamingJob(
                 self,
                 f"StreamingJob{pascal(source)}",
@@ -139,19 +140,14 @@ class StreamingLakeStack(cdk.Stack):
                 locations=locations,
                 catalog=CatalogNames(catalog.database_name, catalog.source_table_names[source], catalog.lake_table_name),
                 security=self.glue_security,
-                stream=stream,
+                **reads,
             )
+
+        for source, stream in self.streams.streams.items():
+            streaming_job(source, stream=stream)
         if self.msk is not None:
-            source = self.msk.source_name
-            self.streaming_jobs[source] = StreamingJob(
-                self,
-                f"StreamingJob{pascal(source)}",
-                environment=config.name,
-                source_name=source,
-                settings=config.streaming,
-                locations=locations,
-                catalog=CatalogNames(catalog.database_name, catalog.source_table_names[source], catalog.lake_table_name),
-                security=self.glue_security,
+            streaming_job(
+                self.msk.source_name,
                 kafka=KafkaSource(
                     cluster_arn=self.msk.cluster_arn,
                     topic=self.msk.topic_name,

@@ -30,8 +30,6 @@ from infra.job_iam import acknowledge_glue_job_role, grant_prefix
 from infra.nag import acknowledge_wildcard_resource
 
 METRICS_NAMESPACE = "StreamLake"
-GLUE_VERSIONS = {"4.0": glue.GlueVersion.V4_0, "5.0": glue.GlueVersion.V5_0}
-WORKER_TYPES = {"G.025X": glue.WorkerType.G_025X, "G.1X": glue.WorkerType.G_1X, "G.2X": glue.WorkerType.G_2X}
 
 
 @dataclass(frozen=True)
@@ -129,25 +127,20 @@ class StreamingJob(Construct):
             **source_options,
             "--enable-auto-scaling": "true",
         }
-        package = job_assets.build_package_zip()
         self.job = glue.PySparkStreamingJob(
             self,
             "Job",
             description=f"{environment}: stream {source_name} ({self.source_type}) into the lake",
             role=self.role,
-            script=glue.Code.from_asset(str(job_assets.entrypoint("glue_jobs"))),
-            extra_python_files=[glue.Code.from_asset(str(package))],
-            glue_version=GLUE_VERSIONS[settings.glue_version],
-            worker_configuration=glue.WorkerConfiguration(
-                worker_type=WORKER_TYPES[settings.worker_type], number_of_workers=settings.max_workers
-            ),
             default_arguments=self.default_arguments,
             connections=[kafka.connection] if kafka is not None else None,
-            security_configuration=security.configuration,
-            continuous_logging=glue.ContinuousLoggingProps(enabled=True),
-            enable_metrics=True,
-            enable_observability_metrics=True,
-            max_concurrent_runs=1,
+            **job_assets.common_job_props(
+                "glue_jobs",
+                glue_version=settings.glue_version,
+                worker_type=settings.worker_type,
+                workers=settings.max_workers,
+                security_configuration=security.configuration,
+            ),
         )
         acknowledge_glue_job_role(self.role, uses_connection=kafka is not None)
         if settings.maintenance_window:
