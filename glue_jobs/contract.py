@@ -55,6 +55,9 @@ _JSON_OPTIONS = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT, "a
 _DDL_TYPES = {"string": "string", "long": "bigint", "int": "int", "double": "double", "float": "float",
               "boolean": "boolean"}
 _INTEGER_TYPES = ("long", "int")
+_DIGITS = tuple("0123456789")
+_WHITESPACE = (" ", "\t", "\n", "\x0b", "\f", "\r")  # Java regex \s
+_LINE_TERMINATORS = ("\u0085", "\u2028", "\u2029")
 _FLOAT_TYPES = ("double", "float")
 
 _FIELDS = contract_fields()
@@ -96,17 +99,41 @@ def _parse_single(field: str, ddl_type: str) -> Column:
     return F.from_json("payload", _struct_ddl({field: ddl_type}), _JSON_OPTIONS).getField(field)
 
 
+def _text_col(name: str) -> Column:
+    return F.col(f"_t_{name}")
+
+
+def _may_be_a_string_token(first: Column) -> Column:
+    """False only if no string literal in the payload starts with `first` (see module doc, step 3).
+
+    A string token whose text starts with c is written "c... or 'c... (single quotes are allowed) or starts
+    with an escape ("\\..., '\\...). When none of these occurs the token cannot be a string, so the
+    confirming parse is skipped: object metadata without '"{' in the payload costs no second parse."""
+    payload = F.col("payload")
+    return (
+        payload.contains(F.concat(F.lit('"'), first))
+        | payload.contains(F.concat(F.lit("'"), first))
+        | payload.contains('"\\')
+        | payload.contains("'\\")
+    )
+
+
 def _is_non_string_token(field: str, text: Column) -> Column:
     """True when the field's token is a number, boolean, object or array (see module doc, step 3)."""
-    looks_numeric = text.rlike('^(-?[0-9]|")')
+    first = F.substring(text, 1, 1)
+    looks_numeric = first.isin(*_DIGITS, '"') | ((first == "-") & F.substring(text, 2, 1).isin(*_DIGITS))
     looks_boolean = text.isin("true", "false")
-    looks_object = text.startswith("{")
-    looks_array = text.startswith("[")
+    looks_object = first == "{"
+    looks_array = first == "["
+
+    def parses_as(ddl_type: str) -> Column:
+        return F.when(_may_be_a_string_token(first), _parse_single(field, ddl_type).isNotNull()).otherwise(F.lit(True))
+
     return (
-        F.when(looks_numeric, _parse_single(field, "double").isNotNull())
-        .when(looks_boolean, _parse_single(field, "boolean").isNotNull())
-        .when(looks_object, _parse_single(field, "map<string,string>").isNotNull())
-        .when(looks_array, _parse_single(field, "array<string>").isNotNull())
+        F.when(looks_numeric, parses_as("double"))
+        .when(looks_boolean, parses_as("boolean"))
+        .when(looks_object, parses_as("map<string,string>"))
+        .when(looks_array, parses_as("array<string>"))
         .otherwise(F.lit(False))
     )
 
@@ -117,7 +144,20 @@ def _json_string_literal(text: Column) -> Column:
 
 
 def _strip(text: Column) -> Column:
-    return F.regexp_replace(text, r"^\s+|\s+$", "")
+    """Java-regex trim of \\s at both ends; the regex only runs when an end character could be affected
+    (`$` also matches before a final line terminator such as U+0085)."""
+    may_change = F.substring(text, 1, 1).isin(*_WHITESPACE) | F.substring(text, -1, 1).isin(
+        *_WHITESPACE, *_LINE_TERMINATORS
+    )
+    return F.when(may_change, F.regexp_replace(text, r"^\s+|\s+$", "")).otherwise(text)
+
+
+def _starts_with_brace(payload: Column) -> Column:
+    return F.when(payload.startswith("{"), F.lit(True)).otherwise(payload.rlike(r"^\s*\{"))
+
+
+def _ends_with_brace(payload: Column) -> Column:
+    return F.when(payload.endswith("}"), F.lit(True)).otherwise(payload.rlike(r"\}\s*$"))
 
 
 def parse_payload(envelope: DataFrame) -> DataFrame:
@@ -135,33 +175,59 @@ def parse_payload(envelope: DataFrame) -> DataFrame:
     )
 
 
-def _field_columns(field) -> dict[str, Column]:
-    """Per field: its text (presence), typed value, and the rule flags. Decoded (Avro) records are typed already."""
+def _token_text(field) -> Column:
+    """The field's text: presence for every type, the token's rendering for the type checks."""
+    is_avro = F.col("record").isNotNull()
+    typed = F.col(f"_typed.{field.name}")
+    decoded = F.col(f"record.{field.name}")
+    if field.avro_type == "string":
+        return F.when(is_avro, decoded).otherwise(typed)
+    return F.when(is_avro, decoded.cast("string")).otherwise(F.coalesce(F.col(f"_text.{field.name}"), typed.cast("string")))
+
+
+def _token_checks(field) -> dict[str, Column]:
+    """The expensive per-field checks (conditional re-parses, regexes), each computed once per row."""
     name = field.name
     is_avro = F.col("record").isNotNull()
-    typed = F.col(f"_typed.{name}")
-    decoded = F.col(f"record.{name}")
+    text = _text_col(name)
     if field.avro_type == "string":
-        text = F.when(is_avro, decoded).otherwise(typed)
-        wrong_type = ~is_avro & text.isNotNull() & _is_non_string_token(name, text)
+        checks = {f"_w_{name}": F.when(~is_avro & text.isNotNull(), _is_non_string_token(name, text)).otherwise(F.lit(False))}
+        if field.required or name in NORMALIZED_FIELDS:
+            checks[f"_s_{name}"] = _strip(text)
+        return checks
+    if field.avro_type in _INTEGER_TYPES:
+        # An integer token too large for the type: a number, so out_of_range rather than invalid_type.
+        conversion_failed = ~is_avro & text.isNotNull() & F.col(f"_typed.{name}").isNull()
+        overflow = F.when(conversion_failed & text.rlike("^-?[0-9]+$"), _parse_single(name, "double").isNotNull())
+        return {f"_o_{name}": overflow.otherwise(F.lit(False))}
+    return {}
+
+
+def _field_columns(field) -> dict[str, Column]:
+    """Per field: its value and the rule flags, from the columns of the two stages before."""
+    name = field.name
+    is_avro = F.col("record").isNotNull()
+    text = _text_col(name)
+    if field.avro_type == "string":
+        wrong_type = F.col(f"_w_{name}")
         if name in JSON_TEXT_FIELDS:
             value = F.when(text.isNull() | is_avro | wrong_type, text).otherwise(_json_string_literal(text))
             wrong_type = F.lit(False)  # any JSON value is allowed
         elif name in NORMALIZED_FIELDS:
-            value = F.lower(_strip(text))
+            value = F.lower(F.col(f"_s_{name}"))
         else:
             value = text
-        missing = text.isNull() | (~wrong_type & (F.length(_strip(text)) == 0)) if field.required else F.lit(False)
+        missing = text.isNull() | (~wrong_type & (F.length(F.col(f"_s_{name}")) == 0)) if field.required else F.lit(False)
         out_of_range = F.lit(False)
         return {"value": value, "missing": missing, "wrong_type": wrong_type, "out_of_range": out_of_range}
 
-    text = F.when(is_avro, decoded.cast("string")).otherwise(F.coalesce(F.col(f"_text.{name}"), typed.cast("string")))
+    typed = F.col(f"_typed.{name}")
+    decoded = F.col(f"record.{name}")
     value = F.when(is_avro, decoded).otherwise(typed)
     present = text.isNotNull()
     conversion_failed = ~is_avro & present & typed.isNull()
     if field.avro_type in _INTEGER_TYPES:
-        # An integer token too large for the type: a number, so out_of_range rather than invalid_type.
-        overflow = conversion_failed & text.rlike("^-?[0-9]+$") & _parse_single(name, "double").isNotNull()
+        overflow = F.col(f"_o_{name}")
         wrong_type = conversion_failed & ~overflow
         out_of_range = overflow
     else:
@@ -177,39 +243,58 @@ def validate(envelope: DataFrame, *, now_ms: int, batch_id: int) -> DataFrame:
 
 
 def _classify(parsed: DataFrame, *, now_ms: int, batch_id: int) -> DataFrame:
+    # Successive selects, so that each expensive expression (a re-parse, a regex) runs once per row: Spark's
+    # CollapseProject does not merge two projections when that would copy a non-cheap expression into
+    # several places of the next one. Intermediate columns start with "_" and are dropped at the end.
     is_json_record = F.col("record").isNull()
-    shape_ok = F.col("payload").rlike(r"^\s*\{") & F.col("payload").rlike(r"\}\s*$")
+    payload = F.col("payload")
     is_malformed = is_json_record & (
-        F.col("payload").isNull()
-        | ~shape_ok
+        payload.isNull()
+        | ~(_starts_with_brace(payload) & _ends_with_brace(payload))
         | F.col("_typed").isNull()
         | F.col(f"_text.{_CORRUPT}").isNotNull()
     )
-    columns = {f.name: _field_columns(f) for f in _FIELDS}
+    texts = parsed.select(
+        *ENVELOPE_COLUMNS, "_typed", "_text",
+        *(_token_text(f).alias(f"_t_{f.name}") for f in _FIELDS),
+        is_malformed.alias("_malformed"),
+    )
+    checked = texts.select("*", *(check.alias(name) for f in _FIELDS for name, check in _token_checks(f).items()))
 
+    columns = {f.name: _field_columns(f) for f in _FIELDS}
     event_time_ms = columns[EVENT_TIME_FIELD]["value"]
     time_out_of_range = (event_time_ms < F.lit(MIN_EVENT_TIME_MS)) | (event_time_ms > F.lit(now_ms + MAX_FUTURE_MS))
     columns[EVENT_TIME_FIELD]["out_of_range"] = columns[EVENT_TIME_FIELD]["out_of_range"] | (
         event_time_ms.isNotNull() & time_out_of_range
     )
+    rules = ("missing", "wrong_type", "out_of_range")
+    flagged = checked.select(
+        *ENVELOPE_COLUMNS, "_malformed",
+        *(columns[f.name]["value"].alias(f"_v_{f.name}") for f in _FIELDS),
+        *(columns[f.name][rule].alias(f"_{rule}_{f.name}") for rule in rules for f in _FIELDS),
+    )
 
-    checks = [(MALFORMED_JSON, is_malformed, "payload is not one JSON object")]
+    checks = [(MALFORMED_JSON, F.col("_malformed"), "payload is not one JSON object")]
     for rule, reason, what in (
         ("missing", MISSING_REQUIRED_FIELD, "required field absent, null or empty"),
         ("wrong_type", INVALID_TYPE, "wrong JSON type"),
         ("out_of_range", OUT_OF_RANGE, "value out of range"),
     ):
-        checks += [(reason, columns[f.name][rule], f"{f.name}: {what}") for f in _FIELDS]
+        checks += [(reason, F.col(f"_{rule}_{f.name}"), f"{f.name}: {what}") for f in _FIELDS]
     reason = F.when(checks[0][1], F.lit(checks[0][0]))
     detail = F.when(checks[0][1], F.lit(checks[0][2]))
     for code, condition, message in checks[1:]:
         reason = reason.when(condition, F.lit(code))
         detail = detail.when(condition, F.lit(message))
+    reasoned = flagged.select(
+        *ENVELOPE_COLUMNS, *(f"_v_{f.name}" for f in _FIELDS), reason.alias("reason"), detail.alias("detail")
+    )
 
-    is_valid = reason.isNull()
+    is_valid = F.col("reason").isNull()
+    event_time_ms = F.col(f"_v_{EVENT_TIME_FIELD}")
     # Only valid rows keep typed values: timestamp_millis of a huge (invalid) long would overflow.
     contract_values = [
-        (F.when(is_valid, columns[f.name]["value"]) if f.name == EVENT_TIME_FIELD else columns[f.name]["value"]).alias(f.name)
+        (F.when(is_valid, event_time_ms) if f.name == EVENT_TIME_FIELD else F.col(f"_v_{f.name}")).alias(f.name)
         for f in _FIELDS
     ]
     # Epoch arithmetic, not date_format: partitions are UTC whatever the session/JVM time zone.
@@ -231,12 +316,12 @@ def _classify(parsed: DataFrame, *, now_ms: int, batch_id: int) -> DataFrame:
     if tuple(partitions) != tuple(name for name, _, _ in PARTITION_COLUMNS):
         raise AssertionError("partition columns drifted from glue_jobs.schema.PARTITION_COLUMNS")
 
-    classified = parsed.select(
+    classified = reasoned.select(
         *contract_values,
         *(col.alias(name) for name, col in ingestion.items()),
         *(F.when(is_valid, col).alias(name) for name, col in partitions.items()),
-        reason.alias("reason"),
-        detail.alias("detail"),
+        F.col("reason"),
+        F.col("detail"),
         F.col("payload"),
     )
     # timestamp_millis is exact (a double division could land a microsecond early); instants are zone-free.
