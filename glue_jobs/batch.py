@@ -16,8 +16,9 @@ and `<dead letters>/ingest_date=YYYY-MM-DD/part-<source>-<stream>-b<batch:010d>-
 where <stream> is the first 8 characters of the streaming query id in `<checkpoint>/metadata`: a new
 checkpoint restarts batch ids at 0 without colliding with an earlier run's files.
 
-The validated frame is persisted once; one aggregation gives every count, and the two writes reuse it.
-records_in = records_written + dead_letters + duplicates_collapsed holds for every batch.
+The validated frame is persisted once (uncompressed); one aggregation gives every count and the event_ids
+that occur more than once, and the two writes reuse it. Only rows with those ids are ranked for the
+duplicate collapse. records_in = records_written + dead_letters + duplicates_collapsed holds for every batch.
 """
 
 from __future__ import annotations
@@ -44,6 +45,9 @@ STAGING_DIR = "_staging"
 PARQUET_SUFFIX = ".snappy.parquet"
 # Markers older than this many batches are deleted: only the last uncommitted batch is ever replayed.
 MARKERS_KEPT = 100
+# Row id of the persisted validated frame: tells the losers among duplicate rows apart (exact ties too).
+_ROW = "_row"
+_CACHE_COMPRESSED = "spark.sql.inMemoryColumnarStorage.compressed"
 
 
 @dataclass(frozen=True)
@@ -71,20 +75,39 @@ class BatchStats:
         return cls(**json.loads(text))
 
 
-def collapse_duplicates(valid: DataFrame) -> DataFrame:
-    """One row per event_id: the lowest source position (partition, then offset compared as a number)."""
+def _rank_by_lowest_position(valid: DataFrame) -> DataFrame:
+    """`_rank` 1 for the lowest source position per event_id (partition, then offset compared as a number)."""
     lowest_position_first = Window.partitionBy("event_id").orderBy(
         F.col("source_partition").asc_nulls_last(),
         F.length("source_offset").asc_nulls_last(),
         F.col("source_offset").asc_nulls_last(),
         F.col("payload").asc_nulls_last(),
     )
-    return valid.withColumn("_rank", F.row_number().over(lowest_position_first)).filter(F.col("_rank") == 1)
+    return valid.withColumn("_rank", F.row_number().over(lowest_position_first))
+
+
+def collapse_duplicates(valid: DataFrame) -> DataFrame:
+    """One row per event_id: the lowest source position (partition, then offset compared as a number)."""
+    return valid.transform(_rank_by_lowest_position).filter(F.col("_rank") == 1)
 
 
 def to_lake_rows(validated: DataFrame) -> DataFrame:
+    """Valid rows, one per event_id: every valid row goes through the ranking window."""
     is_valid = F.col("reason").isNull()
     return validated.filter(is_valid).transform(collapse_duplicates).select(*spark_lake_schema().fieldNames())
+
+
+def _lake_rows_ranking_only_duplicates(validated: DataFrame, duplicated_ids: DataFrame | None) -> DataFrame:
+    """Like to_lake_rows, but only rows whose event_id is in `duplicated_ids` (every id occurring more than
+    once, a few per batch; None: there are none) are ranked. The losers' row ids (`_ROW`) are broadcast and
+    removed in one pass over the cached rows: the other rows are neither shuffled nor sorted, and each
+    write task keeps its input partition, so the files per partition are the same as with the window."""
+    valid = validated.filter(F.col("reason").isNull())
+    if duplicated_ids is not None:
+        candidates = valid.join(F.broadcast(duplicated_ids), "event_id", "left_semi")
+        losers = candidates.transform(_rank_by_lowest_position).filter(F.col("_rank") > 1).select(_ROW)
+        valid = valid.join(F.broadcast(losers), _ROW, "left_anti")
+    return valid.select(*spark_lake_schema().fieldNames())
 
 
 def to_dead_letters(validated: DataFrame, *, processing_date: str) -> DataFrame:
@@ -100,14 +123,45 @@ def to_dead_letters(validated: DataFrame, *, processing_date: str) -> DataFrame:
     )
 
 
-def _count_columns():
+def batch_counts(validated: DataFrame) -> DataFrame:
+    """One row: records_in, valid, distinct_valid, a count per reason code, and `duplicated_ids`, the JSON
+    array of the valid event_ids that occur more than once (a few per batch: duplicates are rare).
+
+    Valid rows are grouped by event_id (map-side partial aggregation: only ids and counts are shuffled),
+    so the one action that materializes the batch also tells which rows the lake write must rank."""
     is_valid = F.col("reason").isNull()
-    return [
-        F.count(F.lit(1)).alias("records_in"),
-        F.count(F.when(is_valid, 1)).alias("valid"),
-        F.countDistinct(F.when(is_valid, F.col("event_id"))).alias("distinct_valid"),
-        *(F.count(F.when(F.col("reason") == code, 1)).alias(code) for code in REASON_CODES),
-    ]
+    per_key = validated.groupBy("reason", F.when(is_valid, F.col("event_id")).alias("_id")).agg(
+        F.count(F.lit(1)).alias("_n")
+    )
+
+    def total(condition=None):
+        return F.coalesce(F.sum(F.col("_n") if condition is None else F.when(condition, F.col("_n"))), F.lit(0))
+
+    return per_key.agg(
+        total().alias("records_in"),
+        total(is_valid).alias("valid"),
+        F.count(F.when(is_valid, 1)).alias("distinct_valid"),
+        *(total(F.col("reason") == code).alias(code) for code in REASON_CODES),
+        F.to_json(F.collect_list(F.when(is_valid & (F.col("_n") > 1), F.col("_id")))).alias("duplicated_ids"),
+    )
+
+
+def _ids_frame(spark, ids_json: str) -> DataFrame:
+    """The ids of a JSON array as a one-column frame, built in the JVM (no Python rows to pickle)."""
+    return spark.range(1).select(F.explode(F.from_json(F.lit(ids_json), "array<string>")).alias("event_id"))
+
+
+def _persist_uncompressed(frame: DataFrame) -> DataFrame:
+    """persist(MEMORY_AND_DISK) without columnar compression: compressing the payload strings cost more than
+    the whole validation (300k records: 6.9 s compressed vs 4.1 s uncompressed, local[2]), and the cache
+    lives for one batch only. The flag is read when the cache is defined, so it is restored right after."""
+    conf = frame.sparkSession.conf
+    previous = conf.get(_CACHE_COMPRESSED)
+    conf.set(_CACHE_COMPRESSED, "false")
+    try:
+        return frame.persist(StorageLevel.MEMORY_AND_DISK)
+    finally:
+        conf.set(_CACHE_COMPRESSED, previous)
 
 
 def read_stream_id(storage: HadoopStorage, checkpoint_path: str) -> str:
@@ -169,13 +223,18 @@ class MicroBatchWriter:
 
         now_ms = int(started * 1000)
         processing_date = time.strftime("%Y-%m-%d", time.gmtime(started))
-        validated = validate(envelope, now_ms=now_ms, batch_id=batch_id).persist(StorageLevel.MEMORY_AND_DISK)
+        # _ROW is fixed once the frame is cached (the counts action materializes it before the writes).
+        validated = _persist_uncompressed(
+            validate(envelope, now_ms=now_ms, batch_id=batch_id).withColumn(_ROW, F.monotonically_increasing_id())
+        )
         try:
-            counts = validated.agg(*_count_columns()).collect()[0]
+            counts = batch_counts(validated).collect()[0]
             if counts["records_in"]:
                 lake_staging, dead_staging = self._lake_staging(batch_id), self._dead_letter_staging(batch_id)
                 if counts["valid"]:
-                    to_lake_rows(validated).write.option("compression", "snappy").partitionBy(
+                    duplicated = counts["duplicated_ids"]
+                    duplicated_ids = None if duplicated == "[]" else _ids_frame(self.spark, duplicated)
+                    _lake_rows_ranking_only_duplicates(validated, duplicated_ids).write.option("compression", "snappy").partitionBy(
                         "event_date", "event_hour"
                     ).parquet(lake_staging)
                 if counts["records_in"] > counts["valid"]:
