@@ -16,7 +16,12 @@ parse alone cannot reject a number where a string is expected. The job therefore
 3. for a string field whose text could also be the rendering of a non-string token (it starts with a
    digit, '-', '"', '{', '[' or is true/false) parses that single field again with the matching
    non-string type (double, boolean, map, array). If that succeeds the token was not a string.
-   Plain identifiers such as "evt-1" or "u-42" never pay for this extra parse.
+   The parse is skipped when the payload cannot hold a string literal starting like the text (neither
+   "c nor 'c, c its first character, nor a literal starting with an escape): then the token was not a
+   string, and a non-string token always parses as its own type, so the answer is the same.
+   Plain identifiers such as "evt-1" or "u-42" and object metadata never pay for this extra parse.
+
+The rules are built in successive selects so that each re-parse and regex runs once per row.
 
 `allowNonNumericNumbers` is off, so bare NaN/Infinity tokens (not JSON, RFC 8259) are malformed_json;
 the strings "NaN"/"Infinity" in a number field are invalid_type; a number that overflows a double
