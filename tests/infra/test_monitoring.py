@@ -146,3 +146,37 @@ def test_topic_is_encrypted_tls_only_and_subscribed(template):
         assertions.Match.object_like({"Effect": "Deny", "Condition": {"Bool": {"aws:SecureTransport": "false"}}})])}})
     template.has_resource_properties("AWS::SNS::Subscription", {"Protocol": "email", "Endpoint": "oncall@example.com"})
     template.resource_count_is("AWS::CloudWatch::Dashboard", 1)
+
+
+def _metric_stats(alarm: dict) -> list[dict]:
+    if "MetricName" in alarm:
+        return [{"Namespace": alarm["Namespace"], "MetricName": alarm["MetricName"], "Dimensions": alarm.get("Dimensions", [])}]
+    return [q["MetricStat"]["Metric"] | {"Dimensions": q["MetricStat"]["Metric"].get("Dimensions", [])}
+            for q in alarm["Metrics"] if "MetricStat" in q]
+
+
+# The dimension names each namespace publishes the watched metrics with (AWS docs; StreamLake: the jobs).
+PUBLISHED_DIMENSIONS = {
+    "AWS/Kinesis": {"StreamName"},
+    "AWS/Kafka": {"Cluster Name", "Broker ID"},
+    "Glue": {"JobName", "JobRunId", "Type"},
+    "StreamLake": {"Environment", "Source"},
+}
+
+
+def test_no_alarm_in_any_environment_watches_a_metric_without_its_dimensions(templates):
+    checked = 0
+    for env, template in templates.items():
+        for logical_id, resource in template["Resources"].items():
+            if resource["Type"] != "AWS::CloudWatch::Alarm":
+                continue
+            for metric in _metric_stats(resource["Properties"]):
+                names = {d["Name"] for d in metric["Dimensions"]}
+                assert names, f"{env}/{logical_id}: {metric['MetricName']} has no dimensions"
+                assert names <= PUBLISHED_DIMENSIONS[metric["Namespace"]], (env, logical_id, names)
+                if metric["Namespace"] == "Glue":
+                    assert names == PUBLISHED_DIMENSIONS["Glue"], (env, logical_id)
+                if metric["Namespace"] == "StreamLake" and metric["MetricName"].startswith("Compaction"):
+                    assert names == {"Environment"}, (env, logical_id)
+                checked += 1
+    assert checked >= 40
