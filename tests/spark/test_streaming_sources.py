@@ -80,6 +80,7 @@ def test_local_file_adapter_numbers_lines_per_file(spark, tmp_path):
     (tmp_path / "a.json").write_text('{"x":1}\n\n{"y":2}\r\nlast-without-newline', encoding="utf-8")
     (tmp_path / "b.json").write_text("", encoding="utf-8")
     (tmp_path / "c.json").write_text("only\n", encoding="utf-8")
+    (tmp_path / "d.json").write_bytes("\n\r\n cr-kept\r\n\u2028\r".encode("utf-8"))
     raw = spark.read.format("text").option("wholetext", "true").load(str(tmp_path))
     envelope = from_local_files(raw, "local", 1700000000000)
     assert _envelope_types(envelope) == EXPECTED_TYPES
@@ -91,6 +92,11 @@ def test_local_file_adapter_numbers_lines_per_file(spark, tmp_path):
         ('{"y":2}', "a.json", "3", 1700000000000),
         ("last-without-newline", "a.json", "4", 1700000000000),
         ("only", "c.json", "1", 1700000000000),
+        # blank lines are records; only a "\r" right before a "\n" is part of the terminator
+        ("", "d.json", "1", 1700000000000),
+        ("", "d.json", "2", 1700000000000),
+        (" cr-kept", "d.json", "3", 1700000000000),
+        ("\u2028\r", "d.json", "4", 1700000000000),
     ])
 
 
