@@ -33,6 +33,9 @@ Reason codes, first match wins: malformed_json, missing_required_field, invalid_
 
 from __future__ import annotations
 
+import operator
+from functools import reduce
+
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -108,37 +111,46 @@ def _text_col(name: str) -> Column:
     return F.col(f"_t_{name}")
 
 
-def _may_be_a_string_token(first: Column) -> Column:
+def _starts_with_any(text: Column, prefixes) -> Column:
+    """startsWith compares bytes in place; substring(text, 1, 1) would count every character of the text
+    and allocate a new string, once per check and row."""
+    return reduce(operator.or_, (text.startswith(prefix) for prefix in prefixes))
+
+
+def _ends_with_any(text: Column, suffixes) -> Column:
+    return reduce(operator.or_, (text.endswith(suffix) for suffix in suffixes))
+
+
+def _may_be_a_string_token(first) -> Column:
     """False only if no string literal in the payload starts with `first` (see module doc, step 3).
 
     A string token whose text starts with c is written "c... or 'c... (single quotes are allowed) or starts
-    with an escape ("\\..., '\\...). When none of these occurs the token cannot be a string, so the
-    confirming parse is skipped: object metadata without '"{' in the payload costs no second parse."""
+    with an escape ("\\..., '\\...; any backslash in the payload is taken as one). When none of these
+    occurs the token cannot be a string, so the confirming parse is skipped: object metadata without '"{'
+    in the payload costs no second parse. `first` is a one-character string, or a Column for it."""
     payload = F.col("payload")
-    return (
-        payload.contains(F.concat(F.lit('"'), first))
-        | payload.contains(F.concat(F.lit("'"), first))
-        | payload.contains('"\\')
-        | payload.contains("'\\")
-    )
+    if isinstance(first, str):
+        quoted, single_quoted = F.lit(f'"{first}'), F.lit(f"'{first}")
+    else:
+        quoted, single_quoted = F.concat(F.lit('"'), first), F.concat(F.lit("'"), first)
+    return payload.contains(quoted) | payload.contains(single_quoted) | payload.contains("\\")
 
 
 def _is_non_string_token(field: str, text: Column) -> Column:
     """True when the field's token is a number, boolean, object or array (see module doc, step 3)."""
-    first = F.substring(text, 1, 1)
-    looks_numeric = first.isin(*_DIGITS, '"') | ((first == "-") & F.substring(text, 2, 1).isin(*_DIGITS))
-    looks_boolean = text.isin("true", "false")
-    looks_object = first == "{"
-    looks_array = first == "["
+    looks_numeric = _starts_with_any(text, (*_DIGITS, '"')) | (
+        text.startswith("-") & _starts_with_any(text, tuple(f"-{d}" for d in _DIGITS))
+    )
 
-    def parses_as(ddl_type: str) -> Column:
+    def parses_as(ddl_type: str, first) -> Column:
         return F.when(_may_be_a_string_token(first), _parse_single(field, ddl_type).isNotNull()).otherwise(F.lit(True))
 
     return (
-        F.when(looks_numeric, parses_as("double"))
-        .when(looks_boolean, parses_as("boolean"))
-        .when(looks_object, parses_as("map<string,string>"))
-        .when(looks_array, parses_as("array<string>"))
+        F.when(looks_numeric, parses_as("double", F.substring(text, 1, 1)))  # rare: string fields seldom look numeric
+        .when(text == "true", parses_as("boolean", "t"))
+        .when(text == "false", parses_as("boolean", "f"))
+        .when(text.startswith("{"), parses_as("map<string,string>", "{"))
+        .when(text.startswith("["), parses_as("array<string>", "["))
         .otherwise(F.lit(False))
     )
 
@@ -151,9 +163,7 @@ def _json_string_literal(text: Column) -> Column:
 def _strip(text: Column) -> Column:
     """Java-regex trim of \\s at both ends; the regex only runs when an end character could be affected
     (`$` also matches before a final line terminator such as U+0085)."""
-    may_change = F.substring(text, 1, 1).isin(*_WHITESPACE) | F.substring(text, -1, 1).isin(
-        *_WHITESPACE, *_LINE_TERMINATORS
-    )
+    may_change = _starts_with_any(text, _WHITESPACE) | _ends_with_any(text, (*_WHITESPACE, *_LINE_TERMINATORS))
     return F.when(may_change, F.regexp_replace(text, r"^\s+|\s+$", "")).otherwise(text)
 
 
@@ -222,7 +232,7 @@ def _field_columns(field) -> dict[str, Column]:
             value = F.lower(F.col(f"_s_{name}"))
         else:
             value = text
-        missing = text.isNull() | (~wrong_type & (F.length(F.col(f"_s_{name}")) == 0)) if field.required else F.lit(False)
+        missing = text.isNull() | (~wrong_type & (F.col(f"_s_{name}") == "")) if field.required else F.lit(False)
         out_of_range = F.lit(False)
         return {"value": value, "missing": missing, "wrong_type": wrong_type, "out_of_range": out_of_range}
 
