@@ -141,6 +141,20 @@ class HadoopStorage:
         with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="delete") as pool:
             return sum(pool.map(delete_one, paths))
 
+    def rename_files(self, moves, *, threads: int = 8) -> None:
+        """rename(src, dst) for many (src, dst) pairs of single files, `threads` at a time (one request per
+        move on S3, a few py4j round trips everywhere). Raises the first failure after the others finished."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        moves = list(moves)
+        if threads <= 1 or len(moves) <= 1:
+            for src, dst in moves:
+                self.rename(src, dst)
+            return
+        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="rename") as pool:
+            for future in [pool.submit(self.rename, src, dst) for src, dst in moves]:
+                future.result()
+
     _STATUS_TEXT = re.compile(
         r"\{path=(?P<path>.+); isDirectory=(?P<dir>true|false)(?:; length=(?P<len>\d+))?.*?; modification_time=(?P<mtime>\d+)"
     )

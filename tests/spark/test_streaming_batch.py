@@ -90,6 +90,51 @@ def test_duplicate_keeps_the_lowest_offset_compared_as_a_number(spark, tmp_path)
     assert (row.event_type, row.source_offset) == ("from-9", "9")
 
 
+def test_duplicate_keeps_the_lowest_partition_then_offset_and_unknown_positions_last(spark, tmp_path):
+    no_position = json_envelope(spark, [_event("y", event_type="no-position")], partition=None, offsets=[None])
+    shard_b = json_envelope(spark, [_event("y", event_type="b-1"), _event("z", event_type="b-7")], partition="b",
+                            offsets=["1", "7"])
+    shard_a = json_envelope(spark, [_event("y", event_type="a-5"), _event("z", event_type="a-no-offset")],
+                            partition="a", offsets=["5", None])
+    stats = _writer(spark, tmp_path)(no_position.unionByName(shard_b).unionByName(shard_a), 0)
+    assert (stats.records_written, stats.duplicates_collapsed) == (2, 3) and stats.reconciles
+    kept = {r.event_id: r.event_type for r in spark.read.parquet(str(tmp_path / "lake")).collect()}
+    assert kept == {"y": "a-5", "z": "a-no-offset"}
+
+
+def test_batch_of_many_partitions_writes_one_file_per_core_and_hour(spark, tmp_path):
+    payloads = [_event(f"e{i}", hour_offset=i % 2) for i in range(40)]
+    envelope = json_envelope(spark, payloads).repartition(8)
+    stats = _writer(spark, tmp_path)(envelope, 0)
+    assert (stats.records_in, stats.records_written) == (40, 40)
+    per_hour = {}
+    for name in _files(tmp_path / "lake"):
+        per_hour.setdefault(name.rsplit("/", 1)[0], []).append(name)
+    assert sorted(per_hour) == ["event_date=2023-11-14/event_hour=22", "event_date=2023-11-14/event_hour=23"]
+    assert all(1 <= len(files) <= spark.sparkContext.defaultParallelism for files in per_hour.values())
+
+
+def _column_encodings(spark, path: Path) -> dict[str, set[str]]:
+    """Encodings of each column chunk, from the Parquet footer (parquet-mr in the Spark JVM)."""
+    jvm = spark.sparkContext._jvm
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    footer = jvm.org.apache.parquet.hadoop.ParquetFileReader.readFooter(conf, jvm.org.apache.hadoop.fs.Path(str(path)))
+    encodings: dict[str, set[str]] = {}
+    for block in footer.getBlocks():
+        for chunk in block.getColumns():
+            encodings.setdefault(chunk.getPath().toDotString(), set()).update(str(e) for e in chunk.getEncodings())
+    return encodings
+
+
+def test_lake_files_use_dictionaries_only_for_low_cardinality_columns(spark, tmp_path):
+    _writer(spark, tmp_path)(json_envelope(spark, [_event(f"id-{i}") for i in range(20)]), 0)
+    (name,) = _files(tmp_path / "lake")
+    encodings = _column_encodings(spark, tmp_path / "lake" / name)
+    assert "PLAIN_DICTIONARY" in encodings["event_type"] or "RLE_DICTIONARY" in encodings["event_type"]
+    for unique_per_row in ("event_id", "source_offset", "event_time"):
+        assert not encodings[unique_per_row] & {"PLAIN_DICTIONARY", "RLE_DICTIONARY"}, unique_per_row
+
+
 def test_replayed_batch_after_commit_writes_nothing_again(spark, tmp_path):
     writer = _writer(spark, tmp_path)
     first = writer(json_envelope(spark, PAYLOADS), 5)
