@@ -426,7 +426,8 @@ class Compactor:
         current = {f.name: f for f in data_files(self.storage, partition_dir)}
         unchanged = [c for name, c in current.items()
                      if name in listed and (c.size, c.modified_ms) == (listed[name]["size"], listed[name]["modified_ms"])]
-        changed = sorted(name for name in current if name in listed and current[name] not in unchanged)
+        unchanged_names = {c.name for c in unchanged}  # a set: thousands of inputs per partition
+        changed = sorted(name for name in current if name in listed and name not in unchanged_names)
         if changed:
             # Rewritten after it was read (e.g. a replayed streaming batch): its rows may differ from what
             # was compacted, so it stays and the next run compacts it (duplicates are removed then).

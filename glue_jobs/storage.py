@@ -158,32 +158,46 @@ class HadoopStorage:
     _STATUS_TEXT = re.compile(
         r"\{path=(?P<path>.+); isDirectory=(?P<dir>true|false)(?:; length=(?P<len>\d+))?.*?; modification_time=(?P<mtime>\d+)"
     )
+    # The same fields, entry after entry, in the text of a whole FileStatus[] (ArrayUtils.toString).
+    _STATUS_TEXTS = re.compile(
+        r"\{path=(?P<path>[^;]+?); isDirectory=(?P<dir>true|false)(?:; length=(?P<len>\d+))?.*?; modification_time=(?P<mtime>\d+)"
+    )
 
     def list_quick(self, path: str, *, include_hidden: bool = False) -> list[FileInfo]:
         """Same result as list(), for directories of thousands of files.
 
-        list() makes six py4j round trips per entry (path, name, length, time, kind); this makes one,
-        reading them from FileStatus.toString() ("...{path=...; isDirectory=...; length=...; ...;
-        modification_time=...") and falling back to the attribute calls for any entry it cannot parse
-        unambiguously (a name containing "; ", a format it does not know).
+        list() makes six py4j round trips per entry (path, name, length, time, kind). This reads them all
+        from one string, the text of the whole FileStatus[] ("{...{path=...; isDirectory=...; length=...;
+        ...; modification_time=...},...}"): a few round trips per directory. It falls back to one
+        FileStatus.toString() per entry when that text cannot be split unambiguously (a path containing
+        ";", a format it does not know), and to the attribute calls for any such entry.
         """
         fs = self._fs(path)
         p = self._path(path)
         if not fs.exists(p):
             return []
+        statuses = fs.listStatus(p)
+        # ArrayUtils.toString(Object) (commons-lang3, on Spark's classpath): py4j cannot pass a FileStatus[]
+        # where java.util.Arrays expects Object[].
+        matches = list(self._STATUS_TEXTS.finditer(str(self._jvm.org.apache.commons.lang3.ArrayUtils.toString(statuses))))
+        if len(matches) == len(statuses):
+            # Directories print no length (getLen() can still be non-zero): those few are asked for.
+            entries = [(m.group("path"), m.group("dir") == "true", int(m.group("len")), int(m.group("mtime")))
+                       if m.group("len") is not None else self._status_entry(statuses[i])
+                       for i, m in enumerate(matches)]
+        else:
+            entries = [self._status_entry(status) for status in statuses]
         out = []
-        for status in fs.listStatus(p):
-            match = self._STATUS_TEXT.search(status.toString())
-            # Directories print no length (getLen() can still be non-zero); they are few, so ask.
-            ambiguous = match is None or "; " in match.group("path") or match.group("len") is None
-            if ambiguous:
-                full, is_dir = str(status.getPath()), bool(status.isDirectory())
-                size, modified = int(status.getLen()), int(status.getModificationTime())
-            else:
-                full, is_dir = match.group("path"), match.group("dir") == "true"
-                size, modified = int(match.group("len")), int(match.group("mtime"))
+        for full, is_dir, size, modified in entries:
             name = full.rstrip("/").rsplit("/", 1)[-1]
             if not include_hidden and is_hidden(name):
                 continue
             out.append(FileInfo(path=full, name=name, size=size, modified_ms=modified, is_dir=is_dir))
         return sorted(out, key=lambda f: f.name)
+
+    def _status_entry(self, status):
+        match = self._STATUS_TEXT.search(status.toString())
+        if match is None or "; " in match.group("path") or match.group("len") is None:
+            return (str(status.getPath()), bool(status.isDirectory()), int(status.getLen()),
+                    int(status.getModificationTime()))
+        return (match.group("path"), match.group("dir") == "true", int(match.group("len")), int(match.group("mtime")))

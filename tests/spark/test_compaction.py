@@ -214,6 +214,23 @@ def test_quick_listing_matches_the_plain_one(spark, tmp_path):
     assert storage.list_quick(str(tmp_path / "missing")) == []
 
 
+def test_quick_listing_of_plain_names_and_directories_matches_the_plain_one(spark, tmp_path):
+    from glue_jobs.storage import HadoopStorage
+
+    storage = HadoopStorage(spark)
+    for i in range(5):
+        (tmp_path / f"part-{i}.snappy.parquet").write_bytes(b"x" * i)
+    (tmp_path / "event_hour=3").mkdir()
+    (tmp_path / "_journal").mkdir()
+    listed = storage.list_quick(str(tmp_path), include_hidden=True)
+    assert listed == storage.list(str(tmp_path), include_hidden=True)
+    assert [(f.name, f.size, f.is_dir) for f in listed] == [
+        ("_journal", listed[0].size, True), ("event_hour=3", listed[1].size, True),
+        *((f"part-{i}.snappy.parquet", i, False) for i in range(5))]
+    (tmp_path / "a;b.parquet").write_text("semicolon")  # the joined text is then ambiguous: per-entry path
+    assert storage.list_quick(str(tmp_path)) == storage.list(str(tmp_path))
+
+
 # ---- discovery ----------------------------------------------------------------------------------
 
 
