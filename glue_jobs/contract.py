@@ -107,6 +107,11 @@ def _parse_single(field: str, ddl_type: str) -> Column:
     return F.from_json("payload", _struct_ddl({field: ddl_type}), _JSON_OPTIONS).getField(field)
 
 
+def _typed_col(name: str) -> Column:
+    """A non-string field's value from the typed parse (null if absent or not convertible)."""
+    return F.col(f"_y_{name}")
+
+
 def _text_col(name: str) -> Column:
     return F.col(f"_t_{name}")
 
@@ -212,7 +217,7 @@ def _token_checks(field) -> dict[str, Column]:
         return checks
     if field.avro_type in _INTEGER_TYPES:
         # An integer token too large for the type: a number, so out_of_range rather than invalid_type.
-        conversion_failed = ~is_avro & text.isNotNull() & F.col(f"_typed.{name}").isNull()
+        conversion_failed = ~is_avro & text.isNotNull() & _typed_col(name).isNull()
         overflow = F.when(conversion_failed & text.rlike("^-?[0-9]+$"), _parse_single(name, "double").isNotNull())
         return {f"_o_{name}": overflow.otherwise(F.lit(False))}
     return {}
@@ -236,7 +241,7 @@ def _field_columns(field) -> dict[str, Column]:
         out_of_range = F.lit(False)
         return {"value": value, "missing": missing, "wrong_type": wrong_type, "out_of_range": out_of_range}
 
-    typed = F.col(f"_typed.{name}")
+    typed = _typed_col(name)
     decoded = F.col(f"record.{name}")
     value = F.when(is_avro, decoded).otherwise(typed)
     present = text.isNotNull()
@@ -269,8 +274,11 @@ def _classify(parsed: DataFrame, *, now_ms: int, batch_id: int) -> DataFrame:
         | F.col("_typed").isNull()
         | F.col(f"_text.{_CORRUPT}").isNotNull()
     )
+    # The parsed structs end here: later stages get flat columns (each non-codegen stage copies its whole
+    # input row, and the two structs were most of it).
     texts = parsed.select(
-        *ENVELOPE_COLUMNS, "_typed", "_text",
+        *ENVELOPE_COLUMNS,
+        *(F.col(f"_typed.{f.name}").alias(f"_y_{f.name}") for f in _FIELDS if f.avro_type != "string"),
         *(_token_text(f).alias(f"_t_{f.name}") for f in _FIELDS),
         is_malformed.alias("_malformed"),
     )
