@@ -26,7 +26,7 @@ from moto.core.responses import ActionResult
 from moto.glue.responses import GlueResponse
 from moto.moto_api import state_manager
 
-from tests.ops import fakes
+from tests.ops import moto_dev_env as dev_env
 from tools.aws import Clients
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -35,8 +35,8 @@ FAKE_ENV = {
     "AWS_SECRET_ACCESS_KEY": "testing",
     "AWS_SESSION_TOKEN": "testing",
     "AWS_SECURITY_TOKEN": "testing",
-    "AWS_DEFAULT_REGION": fakes.REGION,
-    "AWS_REGION": fakes.REGION,
+    "AWS_DEFAULT_REGION": dev_env.REGION,
+    "AWS_REGION": dev_env.REGION,
 }
 _REMOVED = ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_ENDPOINT_URL", "AWS_ROLE_ARN", "AWS_WEB_IDENTITY_TOKEN_FILE")
 
@@ -78,9 +78,9 @@ def aws():
     """In-process moto with the dev environment deployed; yields the tools' client factory."""
     with mock_aws():
         _streaming_runs_stay_up()
-        session = boto3.session.Session(region_name=fakes.REGION)
-        fakes.deploy(session)
-        yield Clients(region=fakes.REGION, session=session)
+        session = boto3.session.Session(region_name=dev_env.REGION)
+        dev_env.deploy(session)
+        yield Clients(region=dev_env.REGION, session=session)
 
 
 def _free_port() -> int:
@@ -105,7 +105,7 @@ class Deployed:
 
     def __init__(self, endpoint: str) -> None:
         self.endpoint = endpoint
-        self.session = boto3.session.Session(region_name=fakes.REGION, aws_access_key_id="testing",
+        self.session = boto3.session.Session(region_name=dev_env.REGION, aws_access_key_id="testing",
                                              aws_secret_access_key="testing")
 
     def client(self, service: str):
@@ -125,5 +125,5 @@ def deployed(moto_server):
     requests.post(f"{moto_server}/moto-api/reset", timeout=10)
     _streaming_runs_stay_up()
     env = Deployed(moto_server)
-    fakes.deploy(env.session, endpoint_url=moto_server)
+    dev_env.deploy(env.session, endpoint_url=moto_server)
     return env

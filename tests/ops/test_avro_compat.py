@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.ops.fakes import schema_with
+from tests.ops.moto_dev_env import schema_with
 from tools import avro_compat
 from tools.avro_compat import SchemaError, compatibility_problems, parse
 

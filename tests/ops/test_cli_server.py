@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 
-from tests.ops import fakes
+from tests.ops import moto_dev_env as dev_env
 from tests.ops.test_producer import read_stream
 
-SCHEMA_ID = {"RegistryName": fakes.REGISTRY, "SchemaName": fakes.SCHEMA}
-ENV = ("--env", fakes.ENV)
+SCHEMA_ID = {"RegistryName": dev_env.REGISTRY, "SchemaName": dev_env.SCHEMA}
+ENV = ("--env", dev_env.ENV)
 
 
 def _events(n: int) -> list[str]:
@@ -16,8 +16,8 @@ def _events(n: int) -> list[str]:
 
 
 def _start_running_job(deployed) -> str:
-    run_id = deployed.client("glue").start_job_run(JobName=fakes.STREAMING_JOB)["JobRunId"]
-    fakes.mark_runs_running(fakes.STREAMING_JOB)  # the server runs in this process: same moto backend
+    run_id = deployed.client("glue").start_job_run(JobName=dev_env.STREAMING_JOB)["JobRunId"]
+    dev_env.mark_runs_running(dev_env.STREAMING_JOB)  # the server runs in this process: same moto backend
     return run_id
 
 
@@ -25,10 +25,10 @@ def test_produce_sends_a_file_with_progress_and_a_final_count(deployed, tmp_path
     path = tmp_path / "events.ndjson"
     path.write_text("\n".join(_events(3)) + "\n")
 
-    result = deployed.cli("produce", *ENV, "--source", fakes.SOURCE, "--file", str(path))
+    result = deployed.cli("produce", *ENV, "--source", dev_env.SOURCE, "--file", str(path))
 
     assert result.returncode == 0, result.stderr
-    assert result.stdout == f"sent 3 of 3 records to {fakes.STREAM} in 1 PutRecords call(s)\n"
+    assert result.stdout == f"sent 3 of 3 records to {dev_env.STREAM} in 1 PutRecords call(s)\n"
     assert "3/3 records (100%)" in result.stderr
     assert sorted(read_stream(deployed.client("kinesis"))) == sorted(
         (f"e{i}", line.encode()) for i, line in enumerate(_events(3)))
@@ -39,7 +39,7 @@ def test_produce_refuses_a_record_over_1_mib_and_sends_nothing(deployed, tmp_pat
     huge = json.dumps({"event_id": "huge", "metadata": "m" * (1024 * 1024)})
     path.write_text(_events(1)[0] + "\n" + huge + "\n")
 
-    result = deployed.cli("produce", *ENV, "--source", fakes.SOURCE, "--file", str(path), "--no-progress")
+    result = deployed.cli("produce", *ENV, "--source", dev_env.SOURCE, "--file", str(path), "--no-progress")
 
     assert result.returncode == 1
     assert f"error: {path} line 2: record is {len(huge) + 4} bytes with its partition key; Kinesis accepts at most " \
@@ -48,17 +48,17 @@ def test_produce_refuses_a_record_over_1_mib_and_sends_nothing(deployed, tmp_pat
 
 
 def test_arguments_are_validated_with_clear_errors(deployed, tmp_path):
-    bad_attempts = deployed.cli("produce", *ENV, "--source", fakes.SOURCE, "--file", "x", "--max-attempts", "0")
+    bad_attempts = deployed.cli("produce", *ENV, "--source", dev_env.SOURCE, "--file", "x", "--max-attempts", "0")
     assert bad_attempts.returncode == 2 and "--max-attempts: 0 is outside 1..20" in bad_attempts.stderr
 
     checks = [
-        (("produce", "--env", "qa", "--source", fakes.SOURCE, "--file", __file__),
+        (("produce", "--env", "qa", "--source", dev_env.SOURCE, "--file", __file__),
          "--env 'qa' is not an environment of the config; configured: dev, staging, prod"),
         (("produce", *ENV, "--source", "nope", "--file", __file__),
          "--source 'nope' is not a source of environment 'dev'; configured: clickstream"),
-        (("produce", *ENV, "--source", fakes.SOURCE, "--file", str(tmp_path / "missing.ndjson")),
+        (("produce", *ENV, "--source", dev_env.SOURCE, "--file", str(tmp_path / "missing.ndjson")),
          f"--file '{tmp_path / 'missing.ndjson'}': no such file"),
-        (("produce", *ENV, "--source", fakes.SOURCE, "--dead-letters", "--reason", "typo"),
+        (("produce", *ENV, "--source", dev_env.SOURCE, "--dead-letters", "--reason", "typo"),
          "--reason 'typo' is not a reason code; known: malformed_json, missing_required_field, invalid_type, "
          "out_of_range"),
         (("compact", *ENV, "--hour", "2024-5-1T3"), "--hour '2024-5-1T3': expected YYYY-MM-DDTHH in UTC"),
@@ -69,9 +69,9 @@ def test_arguments_are_validated_with_clear_errors(deployed, tmp_path):
 
 
 def test_a_missing_stack_output_is_named(deployed):
-    outputs = {k: v for k, v in fakes.OUTPUTS.items() if k != "CompactionJobName"}
-    deployed.client("cloudformation").delete_stack(StackName=fakes.STACK)
-    deployed.client("cloudformation").create_stack(StackName=fakes.STACK, TemplateBody=json.dumps({
+    outputs = {k: v for k, v in dev_env.OUTPUTS.items() if k != "CompactionJobName"}
+    deployed.client("cloudformation").delete_stack(StackName=dev_env.STACK)
+    deployed.client("cloudformation").create_stack(StackName=dev_env.STACK, TemplateBody=json.dumps({
         "Resources": {"Placeholder": {"Type": "AWS::SNS::Topic"}},
         "Outputs": {k: {"Value": v} for k, v in outputs.items()}}))
 
@@ -84,7 +84,7 @@ def test_a_missing_stack_output_is_named(deployed):
 def test_schema_evolve_refuses_an_incompatible_schema(deployed, tmp_path):
     _start_running_job(deployed)
     schema = tmp_path / "event.avsc"
-    schema.write_text(json.dumps(fakes.schema_with([{"name": "country", "type": "string"}])))
+    schema.write_text(json.dumps(dev_env.schema_with([{"name": "country", "type": "string"}])))
 
     result = deployed.cli("schema-evolve", *ENV, "--schema-file", str(schema), "--yes")
 
@@ -94,26 +94,26 @@ def test_schema_evolve_refuses_an_incompatible_schema(deployed, tmp_path):
     assert "error: the new schema is not BACKWARD-compatible with the registry; nothing was changed" in result.stderr
     glue = deployed.client("glue")
     assert glue.get_schema(SchemaId=SCHEMA_ID)["LatestSchemaVersion"] == 1
-    assert [r["JobRunState"] for r in glue.get_job_runs(JobName=fakes.STREAMING_JOB)["JobRuns"]] == ["RUNNING"]
+    assert [r["JobRunState"] for r in glue.get_job_runs(JobName=dev_env.STREAMING_JOB)["JobRuns"]] == ["RUNNING"]
 
 
 def test_schema_evolve_dry_run_changes_nothing_then_the_real_run_does(deployed, tmp_path):
     run_id = _start_running_job(deployed)
     schema = tmp_path / "event.avsc"
-    schema.write_text(json.dumps(fakes.schema_with([{"name": "country", "type": ["null", "string"], "default": None}])))
+    schema.write_text(json.dumps(dev_env.schema_with([{"name": "country", "type": ["null", "string"], "default": None}])))
     glue = deployed.client("glue")
-    tables_before = {t: glue.get_table(DatabaseName=fakes.DATABASE, Name=t)["Table"]["StorageDescriptor"]
-                     for t in (fakes.SOURCE_TABLE, fakes.LAKE_TABLE)}
+    tables_before = {t: glue.get_table(DatabaseName=dev_env.DATABASE, Name=t)["Table"]["StorageDescriptor"]
+                     for t in (dev_env.SOURCE_TABLE, dev_env.LAKE_TABLE)}
 
     dry = deployed.cli("schema-evolve", *ENV, "--schema-file", str(schema), "--dry-run")
 
     assert dry.returncode == 0, dry.stderr
     assert "(dry run: nothing will be changed)" in dry.stdout
-    assert f"3. stop streaming jobs: {fakes.STREAMING_JOB} (run {run_id})" in dry.stdout
+    assert f"3. stop streaming jobs: {dev_env.STREAMING_JOB} (run {run_id})" in dry.stdout
     assert glue.get_schema(SchemaId=SCHEMA_ID)["LatestSchemaVersion"] == 1
-    assert {t: glue.get_table(DatabaseName=fakes.DATABASE, Name=t)["Table"]["StorageDescriptor"]
+    assert {t: glue.get_table(DatabaseName=dev_env.DATABASE, Name=t)["Table"]["StorageDescriptor"]
             for t in tables_before} == tables_before
-    assert [r["JobRunState"] for r in glue.get_job_runs(JobName=fakes.STREAMING_JOB)["JobRuns"]] == ["RUNNING"]
+    assert [r["JobRunState"] for r in glue.get_job_runs(JobName=dev_env.STREAMING_JOB)["JobRuns"]] == ["RUNNING"]
 
     unconfirmed = deployed.cli("schema-evolve", *ENV, "--schema-file", str(schema))
     assert unconfirmed.returncode == 1 and "confirmation needed" in unconfirmed.stderr
@@ -121,50 +121,50 @@ def test_schema_evolve_dry_run_changes_nothing_then_the_real_run_does(deployed, 
     real = deployed.cli("schema-evolve", *ENV, "--schema-file", str(schema), "--yes")
     assert real.returncode == 0, real.stderr
     assert real.stdout.splitlines()[-6:-1] == [
-        f"2. registered {fakes.REGISTRY}/{fakes.SCHEMA} version 2",
-        f"3. stopped {fakes.STREAMING_JOB} (run {run_id}: STOPPED)",
-        f"4. updated {fakes.DATABASE}.{fakes.SOURCE_TABLE}: + country string",
-        f"4. updated {fakes.DATABASE}.{fakes.LAKE_TABLE}: + country string",
+        f"2. registered {dev_env.REGISTRY}/{dev_env.SCHEMA} version 2",
+        f"3. stopped {dev_env.STREAMING_JOB} (run {run_id}: STOPPED)",
+        f"4. updated {dev_env.DATABASE}.{dev_env.SOURCE_TABLE}: + country string",
+        f"4. updated {dev_env.DATABASE}.{dev_env.LAKE_TABLE}: + country string",
         real.stdout.splitlines()[-2],
     ]
-    assert real.stdout.splitlines()[-2].startswith(f"5. restarted {fakes.STREAMING_JOB}: run jr_")
+    assert real.stdout.splitlines()[-2].startswith(f"5. restarted {dev_env.STREAMING_JOB}: run jr_")
     assert real.stdout.splitlines()[-1] == "6. now roll out producers writing the new schema"
     assert glue.get_schema(SchemaId=SCHEMA_ID)["LatestSchemaVersion"] == 2
 
 
 def test_job_start_status_stop(deployed):
-    started = deployed.cli("job", "start", *ENV, "--source", fakes.SOURCE)
+    started = deployed.cli("job", "start", *ENV, "--source", dev_env.SOURCE)
     assert started.returncode == 0, started.stderr
     run_id = started.stdout.split("run ")[-1].strip()
-    assert started.stdout == f"started {fakes.STREAMING_JOB}: run {run_id}\n"
-    fakes.mark_runs_running(fakes.STREAMING_JOB)
+    assert started.stdout == f"started {dev_env.STREAMING_JOB}: run {run_id}\n"
+    dev_env.mark_runs_running(dev_env.STREAMING_JOB)
 
-    status = deployed.cli("job", "status", *ENV, "--source", fakes.SOURCE)
+    status = deployed.cli("job", "status", *ENV, "--source", dev_env.SOURCE)
     assert status.returncode == 0 and f"current run:  {run_id} RUNNING since" in status.stdout
 
-    stopped = deployed.cli("job", "stop", *ENV, "--source", fakes.SOURCE)
-    assert (stopped.returncode, stopped.stdout) == (0, f"stopped {fakes.STREAMING_JOB} run {run_id}: STOPPED\n")
+    stopped = deployed.cli("job", "stop", *ENV, "--source", dev_env.SOURCE)
+    assert (stopped.returncode, stopped.stdout) == (0, f"stopped {dev_env.STREAMING_JOB} run {run_id}: STOPPED\n")
 
 
 def test_checkpoint_reset_needs_confirmation_and_a_stopped_job(deployed):
     s3 = deployed.client("s3")
-    s3.put_object(Bucket=fakes.CHECKPOINT_BUCKET, Key="checkpoints/clickstream/commits/0", Body=b"v1")
+    s3.put_object(Bucket=dev_env.CHECKPOINT_BUCKET, Key="checkpoints/clickstream/commits/0", Body=b"v1")
     _start_running_job(deployed)
 
-    running = deployed.cli("job", "reset-checkpoint", *ENV, "--source", fakes.SOURCE, "--yes")
+    running = deployed.cli("job", "reset-checkpoint", *ENV, "--source", dev_env.SOURCE, "--yes")
     assert running.returncode == 1 and "is RUNNING" in running.stderr
 
     deployed.client("glue").batch_stop_job_run(
-        JobName=fakes.STREAMING_JOB,
-        JobRunIds=[r["Id"] for r in deployed.client("glue").get_job_runs(JobName=fakes.STREAMING_JOB)["JobRuns"]])
-    unconfirmed = deployed.cli("job", "reset-checkpoint", *ENV, "--source", fakes.SOURCE)
+        JobName=dev_env.STREAMING_JOB,
+        JobRunIds=[r["Id"] for r in deployed.client("glue").get_job_runs(JobName=dev_env.STREAMING_JOB)["JobRuns"]])
+    unconfirmed = deployed.cli("job", "reset-checkpoint", *ENV, "--source", dev_env.SOURCE)
     assert unconfirmed.returncode == 1 and "confirmation needed" in unconfirmed.stderr
-    assert s3.list_objects_v2(Bucket=fakes.CHECKPOINT_BUCKET)["KeyCount"] == 1
+    assert s3.list_objects_v2(Bucket=dev_env.CHECKPOINT_BUCKET)["KeyCount"] == 1
 
-    confirmed = deployed.cli("job", "reset-checkpoint", *ENV, "--source", fakes.SOURCE, "--yes")
+    confirmed = deployed.cli("job", "reset-checkpoint", *ENV, "--source", dev_env.SOURCE, "--yes")
     assert confirmed.returncode == 0, confirmed.stderr
-    assert f"deleted 1 object(s) from {fakes.CHECKPOINT_PATH}" in confirmed.stdout
-    assert s3.list_objects_v2(Bucket=fakes.CHECKPOINT_BUCKET)["KeyCount"] == 0
+    assert f"deleted 1 object(s) from {dev_env.CHECKPOINT_PATH}" in confirmed.stdout
+    assert s3.list_objects_v2(Bucket=dev_env.CHECKPOINT_BUCKET)["KeyCount"] == 0
 
 
 def test_compact_starts_the_compaction_job_with_the_hour(deployed):
@@ -172,5 +172,5 @@ def test_compact_starts_the_compaction_job_with_the_hour(deployed):
 
     assert result.returncode == 0, result.stderr
     run_id = result.stdout.split("run ")[-1].strip()
-    run = deployed.client("glue").get_job_run(JobName=fakes.COMPACTION_JOB, RunId=run_id)["JobRun"]
+    run = deployed.client("glue").get_job_run(JobName=dev_env.COMPACTION_JOB, RunId=run_id)["JobRun"]
     assert run["Arguments"] == {"--hour": "2024-05-01T13"}

@@ -7,35 +7,35 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from tests.ops import fakes
+from tests.ops import moto_dev_env as dev_env
 from tools import jobs
 from tools.errors import ToolError
 
 NOW = datetime(2024, 5, 1, 14, 20, tzinfo=timezone.utc)
 
 
-def _states(aws, job=fakes.STREAMING_JOB) -> list[str]:
+def _states(aws, job=dev_env.STREAMING_JOB) -> list[str]:
     return [r["JobRunState"] for r in aws.glue.get_job_runs(JobName=job)["JobRuns"]]
 
 
 def test_start_status_stop(aws):
-    run_id = jobs.start(aws.glue, fakes.STREAMING_JOB)
-    fakes.mark_runs_running(fakes.STREAMING_JOB)
-    assert jobs.current_run(aws.glue, fakes.STREAMING_JOB).run_id == run_id
+    run_id = jobs.start(aws.glue, dev_env.STREAMING_JOB)
+    dev_env.mark_runs_running(dev_env.STREAMING_JOB)
+    assert jobs.current_run(aws.glue, dev_env.STREAMING_JOB).run_id == run_id
 
     with pytest.raises(ToolError, match=f"already has an active run {run_id} \\(RUNNING\\); stop it first"):
-        jobs.start(aws.glue, fakes.STREAMING_JOB)
+        jobs.start(aws.glue, dev_env.STREAMING_JOB)
 
-    stopped = jobs.stop(aws.glue, fakes.STREAMING_JOB, sleep=lambda s: None)
+    stopped = jobs.stop(aws.glue, dev_env.STREAMING_JOB, sleep=lambda s: None)
     assert (stopped.run_id, stopped.state) == (run_id, "STOPPED")
-    assert jobs.current_run(aws.glue, fakes.STREAMING_JOB) is None
-    assert jobs.stop(aws.glue, fakes.STREAMING_JOB) is None  # nothing to stop
+    assert jobs.current_run(aws.glue, dev_env.STREAMING_JOB) is None
+    assert jobs.stop(aws.glue, dev_env.STREAMING_JOB) is None  # nothing to stop
 
 
 def test_status_shows_the_current_run_and_the_latest_consumer_lag(aws):
-    run_id = jobs.start(aws.glue, fakes.STREAMING_JOB)
-    fakes.mark_runs_running(fakes.STREAMING_JOB)
-    dimensions = [{"Name": "JobName", "Value": fakes.STREAMING_JOB}, {"Name": "JobRunId", "Value": "ALL"},
+    run_id = jobs.start(aws.glue, dev_env.STREAMING_JOB)
+    dev_env.mark_runs_running(dev_env.STREAMING_JOB)
+    dimensions = [{"Name": "JobName", "Value": dev_env.STREAMING_JOB}, {"Name": "JobRunId", "Value": "ALL"},
                   {"Name": "Type", "Value": "gauge"}]
     now = datetime.now(timezone.utc).replace(second=0, microsecond=0)
     for minutes_ago, lag in ((6, 9000.0), (2, 1234.0)):
@@ -47,16 +47,16 @@ def test_status_shows_the_current_run_and_the_latest_consumer_lag(aws):
     aws.cloudwatch.put_metric_data(Namespace="Glue", MetricData=[{
         "MetricName": jobs.LAG_METRIC, "Dimensions": other, "Value": 99999.0, "Timestamp": now - timedelta(minutes=1)}])
 
-    lines = jobs.status_lines(aws.glue, aws.cloudwatch, fakes.STREAMING_JOB)
+    lines = jobs.status_lines(aws.glue, aws.cloudwatch, dev_env.STREAMING_JOB)
 
-    assert lines[0] == f"job:          {fakes.STREAMING_JOB}"
+    assert lines[0] == f"job:          {dev_env.STREAMING_JOB}"
     assert lines[1].startswith(f"current run:  {run_id} RUNNING since ")
     # The newest datapoint wins (moto stamps it with the start of its period, CloudWatch with the minute).
     assert lines[2].startswith("consumer lag: 1234 ms at ")
 
 
 def test_status_without_runs_or_metrics(aws):
-    assert jobs.status_lines(aws.glue, aws.cloudwatch, fakes.STREAMING_JOB)[1:] == [
+    assert jobs.status_lines(aws.glue, aws.cloudwatch, dev_env.STREAMING_JOB)[1:] == [
         "current run:  none (the job has never run)",
         "consumer lag: no datapoint in the last 15 minutes (job not running, or emitConsumerLagMetrics off)",
     ]
@@ -64,20 +64,20 @@ def test_status_without_runs_or_metrics(aws):
 
 def _put_checkpoint(aws, count=3):
     for i in range(count):
-        aws.s3.put_object(Bucket=fakes.CHECKPOINT_BUCKET, Key=f"checkpoints/{fakes.SOURCE}/offsets/{i}", Body=b"{}")
-    aws.s3.put_object(Bucket=fakes.CHECKPOINT_BUCKET, Key="checkpoints/other/offsets/0", Body=b"{}")
+        aws.s3.put_object(Bucket=dev_env.CHECKPOINT_BUCKET, Key=f"checkpoints/{dev_env.SOURCE}/offsets/{i}", Body=b"{}")
+    aws.s3.put_object(Bucket=dev_env.CHECKPOINT_BUCKET, Key="checkpoints/other/offsets/0", Body=b"{}")
 
 
 def _keys(aws) -> list[str]:
-    return [o["Key"] for o in aws.s3.list_objects_v2(Bucket=fakes.CHECKPOINT_BUCKET).get("Contents", [])]
+    return [o["Key"] for o in aws.s3.list_objects_v2(Bucket=dev_env.CHECKPOINT_BUCKET).get("Contents", [])]
 
 
 def test_checkpoint_reset_refuses_while_the_job_runs(aws):
     _put_checkpoint(aws)
-    jobs.start(aws.glue, fakes.STREAMING_JOB)
-    fakes.mark_runs_running(fakes.STREAMING_JOB)
+    jobs.start(aws.glue, dev_env.STREAMING_JOB)
+    dev_env.mark_runs_running(dev_env.STREAMING_JOB)
     with pytest.raises(ToolError, match="is RUNNING .* stop it first"):
-        jobs.reset_checkpoint(aws.glue, aws.s3, fakes.STREAMING_JOB, fakes.CHECKPOINT_PATH, fakes.SOURCE,
+        jobs.reset_checkpoint(aws.glue, aws.s3, dev_env.STREAMING_JOB, dev_env.CHECKPOINT_PATH, dev_env.SOURCE,
                               assume_yes=True)
     assert len(_keys(aws)) == 4
 
@@ -86,15 +86,15 @@ def test_checkpoint_reset_deletes_only_the_source_prefix_once_confirmed(aws):
     _put_checkpoint(aws)
     out = io.StringIO()
     with pytest.raises(ToolError, match="not confirmed; nothing deleted"):
-        jobs.reset_checkpoint(aws.glue, aws.s3, fakes.STREAMING_JOB, fakes.CHECKPOINT_PATH, fakes.SOURCE,
+        jobs.reset_checkpoint(aws.glue, aws.s3, dev_env.STREAMING_JOB, dev_env.CHECKPOINT_PATH, dev_env.SOURCE,
                               assume_yes=False, confirm=lambda prompt: "y", out=out)
     with pytest.raises(ToolError, match="confirmation needed: .* or pass --yes"):
-        jobs.reset_checkpoint(aws.glue, aws.s3, fakes.STREAMING_JOB, fakes.CHECKPOINT_PATH, fakes.SOURCE,
+        jobs.reset_checkpoint(aws.glue, aws.s3, dev_env.STREAMING_JOB, dev_env.CHECKPOINT_PATH, dev_env.SOURCE,
                               assume_yes=False, confirm=None, out=out)
     assert len(_keys(aws)) == 4
 
     prompts = []
-    deleted = jobs.reset_checkpoint(aws.glue, aws.s3, fakes.STREAMING_JOB, fakes.CHECKPOINT_PATH, fakes.SOURCE,
+    deleted = jobs.reset_checkpoint(aws.glue, aws.s3, dev_env.STREAMING_JOB, dev_env.CHECKPOINT_PATH, dev_env.SOURCE,
                                     assume_yes=False, confirm=lambda p: prompts.append(p) or "clickstream", out=out)
     assert deleted == 3 and prompts == ["type the source name (clickstream) to delete: "]
     assert _keys(aws) == ["checkpoints/other/offsets/0"]
@@ -102,8 +102,8 @@ def test_checkpoint_reset_deletes_only_the_source_prefix_once_confirmed(aws):
 
 def test_checkpoint_reset_refuses_a_path_that_is_not_the_sources_folder(aws):
     with pytest.raises(ToolError, match="does not end in the source folder 'clickstream/'; refusing"):
-        jobs.reset_checkpoint(aws.glue, aws.s3, fakes.STREAMING_JOB, f"s3://{fakes.CHECKPOINT_BUCKET}/",
-                              fakes.SOURCE, assume_yes=True)
+        jobs.reset_checkpoint(aws.glue, aws.s3, dev_env.STREAMING_JOB, f"s3://{dev_env.CHECKPOINT_BUCKET}/",
+                              dev_env.SOURCE, assume_yes=True)
 
 
 @pytest.mark.parametrize("hour, message", [
@@ -121,8 +121,8 @@ def test_compaction_hour_is_validated(hour, message):
 
 
 def test_compaction_is_started_with_the_hour_argument(aws):
-    run_id = jobs.compact(aws.glue, fakes.COMPACTION_JOB, "2024-05-01T13")
-    run = aws.glue.get_job_run(JobName=fakes.COMPACTION_JOB, RunId=run_id)["JobRun"]
+    run_id = jobs.compact(aws.glue, dev_env.COMPACTION_JOB, "2024-05-01T13")
+    run = aws.glue.get_job_run(JobName=dev_env.COMPACTION_JOB, RunId=run_id)["JobRun"]
     assert run["Arguments"] == {"--hour": "2024-05-01T13"}
     with pytest.raises(ToolError, match="runs one compaction at a time; wait for it to finish"):
-        jobs.compact(aws.glue, fakes.COMPACTION_JOB, "2024-05-01T12")
+        jobs.compact(aws.glue, dev_env.COMPACTION_JOB, "2024-05-01T12")

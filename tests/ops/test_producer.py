@@ -12,7 +12,7 @@ import sys
 import pytest
 from botocore.exceptions import ClientError
 
-from tests.ops import fakes
+from tests.ops import moto_dev_env as dev_env
 from tools import producer
 from tools.errors import ToolError
 from tools.progress import Progress
@@ -28,7 +28,7 @@ def _write(path, lines: list[str]) -> str:
     return str(path)
 
 
-def read_stream(kinesis, stream: str = fakes.STREAM) -> list[tuple[str, bytes]]:
+def read_stream(kinesis, stream: str = dev_env.STREAM) -> list[tuple[str, bytes]]:
     """Every record on the stream as (partition key, data), shard by shard."""
     records = []
     for shard in kinesis.list_shards(StreamName=stream)["Shards"]:
@@ -70,7 +70,7 @@ class FlakyPutRecords:
 def _send(aws, items, tmp_path, **kwargs):
     records = list(producer.to_records(items, partition_key_field="event_id", allow_invalid_json=False))
     kwargs.setdefault("backoff", producer.Backoff(sleep=lambda s: None))
-    return producer.send(aws.kinesis, fakes.STREAM, iter(records), total=len(records),
+    return producer.send(aws.kinesis, dev_env.STREAM, iter(records), total=len(records),
                          unsent_path=tmp_path / "unsent.jsonl", **kwargs)
 
 
@@ -216,11 +216,11 @@ def test_dead_letters_replay_from_s3_skips_hidden_files_and_filters_reasons(aws,
             {"payload": '{"event_id": "still-bad"', "reason": "malformed_json"}]
     body = gzip.compress("".join(json.dumps(r) + "\n" for r in rows).encode())
     prefix = "dead_letters/clickstream/ingest_date=2024-05-01"
-    aws.s3.put_object(Bucket=fakes.DEAD_LETTER_BUCKET, Key=f"{prefix}/part-0.jsonl.gz", Body=body)
-    aws.s3.put_object(Bucket=fakes.DEAD_LETTER_BUCKET, Key=f"{prefix}/_temporary/part-9.jsonl",
+    aws.s3.put_object(Bucket=dev_env.DEAD_LETTER_BUCKET, Key=f"{prefix}/part-0.jsonl.gz", Body=body)
+    aws.s3.put_object(Bucket=dev_env.DEAD_LETTER_BUCKET, Key=f"{prefix}/_temporary/part-9.jsonl",
                       Body=json.dumps({"payload": '{"event_id": "staged"}', "reason": "invalid_type"}).encode())
 
-    letters = producer.DeadLetters(f"{fakes.DEAD_LETTER_PATH}/ingest_date=2024-05-01/",
+    letters = producer.DeadLetters(f"{dev_env.DEAD_LETTER_PATH}/ingest_date=2024-05-01/",
                                    ("invalid_type", "out_of_range"), s3=aws.s3)
     result = _send(aws, letters, tmp_path)
 
