@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--files", type=int, default=50)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--bad-ratio", type=float, default=0.01)
     parser.add_argument("--work", default="bench-output/streaming")
     parser.add_argument("--out", default="bench-output/streaming.json")
@@ -121,7 +121,8 @@ def main(argv: list[str] | None = None) -> int:
     spark.stop()
     ok = result["ratio_runner_to_bare"] >= TARGET_RATIO
     print(f"ratio {result['ratio_runner_to_bare']} {'meets' if ok else 'MISSES'} the {TARGET_RATIO} target")
-    return 0 if ok else 1
+    # The verdict is bench/report.py's exit status (after both benchmarks wrote their results).
+    return 0
 
 
 if __name__ == "__main__":
