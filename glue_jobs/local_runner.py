@@ -128,23 +128,22 @@ def run_local(
     )
     # Input files are read whole (one row per file), so a read partition holds whole files: 16 MB read
     # partitions instead of the 128 MB default keep every core busy on a batch of a few large files (50 files
-    # of 4 MB: 25 tasks instead of 3 on 2 cores; the writes coalesce to one task per core). The query runs on
-    # a copy of the session conf taken at start, so the caller's session is restored right after.
+    # of 4 MB: 25 tasks instead of 3 on 2 cores; the writes coalesce to one task per core). Each micro-batch
+    # is planned with the live session conf, so it is set for the whole run and restored at the end.
     conf = spark.conf
     previous_partition_bytes = conf.get(_MAX_PARTITION_BYTES)
     conf.set(_MAX_PARTITION_BYTES, str(READ_PARTITION_BYTES))
-    try:
-        query = writer_stream.queryName(f"streamlake-{source_name}").start()
-    finally:
-        conf.set(_MAX_PARTITION_BYTES, previous_partition_bytes)
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
-        query.awaitTermination()
-    except KeyboardInterrupt:
-        print("stopping: the checkpoint keeps the position; run again to resume", file=out, flush=True)
-        query.stop()
+        query = writer_stream.queryName(f"streamlake-{source_name}").start()
+        try:
+            query.awaitTermination()
+        except KeyboardInterrupt:
+            print("stopping: the checkpoint keeps the position; run again to resume", file=out, flush=True)
+            query.stop()
     finally:
         signal.signal(signal.SIGTERM, previous)
+        conf.set(_MAX_PARTITION_BYTES, previous_partition_bytes)
     summary.seconds = time.time() - started
     print(summary.render(), file=out, flush=True)
     print(f"lake: {lake_dir}  dead letters: {dead_letter_dir}  checkpoint: {checkpoint_dir}", file=out, flush=True)

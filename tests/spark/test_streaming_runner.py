@@ -105,3 +105,36 @@ def test_sigkill_mid_stream_three_times_then_finish_exactly_once(spark, tmp_path
                           cwd=REPO)
     assert done.returncode == 0, done.stderr[-3000:]
     _assert_exactly_once(spark, tmp_path, expect)
+
+
+def test_runner_reads_small_partitions_of_whole_files_and_restores_the_session(spark, tmp_path, monkeypatch):
+    import io
+
+    from glue_jobs import local_runner
+
+    partitions, adapter = [], local_runner.from_local_files
+
+    def recording_adapter(raw, *args):
+        partitions.append(raw.rdd.getNumPartitions())
+        return adapter(raw, *args)
+
+    monkeypatch.setattr(local_runner, "from_local_files", recording_adapter)
+    monkeypatch.setattr(local_runner, "READ_PARTITION_BYTES", 1024)
+    spark.conf.set("spark.sql.files.openCostInBytes", "0")  # pack by size only, so the count is exact
+    before = spark.conf.get("spark.sql.files.maxPartitionBytes")
+    (tmp_path / "in").mkdir()
+    for i in range(4):
+        (tmp_path / "in" / f"f{i}.json").write_text(
+            "".join(json.dumps({"event_id": f"e{i}-{j}", "event_type": "t", "event_time": 1700000000000}) + "\n"
+                    for j in range(20))
+        )
+    try:
+        summary = local_runner.run_local(
+            input_dir=str(tmp_path / "in"), lake_dir=str(tmp_path / "lake"), dead_letter_dir=str(tmp_path / "dead"),
+            checkpoint_dir=str(tmp_path / "cp"), once=True, spark=spark, out=io.StringIO(),
+        )
+    finally:
+        spark.conf.unset("spark.sql.files.openCostInBytes")
+    assert (summary.records_in, summary.records_written) == (80, 80)
+    assert partitions == [4]  # one ~1.3 KB file per 1 KB partition; Spark's 128 MB default packs them into 1
+    assert spark.conf.get("spark.sql.files.maxPartitionBytes") == before
