@@ -123,8 +123,6 @@ class HadoopStorage:
         thousands of small files is deleted concurrently; py4j gives every Python thread its own
         connection. `on_deleted(path)` is called after each file that was deleted.
         """
-        from concurrent.futures import ThreadPoolExecutor
-
         paths = list(paths)
         if not paths:
             return 0
@@ -136,24 +134,12 @@ class HadoopStorage:
                 on_deleted(path)
             return deleted
 
-        if threads <= 1 or len(paths) == 1:
-            return sum(delete_one(p) for p in paths)
-        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="delete") as pool:
-            return sum(pool.map(delete_one, paths))
+        return sum(_concurrently(delete_one, paths, threads=threads, name="delete"))
 
     def rename_files(self, moves, *, threads: int = 8) -> None:
         """rename(src, dst) for many (src, dst) pairs of single files, `threads` at a time (one request per
-        move on S3, a few py4j round trips everywhere). Raises the first failure after the others finished."""
-        from concurrent.futures import ThreadPoolExecutor
-
-        moves = list(moves)
-        if threads <= 1 or len(moves) <= 1:
-            for src, dst in moves:
-                self.rename(src, dst)
-            return
-        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="rename") as pool:
-            for future in [pool.submit(self.rename, src, dst) for src, dst in moves]:
-                future.result()
+        move on S3, a few py4j round trips everywhere). Raises the first failure once all moves are done."""
+        _concurrently(lambda move: self.rename(*move), list(moves), threads=threads, name="rename")
 
     _STATUS_TEXT = re.compile(
         r"\{path=(?P<path>.+); isDirectory=(?P<dir>true|false)(?:; length=(?P<len>\d+))?.*?; modification_time=(?P<mtime>\d+)"
@@ -179,8 +165,11 @@ class HadoopStorage:
         statuses = fs.listStatus(p)
         # ArrayUtils.toString(Object) (commons-lang3, on Spark's classpath): py4j cannot pass a FileStatus[]
         # where java.util.Arrays expects Object[].
-        matches = list(self._STATUS_TEXTS.finditer(str(self._jvm.org.apache.commons.lang3.ArrayUtils.toString(statuses))))
-        if len(matches) == len(statuses):
+        text = str(self._jvm.org.apache.commons.lang3.ArrayUtils.toString(statuses))
+        matches = list(self._STATUS_TEXTS.finditer(text))
+        # Exact only if every entry shows each marker once: a file name holding "{path=" or "; isDirectory="
+        # could otherwise shift or forge fields (a name holding ";" cannot match and changes the count).
+        if len(matches) == len(statuses) == text.count("{path=") == text.count("; isDirectory="):
             # Directories print no length (getLen() can still be non-zero): those few are asked for.
             entries = [(m.group("path"), m.group("dir") == "true", int(m.group("len")), int(m.group("mtime")))
                        if m.group("len") is not None else self._status_entry(statuses[i])
@@ -201,3 +190,15 @@ class HadoopStorage:
             return (str(status.getPath()), bool(status.isDirectory()), int(status.getLen()),
                     int(status.getModificationTime()))
         return (match.group("path"), match.group("dir") == "true", int(match.group("len")), int(match.group("mtime")))
+
+
+def _concurrently(fn, items: list, *, threads: int, name: str) -> list:
+    """[fn(item) for item in items], `threads` at a time (in order; a single item or thread runs inline).
+    Raises the first failure after every call has finished."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    if threads <= 1 or len(items) <= 1:
+        return [fn(item) for item in items]
+    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix=name) as pool:
+        futures = [pool.submit(fn, item) for item in items]
+    return [future.result() for future in futures]

@@ -229,6 +229,10 @@ def test_quick_listing_of_plain_names_and_directories_matches_the_plain_one(spar
         *((f"part-{i}.snappy.parquet", i, False) for i in range(5))]
     (tmp_path / "a;b.parquet").write_text("semicolon")  # the joined text is then ambiguous: per-entry path
     assert storage.list_quick(str(tmp_path)) == storage.list(str(tmp_path))
+    (tmp_path / "a;b.parquet").unlink()
+    # A name that spells out other fields must not be read as them.
+    (tmp_path / "x; isDirectory=false; length=5; modification_time=9.parquet").write_text("forged")
+    assert storage.list_quick(str(tmp_path)) == storage.list(str(tmp_path))
 
 
 # ---- discovery ----------------------------------------------------------------------------------
