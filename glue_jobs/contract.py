@@ -17,8 +17,8 @@ parse alone cannot reject a number where a string is expected. The job therefore
    digit, '-', '"', '{', '[' or is true/false) parses that single field again with the matching
    non-string type (double, boolean, map, array). If that succeeds the token was not a string.
    The parse is skipped when the payload cannot hold a string literal starting like the text (neither
-   "c nor 'c, c its first character, nor a literal starting with an escape): then the token was not a
-   string, and a non-string token always parses as its own type, so the answer is the same.
+   "c nor 'c, c its first character, nor any backslash, which could start an escaped literal): then the
+   token was not a string, and a non-string token always parses as its own type, so the answer is the same.
    Plain identifiers such as "evt-1" or "u-42" and object metadata never pay for this extra parse.
 
 The rules are built in successive selects so that each re-parse and regex runs once per row.
@@ -152,8 +152,7 @@ def _is_non_string_token(field: str, text: Column) -> Column:
 
     return (
         F.when(looks_numeric, parses_as("double", F.substring(text, 1, 1)))  # rare: string fields seldom look numeric
-        .when(text == "true", parses_as("boolean", "t"))
-        .when(text == "false", parses_as("boolean", "f"))
+        .when(text.isin("true", "false"), parses_as("boolean", F.when(text == "true", F.lit("t")).otherwise(F.lit("f"))))
         .when(text.startswith("{"), parses_as("map<string,string>", "{"))
         .when(text.startswith("["), parses_as("array<string>", "["))
         .otherwise(F.lit(False))
