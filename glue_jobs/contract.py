@@ -33,9 +33,6 @@ Reason codes, first match wins: malformed_json, missing_required_field, invalid_
 
 from __future__ import annotations
 
-import operator
-from functools import reduce
-
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -63,9 +60,9 @@ _JSON_OPTIONS = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT, "a
 _DDL_TYPES = {"string": "string", "long": "bigint", "int": "int", "double": "double", "float": "float",
               "boolean": "boolean"}
 _INTEGER_TYPES = ("long", "int")
-_DIGITS = tuple("0123456789")
-_WHITESPACE = (" ", "\t", "\n", "\x0b", "\f", "\r")  # Java regex \s
-_LINE_TERMINATORS = ("\u0085", "\u2028", "\u2029")
+# Trimmed from both ends of event_type (and a blank required string is missing): Java regex \s, i.e. space,
+# \t, \n, \x0b, \f and \r, as a Spark SQL literal (\uXXXX escapes: Spark SQL has no \f).
+_TRIMMED_SQL = "' \\t\\n\\u000B\\u000C\\r'"
 _FLOAT_TYPES = ("double", "float")
 
 _FIELDS = contract_fields()
@@ -116,14 +113,10 @@ def _text_col(name: str) -> Column:
     return F.col(f"_t_{name}")
 
 
-def _starts_with_any(text: Column, prefixes) -> Column:
-    """startsWith compares bytes in place; substring(text, 1, 1) would count every character of the text
-    and allocate a new string, once per check and row."""
-    return reduce(operator.or_, (text.startswith(prefix) for prefix in prefixes))
-
-
-def _ends_with_any(text: Column, suffixes) -> Column:
-    return reduce(operator.or_, (text.endswith(suffix) for suffix in suffixes))
+def _first_byte_between(text: Column, low: str, high: str) -> Column:
+    """The text starts with a character in [low, high) (ASCII bounds): two binary comparisons instead of a
+    startsWith per character (strings compare byte by byte, unsigned; no collations before Spark 4)."""
+    return (text >= F.lit(low)) & (text < F.lit(high))
 
 
 def _may_be_a_string_token(first) -> Column:
@@ -141,22 +134,30 @@ def _may_be_a_string_token(first) -> Column:
     return payload.contains(quoted) | payload.contains(single_quoted) | payload.contains("\\")
 
 
-def _is_non_string_token(field: str, text: Column) -> Column:
-    """True when the field's token is a number, boolean, object or array (see module doc, step 3)."""
-    looks_numeric = _starts_with_any(text, (*_DIGITS, '"')) | (
-        text.startswith("-") & _starts_with_any(text, tuple(f"-{d}" for d in _DIGITS))
-    )
+def _token_kind(text: Column) -> list[tuple[Column, str, object]]:
+    """(condition on the field's text, type that parses the token if it is not a string, its first
+    character) for each token kind whose rendering the text could be (see module doc, step 3)."""
+    looks_numeric = _first_byte_between(text, "0", ":") | text.startswith('"') | _first_byte_between(text, "-0", "-:")
+    return [
+        (looks_numeric, "double", F.substring(text, 1, 1)),  # rare: string fields seldom look numeric
+        (text.isin("true", "false"), "boolean", F.when(text == "true", F.lit("t")).otherwise(F.lit("f"))),
+        (text.startswith("{"), "map<string,string>", "{"),
+        (text.startswith("["), "array<string>", "["),
+    ]
 
+
+def _is_non_string_token(field: str, text: Column) -> Column:
+    """True when the field's token is a number, boolean, object or array (see module doc, step 3): re-parsed
+    as the type its text looks like, unless the payload cannot hold a string token starting that way."""
     def parses_as(ddl_type: str, first) -> Column:
         return F.when(_may_be_a_string_token(first), _parse_single(field, ddl_type).isNotNull()).otherwise(F.lit(True))
 
-    return (
-        F.when(looks_numeric, parses_as("double", F.substring(text, 1, 1)))  # rare: string fields seldom look numeric
-        .when(text.isin("true", "false"), parses_as("boolean", F.when(text == "true", F.lit("t")).otherwise(F.lit("f"))))
-        .when(text.startswith("{"), parses_as("map<string,string>", "{"))
-        .when(text.startswith("["), parses_as("array<string>", "["))
-        .otherwise(F.lit(False))
-    )
+    kinds = _token_kind(text)
+    condition, ddl_type, first = kinds[0]
+    check = F.when(condition, parses_as(ddl_type, first))
+    for condition, ddl_type, first in kinds[1:]:
+        check = check.when(condition, parses_as(ddl_type, first))
+    return check.otherwise(F.lit(False))
 
 
 def _json_string_literal(text: Column) -> Column:
@@ -164,11 +165,14 @@ def _json_string_literal(text: Column) -> Column:
     return F.regexp_extract(F.to_json(F.struct(text.alias("v"))), r'(?s)^\{"v":(.*)\}$', 1)
 
 
-def _strip(text: Column) -> Column:
-    """Java-regex trim of \\s at both ends; the regex only runs when an end character could be affected
-    (`$` also matches before a final line terminator such as U+0085)."""
-    may_change = _starts_with_any(text, _WHITESPACE) | _ends_with_any(text, (*_WHITESPACE, *_LINE_TERMINATORS))
-    return F.when(may_change, F.regexp_replace(text, r"^\s+|\s+$", "")).otherwise(text)
+def _strip(name: str) -> Column:
+    """The text of column `name` without \\s characters at either end (one pass from each end)."""
+    return F.expr(f"trim(BOTH {_TRIMMED_SQL} FROM `{name}`)")
+
+
+def _is_blank(name: str) -> Column:
+    """Empty or only \\s characters. Those all sort below "!", so other texts skip the trim."""
+    return (F.col(name) < F.lit("!")) & (_strip(name) == "")
 
 
 def _starts_with_brace(payload: Column) -> Column:
@@ -179,64 +183,92 @@ def _ends_with_brace(payload: Column) -> Column:
     return F.when(payload.endswith("}"), F.lit(True)).otherwise(payload.rlike(r"\}\s*$"))
 
 
-def parse_payload(envelope: DataFrame) -> DataFrame:
-    """Envelope -> envelope + `_typed` (typed parse) + `_text` (text parse, only for records that failed)."""
+def _typed_parse(envelope: DataFrame) -> DataFrame:
+    """Stage 1: envelope + `_typed`, the typed parse of a JSON record (null for a decoded Avro record)."""
     is_json_record = F.col("record").isNull()
-    typed = envelope.select(
+    return envelope.select(
         *ENVELOPE_COLUMNS,
         F.when(is_json_record, F.from_json("payload", _typed_ddl(), _JSON_OPTIONS)).alias("_typed"),
     )
-    typed_parse_failed = F.col(f"_typed.{_CORRUPT}").isNotNull()
+
+
+def _flatten(typed: DataFrame) -> DataFrame:
+    """Stage 2 (native expressions, few: whole-stage codegen puts a stage in one Java method, which the JVM
+    stops compiling past 8,000 bytes of bytecode): flat typed values, string fields' texts, whether the
+    typed parse failed and whether the payload is one JSON object at all."""
+    is_json_record = F.col("record").isNull()
+    payload = F.col("payload")
     return typed.select(
         *ENVELOPE_COLUMNS,
-        "_typed",
-        F.when(is_json_record & typed_parse_failed, F.from_json("payload", _text_ddl(), _JSON_OPTIONS)).alias("_text"),
+        *(F.col(f"_typed.{f.name}").alias(f"_y_{f.name}") for f in _FIELDS if f.avro_type != "string"),
+        *(
+            F.when(is_json_record, F.col(f"_typed.{f.name}")).otherwise(F.col(f"record.{f.name}")).alias(f"_t_{f.name}")
+            for f in _FIELDS if f.avro_type == "string"
+        ),
+        (is_json_record & F.col(f"_typed.{_CORRUPT}").isNotNull()).alias("_failed"),
+        (is_json_record & (
+            payload.isNull() | F.col("_typed").isNull() | ~(_starts_with_brace(payload) & _ends_with_brace(payload))
+        )).alias("_not_an_object"),
     )
 
 
-def _token_text(field) -> Column:
-    """The field's text: presence for every type, the token's rendering for the type checks."""
-    is_avro = F.col("record").isNotNull()
-    typed = F.col(f"_typed.{field.name}")
-    decoded = F.col(f"record.{field.name}")
-    if field.avro_type == "string":
-        return F.when(is_avro, decoded).otherwise(typed)
-    return F.when(is_avro, decoded.cast("string")).otherwise(F.coalesce(F.col(f"_text.{field.name}"), typed.cast("string")))
+def _resolve(flat: DataFrame) -> DataFrame:
+    """Stage 3: the per-field checks and every JSON function after the typed parse, each evaluated only for
+    the rows that need it: the all-strings parse of a record whose typed parse failed (`_text`), the
+    re-parse that tells a string field's token kind, the JSON text of a string metadata value, and whether
+    an integer that did not convert overflowed (out_of_range rather than invalid_type). A projection with a
+    JSON function is not whole-stage compiled: it is generated as many small methods instead, which suits
+    these long condition chains, and it copies the row once for all of them."""
+    is_json_record = F.col("record").isNull()
+    text_parse = F.from_json("payload", _text_ddl(), _JSON_OPTIONS)
+    resolved = {"_text": F.when(F.col("_failed"), text_parse)}
+    for f in _FIELDS:
+        name, text = f.name, _text_col(f.name)
+        if f.avro_type == "string":
+            present_in_json = is_json_record & text.isNotNull()
+            if name in JSON_TEXT_FIELDS:
+                # Any JSON value: a string token is stored as its JSON literal, any other as it was rendered.
+                is_string_token = present_in_json & ~_is_non_string_token(name, text)
+                resolved[f"_j_{name}"] = F.when(is_string_token, _json_string_literal(text)).otherwise(text)
+                continue
+            resolved[f"_w_{name}"] = F.when(present_in_json, _is_non_string_token(name, text)).otherwise(F.lit(False))
+            if name in NORMALIZED_FIELDS:
+                resolved[f"_s_{name}"] = _strip(f"_t_{name}")
+        elif f.avro_type in _INTEGER_TYPES:
+            # A failed record only (its text parse runs again here: one row in a hundred, not worth a stage).
+            overflow = F.col("_failed") & _typed_col(name).isNull() & text_parse.getField(name).rlike("^-?[0-9]+$")
+            resolved[f"_o_{name}"] = F.when(overflow, _parse_single(name, "double").isNotNull()).otherwise(F.lit(False))
+    return flat.select("*", *(column.alias(name) for name, column in resolved.items()))
 
 
-def _token_checks(field) -> dict[str, Column]:
-    """The expensive per-field checks (conditional re-parses, regexes), each computed once per row."""
-    name = field.name
+def _texts(resolved: DataFrame) -> DataFrame:
+    """Stage 4: every field's text (presence for every type, the token's rendering for the type checks) and
+    whether the payload is malformed JSON."""
     is_avro = F.col("record").isNotNull()
-    text = _text_col(name)
-    if field.avro_type == "string":
-        checks = {f"_w_{name}": F.when(~is_avro & text.isNotNull(), _is_non_string_token(name, text)).otherwise(F.lit(False))}
-        if field.required or name in NORMALIZED_FIELDS:
-            checks[f"_s_{name}"] = _strip(text)
-        return checks
-    if field.avro_type in _INTEGER_TYPES:
-        # An integer token too large for the type: a number, so out_of_range rather than invalid_type.
-        conversion_failed = ~is_avro & text.isNotNull() & _typed_col(name).isNull()
-        overflow = F.when(conversion_failed & text.rlike("^-?[0-9]+$"), _parse_single(name, "double").isNotNull())
-        return {f"_o_{name}": overflow.otherwise(F.lit(False))}
-    return {}
+    non_string_texts = [
+        F.when(is_avro, F.col(f"record.{f.name}").cast("string"))
+        .otherwise(F.coalesce(F.col(f"_text.{f.name}"), _typed_col(f.name).cast("string")))
+        .alias(f"_t_{f.name}")
+        for f in _FIELDS if f.avro_type != "string"
+    ]
+    malformed = F.col("_not_an_object") | F.col(f"_text.{_CORRUPT}").isNotNull()
+    kept = [c for c in resolved.columns if c not in ("_text", "_not_an_object", "_failed")]
+    return resolved.select(*kept, *non_string_texts, malformed.alias("_malformed"))
 
 
 def _field_columns(field) -> dict[str, Column]:
-    """Per field: its value and the rule flags, from the columns of the two stages before."""
+    """Per field: its value and the rule flags, from the columns of the stages before."""
     name = field.name
     is_avro = F.col("record").isNotNull()
     text = _text_col(name)
     if field.avro_type == "string":
-        wrong_type = F.col(f"_w_{name}")
         if name in JSON_TEXT_FIELDS:
-            value = F.when(text.isNull() | is_avro | wrong_type, text).otherwise(_json_string_literal(text))
-            wrong_type = F.lit(False)  # any JSON value is allowed
-        elif name in NORMALIZED_FIELDS:
-            value = F.lower(F.col(f"_s_{name}"))
+            value, wrong_type = F.col(f"_j_{name}"), F.lit(False)  # any JSON value is allowed
         else:
-            value = text
-        missing = text.isNull() | (~wrong_type & (F.col(f"_s_{name}") == "")) if field.required else F.lit(False)
+            value = F.lower(F.col(f"_s_{name}")) if name in NORMALIZED_FIELDS else text
+            wrong_type = F.col(f"_w_{name}")
+        blank = F.col(f"_s_{name}") == "" if name in NORMALIZED_FIELDS else _is_blank(f"_t_{name}")
+        missing = text.isNull() | (~wrong_type & blank) if field.required else F.lit(False)
         out_of_range = F.lit(False)
         return {"value": value, "missing": missing, "wrong_type": wrong_type, "out_of_range": out_of_range}
 
@@ -258,31 +290,11 @@ def _field_columns(field) -> dict[str, Column]:
 
 def validate(envelope: DataFrame, *, now_ms: int, batch_id: int) -> DataFrame:
     """Envelope -> one row per input record: lake columns + reason (null when valid), detail, payload."""
-    return envelope.transform(parse_payload).transform(lambda df: _classify(df, now_ms=now_ms, batch_id=batch_id))
+    checked = envelope.transform(_typed_parse).transform(_flatten).transform(_resolve).transform(_texts)
+    return _classify(checked, now_ms=now_ms, batch_id=batch_id)
 
 
-def _classify(parsed: DataFrame, *, now_ms: int, batch_id: int) -> DataFrame:
-    # Successive selects, so that each expensive expression (a re-parse, a regex) runs once per row: Spark's
-    # CollapseProject does not merge two projections when that would copy a non-cheap expression into
-    # several places of the next one. Intermediate columns start with "_" and are dropped at the end.
-    is_json_record = F.col("record").isNull()
-    payload = F.col("payload")
-    is_malformed = is_json_record & (
-        payload.isNull()
-        | ~(_starts_with_brace(payload) & _ends_with_brace(payload))
-        | F.col("_typed").isNull()
-        | F.col(f"_text.{_CORRUPT}").isNotNull()
-    )
-    # The parsed structs end here: later stages get flat columns (each non-codegen stage copies its whole
-    # input row, and the two structs were most of it).
-    texts = parsed.select(
-        *ENVELOPE_COLUMNS,
-        *(F.col(f"_typed.{f.name}").alias(f"_y_{f.name}") for f in _FIELDS if f.avro_type != "string"),
-        *(_token_text(f).alias(f"_t_{f.name}") for f in _FIELDS),
-        is_malformed.alias("_malformed"),
-    )
-    checked = texts.select("*", *(check.alias(name) for f in _FIELDS for name, check in _token_checks(f).items()))
-
+def _classify(checked: DataFrame, *, now_ms: int, batch_id: int) -> DataFrame:
     columns = {f.name: _field_columns(f) for f in _FIELDS}
     event_time_ms = columns[EVENT_TIME_FIELD]["value"]
     time_out_of_range = (event_time_ms < F.lit(MIN_EVENT_TIME_MS)) | (event_time_ms > F.lit(now_ms + MAX_FUTURE_MS))
