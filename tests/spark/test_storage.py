@@ -27,5 +27,30 @@ def test_list_write_read_rename_delete(spark, tmp_path):
     assert fs.qualify(root) == f"file:{root}"
 
 
+def test_rename_files_creates_each_target_directory_and_never_overwrites(spark, tmp_path):
+    fs = HadoopStorage(spark)
+    staged = tmp_path / "staged"
+    for name in ("a", "b", "c", "d"):
+        fs.write_text(str(staged / f"{name}.parquet"), name)
+    fs.write_text(str(tmp_path / "lake/h=1/taken.parquet"), "earlier")
+    moves = [
+        (fs.qualify(str(staged / "a.parquet")), str(tmp_path / "lake/h=1/a.parquet")),  # qualified source
+        (str(staged / "b.parquet"), str(tmp_path / "lake/h=1/b.parquet")),
+        (str(staged / "c.parquet"), str(tmp_path / "lake/h=2/deep/c.parquet")),
+        (str(staged / "d.parquet"), str(tmp_path / "lake/h=1/taken.parquet")),
+    ]
+    with pytest.raises(FileExistsError, match="taken.parquet"):
+        fs.rename_files(moves, threads=3)
+    # The other moves are done before the failure is raised; the existing file is untouched.
+    assert fs.read_text(str(tmp_path / "lake/h=1/a.parquet")) == "a"
+    assert fs.read_text(str(tmp_path / "lake/h=1/b.parquet")) == "b"
+    assert fs.read_text(str(tmp_path / "lake/h=2/deep/c.parquet")) == "c"
+    assert fs.read_text(str(tmp_path / "lake/h=1/taken.parquet")) == "earlier"
+    assert [f.name for f in fs.list_files(str(staged))] == ["d.parquet"]
+    # A missing source fails too (Hadoop's local file system raises rather than returning false).
+    with pytest.raises(Exception, match="missing.parquet"):
+        fs.rename_files([(str(staged / "missing.parquet"), str(tmp_path / "lake/h=3/x.parquet"))])
+
+
 def test_hidden_names_follow_spark_and_athena():
     assert is_hidden("_SUCCESS") and is_hidden(".staging") and not is_hidden("part-0.parquet")
