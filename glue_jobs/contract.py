@@ -341,12 +341,7 @@ def _lake_columns() -> Stage:
         f.name: F.when(is_valid, event_time_ms) if f.name == EVENT_TIME_FIELD else F.col(f"_v_{f.name}")
         for f in _FIELDS
     }
-    # Epoch arithmetic, not date_format: partitions are UTC whatever the session/JVM time zone.
-    epoch_day = F.floor(event_time_ms / F.lit(MS_PER_DAY)).cast("int")
-    event_date = F.date_add(F.lit("1970-01-01").cast("date"), epoch_day).cast("string")
-    epoch_hour = F.floor(event_time_ms / F.lit(MS_PER_HOUR))
-    event_hour = (epoch_hour - F.floor(epoch_hour / F.lit(24)) * F.lit(24)).cast("int")  # F.pmod is pyspark 3.4+
-
+    event_date, event_hour = partition_values(event_time_ms).values()
     ingestion = {
         "source": None,
         "source_partition": None,
@@ -357,14 +352,25 @@ def _lake_columns() -> Stage:
     if tuple(ingestion) != tuple(name for name, _, _ in INGESTION_COLUMNS):
         raise AssertionError("ingestion columns drifted from glue_jobs.schema.INGESTION_COLUMNS")
     partitions = {"event_date": event_date, "event_hour": event_hour}
-    if tuple(partitions) != tuple(name for name, _, _ in PARTITION_COLUMNS):
-        raise AssertionError("partition columns drifted from glue_jobs.schema.PARTITION_COLUMNS")
     return {
         **contract_values,
         **ingestion,
         **{name: F.when(is_valid, column) for name, column in partitions.items()},
         **dict.fromkeys(VALIDATED_EXTRA_COLUMNS),
     }
+
+
+def partition_values(event_time_ms: Column) -> dict[str, Column]:
+    """event_date ("YYYY-MM-DD") and event_hour (0-23) of epoch milliseconds, in UTC by epoch arithmetic, not
+    date_format: the partitions are the same whatever the session or JVM time zone."""
+    epoch_day = F.floor(event_time_ms / F.lit(MS_PER_DAY)).cast("int")
+    event_date = F.date_add(F.lit("1970-01-01").cast("date"), epoch_day).cast("string")
+    epoch_hour = F.floor(event_time_ms / F.lit(MS_PER_HOUR))
+    event_hour = (epoch_hour - F.floor(epoch_hour / F.lit(24)) * F.lit(24)).cast("int")  # F.pmod is pyspark 3.4+
+    partitions = {"event_date": event_date, "event_hour": event_hour}
+    if tuple(partitions) != tuple(name for name, _, _ in PARTITION_COLUMNS):
+        raise AssertionError("partition columns drifted from glue_jobs.schema.PARTITION_COLUMNS")
+    return partitions
 
 
 def _timestamps(classified: Stage) -> Stage:

@@ -189,7 +189,25 @@ class HadoopStorage:
         p = self._path(path)
         if not fs.exists(p):
             return []
-        statuses = fs.listStatus(p)
+        return self._file_infos(fs.listStatus(p), include_hidden=include_hidden)
+
+    def glob(self, pattern: str) -> list[FileInfo]:
+        """Entries matching a Hadoop glob (e.g. "<dir>/*/*/*.parquet"), sorted by path, in one listing call
+        and one string (as list_quick); entries with a hidden name at any level below the pattern's first
+        wildcard are left out."""
+        pattern = self.qualify(pattern)  # results come qualified (file:/..., s3://bucket/...)
+        statuses = self._fs(pattern).globStatus(self._path(pattern))
+        if statuses is None:  # the pattern has no wildcard and names nothing
+            return []
+        fixed_depth = urlsplit(pattern[: pattern.find("*") if "*" in pattern else len(pattern)]).path.count("/")
+        infos = self._file_infos(statuses, include_hidden=True)
+        visible = [
+            info for info in infos
+            if not any(is_hidden(part) for part in urlsplit(info.path).path.split("/")[fixed_depth:])
+        ]
+        return sorted(visible, key=lambda f: f.path)
+
+    def _file_infos(self, statuses, *, include_hidden: bool) -> list[FileInfo]:
         # ArrayUtils.toString(Object) (commons-lang3, on Spark's classpath): py4j cannot pass a FileStatus[]
         # where java.util.Arrays expects Object[].
         text = str(self._jvm.org.apache.commons.lang3.ArrayUtils.toString(statuses))

@@ -52,5 +52,21 @@ def test_rename_files_creates_each_target_directory_and_never_overwrites(spark, 
         fs.rename_files([(str(staged / "missing.parquet"), str(tmp_path / "lake/h=3/x.parquet"))])
 
 
+def test_glob_lists_visible_matches_at_the_pattern_depth(spark, tmp_path):
+    fs = HadoopStorage(spark)
+    for rel in ("d=1/h=0/a.parquet", "d=1/h=0/b.parquet", "d=1/h=2/c.parquet", "d=2/h=1/e.parquet",
+                "d=1/_temporary/x.parquet", "_d=3/h=0/y.parquet", "d=1/h=0/_z.parquet", "d=1/h=0/w.txt",
+                "d=1/shallow.parquet"):
+        fs.write_text(str(tmp_path / "root" / rel), "x")
+    found = fs.glob(str(tmp_path / "root") + "/*/*/*.parquet")
+    assert [f.path.split("/root/")[1] for f in found] == ["d=1/h=0/a.parquet", "d=1/h=0/b.parquet", "d=1/h=2/c.parquet",
+                                                         "d=2/h=1/e.parquet"]
+    assert all(f.size == 1 and not f.is_dir and f.path.startswith("file:") for f in found)
+    # The hidden part above the first wildcard is the caller's (a staging directory is hidden on purpose).
+    fs.write_text(str(tmp_path / "_staging/batch=0/h=1/f.parquet"), "x")
+    assert [f.name for f in fs.glob(str(tmp_path / "_staging/batch=0") + "/*/*.parquet")] == ["f.parquet"]
+    assert fs.glob(str(tmp_path / "missing") + "/*/*.parquet") == []
+
+
 def test_hidden_names_follow_spark_and_athena():
     assert is_hidden("_SUCCESS") and is_hidden(".staging") and not is_hidden("part-0.parquet")
