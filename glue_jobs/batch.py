@@ -58,6 +58,8 @@ _KEY = "_key"
 # Lake columns the cache does not hold: derived again where they are written (cheaper than caching them:
 # filling the columnar cache costs per value, ~0.2 s of 1 s for these 1M rows, local[2]).
 _DERIVED = ("batch_id", "event_date", "event_hour")
+# The cached struct column holding every other value (see cached_columns).
+_CACHED = "_cached"
 _CACHE_COMPRESSED = "spark.sql.inMemoryColumnarStorage.compressed"
 # Parquet dictionary encoding only for the lake columns with few distinct values per file. The batch files
 # live about an hour (compaction rewrites them with Parquet's defaults), so they are written for speed: a
@@ -117,12 +119,16 @@ def _lake_rows(cached: DataFrame, duplicate_keys: DataFrame | None, *, tasks: in
     Only the rows with those hashes are ranked (a hash collision merely ranks two ids that then each keep
     their own winner); the losers' row ids are broadcast and removed, so the other rows are neither
     shuffled nor sorted and each write task keeps its partitions."""
-    valid = cached.filter(F.col("reason").isNull()).coalesce(tasks)
+    valid = _unpacked(cached).filter(F.col("reason").isNull()).coalesce(tasks)
     if duplicate_keys is not None:
         candidates = valid.join(F.broadcast(duplicate_keys), F.xxhash64("event_id") == F.col(_KEY), "left_semi")
         losers = candidates.transform(_rank_by_lowest_position).filter(F.col("_rank") > 1).select(_ROW)
         valid = valid.join(F.broadcast(losers), _ROW, "left_anti")
     derived = {"batch_id": F.lit(batch_id).cast("long"), **partition_values(F.expr("unix_millis(event_time)"))}
+    # The partitioned write sorts each task's rows by (event_date, event_hour); by event_time first, a radix
+    # sort on one long, that sort finds its input in order. The caller puts an observe() between the two:
+    # directly under the write's sort Spark would drop this one (EliminateSorts).
+    valid = valid.sortWithinPartitions("event_time")
     return valid.select(*(derived[name].alias(name) if name in derived else F.col(name) for name in spark_lake_schema().fieldNames()))
 
 
@@ -134,19 +140,30 @@ def to_dead_letters(cached: DataFrame, *, processing_date: str, batch_id: int) -
     ).cast("string")
     columns = [F.lit(batch_id).cast("long").alias(name) if name == "batch_id" else F.col(name) for name, _, _ in DEAD_LETTER_COLUMNS]
     (partition,) = (name for name, _, _ in DEAD_LETTER_PARTITION_COLUMNS)
-    return cached.filter(is_dead_letter).select(*columns, F.coalesce(arrival_date, F.lit(processing_date)).alias(partition))
+    return _unpacked(cached).filter(is_dead_letter).select(
+        *columns, F.coalesce(arrival_date, F.lit(processing_date)).alias(partition)
+    )
 
 
 def cached_columns(validated: DataFrame) -> DataFrame:
-    """The frame the batch caches: the validated columns but those derived again at write time (`_DERIVED`),
-    the payload only where a dead letter needs it (a valid row's payload is never written), and `_ROW`."""
+    """The frame the batch caches: `reason` and `_ROW` (the row id) as columns, everything else packed in
+    one struct column `_CACHED`: the validated columns but those derived again at write time (`_DERIVED`),
+    and the payload only where a dead letter needs it (a valid row's payload is never written).
+
+    One struct column instead of fifteen: the columnar cache appends every value of a plain column through
+    its own builder and keeps min/max statistics for it (a comparison per string value); a struct is stored
+    as the bytes of one row. 1M rows, local[2]: cache fill + counts + both writes 6.9 s -> 6.5 s."""
     if set(_DERIVED) - set(validated.columns):
         raise ValueError(f"validated frame lacks {_DERIVED}: {validated.columns}")
     is_valid = F.col("reason").isNull()
-    return validated.select(
-        *(F.when(~is_valid, F.col(c)).alias(c) if c == "payload" else F.col(c) for c in validated.columns if c not in _DERIVED),
-        F.monotonically_increasing_id().alias(_ROW),
-    )
+    packed = [F.when(~is_valid, F.col(c)).alias(c) if c == "payload" else F.col(c)
+              for c in validated.columns if c not in (*_DERIVED, "reason")]
+    return validated.select(F.struct(*packed).alias(_CACHED), "reason", F.monotonically_increasing_id().alias(_ROW))
+
+
+def _unpacked(cached: DataFrame) -> DataFrame:
+    """The cached frame with the struct's fields as columns again (reading them is a field access)."""
+    return cached.select(f"{_CACHED}.*", "reason", _ROW)
 
 
 def batch_counts(cached: DataFrame) -> DataFrame:
@@ -154,9 +171,12 @@ def batch_counts(cached: DataFrame) -> DataFrame:
     `_KEY` hashes that occur more than once among valid rows (a few per batch: duplicates are rare).
 
     Grouping by (reason, 64-bit hash) keeps the aggregation a hash aggregation over fixed-width keys: only
-    longs and counts are shuffled, never ids or payloads."""
+    longs and counts are shuffled, never ids or payloads. (Observing the counts instead saves ~0.1 s per 1M
+    rows, but Observation.get never returns when Spark optimizes an empty batch's plan away.)"""
     is_valid = F.col("reason").isNull()
-    per_key = cached.groupBy("reason", F.when(is_valid, F.xxhash64("event_id")).alias(_KEY)).agg(F.count(F.lit(1)).alias("_n"))
+    per_key = _unpacked(cached).groupBy("reason", F.when(is_valid, F.xxhash64("event_id")).alias(_KEY)).agg(
+        F.count(F.lit(1)).alias("_n")
+    )
 
     def total(condition=None):
         return F.coalesce(F.sum(F.col("_n") if condition is None else F.when(condition, F.col("_n"))), F.lit(0))
