@@ -17,13 +17,13 @@ parse alone cannot reject a number where a string is expected. The job therefore
    digit, '-', '"', '{', '[' or is true/false) parses that single field again with the matching
    non-string type (double, boolean, map, array). If that succeeds the token was not a string.
    The parse is skipped when the payload cannot hold a string literal starting like the text (neither
-   "c nor 'c, c its first character, nor any backslash, which could start an escaped literal): then the
+   "c, c its first character, nor any backslash, which could start an escaped literal): then the
    token was not a string, and a non-string token always parses as its own type, so the answer is the same.
    Plain identifiers such as "evt-1" or "u-42" and object metadata never pay for this extra parse.
 
-The rules are built in successive selects so that each re-parse and regex runs once per row.
+The rules are built in successive selects (`_stages`) so that each re-parse runs once per row, at most.
 
-`allowNonNumericNumbers` is off, so bare NaN/Infinity tokens (not JSON, RFC 8259) are malformed_json;
+Parsing is strict JSON (RFC 8259): bare NaN/Infinity tokens and 'single-quoted' strings are malformed_json;
 the strings "NaN"/"Infinity" in a number field are invalid_type; a number that overflows a double
 (1e400) is out_of_range.
 
@@ -56,7 +56,13 @@ MS_PER_HOUR = 3_600_000
 MS_PER_DAY = 86_400_000
 
 _CORRUPT = "_corrupt_record"
-_JSON_OPTIONS = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT, "allowNonNumericNumbers": "false"}
+# Strict JSON (RFC 8259): Spark's parser would otherwise accept NaN/Infinity tokens and 'single-quoted' strings.
+_JSON_OPTIONS = {
+    "mode": "PERMISSIVE",
+    "columnNameOfCorruptRecord": _CORRUPT,
+    "allowNonNumericNumbers": "false",
+    "allowSingleQuotes": "false",
+}
 _DDL_TYPES = {"string": "string", "long": "bigint", "int": "int", "double": "double", "float": "float",
               "boolean": "boolean"}
 _INTEGER_TYPES = ("long", "int")
@@ -122,16 +128,13 @@ def _first_byte_between(text: Column, low: str, high: str) -> Column:
 def _may_be_a_string_token(first) -> Column:
     """False only if no string literal in the payload starts with `first` (see module doc, step 3).
 
-    A string token whose text starts with c is written "c... or 'c... (single quotes are allowed) or starts
-    with an escape ("\\..., '\\...; any backslash in the payload is taken as one). When none of these
-    occurs the token cannot be a string, so the confirming parse is skipped: object metadata without '"{'
-    in the payload costs no second parse. `first` is a one-character string, or a Column for it."""
+    A string token whose text starts with c is written "c... or starts with an escape ("\\...; any backslash
+    in the payload is taken as one; single-quoted strings are malformed). When neither occurs the token
+    cannot be a string, so the confirming parse is skipped: object metadata without '"{' in the payload
+    costs no second parse. `first` is a one-character string, or a Column for it."""
     payload = F.col("payload")
-    if isinstance(first, str):
-        quoted, single_quoted = F.lit(f'"{first}'), F.lit(f"'{first}")
-    else:
-        quoted, single_quoted = F.concat(F.lit('"'), first), F.concat(F.lit("'"), first)
-    return payload.contains(quoted) | payload.contains(single_quoted) | payload.contains("\\")
+    quoted = F.lit(f'"{first}') if isinstance(first, str) else F.concat(F.lit('"'), first)
+    return payload.contains(quoted) | payload.contains("\\")
 
 
 def _token_kind(text: Column) -> list[tuple[Column, str, object]]:

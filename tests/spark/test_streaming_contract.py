@@ -65,6 +65,8 @@ def test_event_time_is_exact_to_the_millisecond(spark):
         ('{"event_id":"e","event_type":"x","event_time":%d} trailing' % T, "malformed_json", "payload is not one JSON object"),
         ('{"event_id":"e","event_type":"x","event_time":%d,"amount":NaN}' % T, "malformed_json", "payload is not one JSON object"),
         ('{"event_id":"e","event_type":"x","event_time":%d,"amount":-Infinity}' % T, "malformed_json", "payload is not one JSON object"),
+        ("{'event_id':'e','event_type':'x','event_time':%d}" % T, "malformed_json", "payload is not one JSON object"),
+        ('{"event_id":\'e\',"event_type":"x","event_time":%d}' % T, "malformed_json", "payload is not one JSON object"),
         ('{"event_type":"x","event_time":%d}' % T, "missing_required_field", "event_id: required field absent, null or empty"),
         ('{"event_id":null,"event_type":"x","event_time":%d}' % T, "missing_required_field", "event_id: required field absent, null or empty"),
         ('{"event_id":"","event_type":"x","event_time":%d}' % T, "missing_required_field", "event_id: required field absent, null or empty"),
