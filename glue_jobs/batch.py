@@ -124,7 +124,8 @@ def _lake_rows(cached: DataFrame, duplicate_keys: DataFrame | None, *, tasks: in
         candidates = valid.join(F.broadcast(duplicate_keys), F.xxhash64("event_id") == F.col(_KEY), "left_semi")
         losers = candidates.transform(_rank_by_lowest_position).filter(F.col("_rank") > 1).select(_ROW)
         valid = valid.join(F.broadcast(losers), _ROW, "left_anti")
-    derived = {"batch_id": F.lit(batch_id).cast("long"), **partition_values(F.expr("unix_millis(event_time)"))}
+    event_time_ms = F.expr("unix_millis(event_time)")
+    derived = {"batch_id": F.lit(batch_id).cast("long"), **partition_values(event_time_ms, date_type=True)}
     # The partitioned write sorts each task's rows by (event_date, event_hour); by event_time first, a radix
     # sort on one long, that sort finds its input in order. The caller puts an observe() between the two:
     # directly under the write's sort Spark would drop this one (EliminateSorts).

@@ -363,14 +363,17 @@ def _lake_columns() -> Stage:
     }
 
 
-def partition_values(event_time_ms: Column) -> dict[str, Column]:
+def partition_values(event_time_ms: Column, *, date_type: bool = False) -> dict[str, Column]:
     """event_date ("YYYY-MM-DD") and event_hour (0-23) of epoch milliseconds, in UTC by epoch arithmetic, not
-    date_format: the partitions are the same whatever the session or JVM time zone."""
+    date_format: the partitions are the same whatever the session or JVM time zone. With `date_type`,
+    event_date is a DATE, which names the same partition directory (event_date=YYYY-MM-DD) but sorts as an
+    int: the partitioned write sorts every row by it (its string's 8-byte sort prefix is the same for a
+    whole month, so each comparison compared the rows; 1M rows, local[2]: lake write 2.84 s -> 2.54 s)."""
     epoch_day = F.floor(event_time_ms / F.lit(MS_PER_DAY)).cast("int")
-    event_date = F.date_add(F.lit("1970-01-01").cast("date"), epoch_day).cast("string")
+    event_date = F.date_add(F.lit("1970-01-01").cast("date"), epoch_day)
     epoch_hour = F.floor(event_time_ms / F.lit(MS_PER_HOUR))
     event_hour = (epoch_hour - F.floor(epoch_hour / F.lit(24)) * F.lit(24)).cast("int")  # F.pmod is pyspark 3.4+
-    partitions = {"event_date": event_date, "event_hour": event_hour}
+    partitions = {"event_date": event_date if date_type else event_date.cast("string"), "event_hour": event_hour}
     if tuple(partitions) != tuple(name for name, _, _ in PARTITION_COLUMNS):
         raise AssertionError("partition columns drifted from glue_jobs.schema.PARTITION_COLUMNS")
     return partitions
