@@ -16,8 +16,9 @@ and `<dead letters>/ingest_date=YYYY-MM-DD/part-<source>-<stream>-b<batch:010d>-
 where <stream> is the first 8 characters of the streaming query id in `<checkpoint>/metadata`: a new
 checkpoint restarts batch ids at 0 without colliding with an earlier run's files.
 
-The validated frame is persisted once (uncompressed; a valid row's payload is dropped first, only dead
-letters need it). One aggregation over (reason, 64-bit hash of event_id) gives every count and the hashes
+The validated frame is persisted once, uncompressed, packed for the columnar cache (`cached_columns`: the
+lake values in one struct, what a dead letter needs in another, null for valid rows; the batch id and the
+partition values are derived again at write time). One aggregation over (reason, 64-bit hash of event_id) gives every count and the hashes
 seen more than once; only rows with those hashes are ranked (lowest source partition, then offset as a
 number, then input order) and the losers removed from the lake write. The writes count the rows they
 write (Observation): records_in = records_written + dead_letters + duplicates_collapsed, and a batch whose
