@@ -18,8 +18,8 @@ checkpoint restarts batch ids at 0 without colliding with an earlier run's files
 
 The validated frame is persisted once, uncompressed, packed for the columnar cache (`cached_columns`: the
 lake values in one struct, what a dead letter needs in another, null for valid rows; the batch id and the
-partition values are derived again at write time). One aggregation over (reason, 64-bit hash of event_id) gives every count and the hashes
-seen more than once; only rows with those hashes are ranked (lowest source partition, then offset as a
+partition values are derived again at write time). One aggregation over (reason, 64-bit hash of
+event_id) gives every count and the hashes seen more than once; only rows with those hashes are ranked (lowest source partition, then offset as a
 number, then input order) and the losers removed from the lake write. The writes count the rows they
 write (Observation): records_in = records_written + dead_letters + duplicates_collapsed, and a batch whose
 dead letters do not match its invalid records fails before anything is published.
@@ -120,7 +120,8 @@ def _lake_rows(cached: DataFrame, duplicate_keys: DataFrame | None, *, tasks: in
     holds the hashes of the event_ids that occur more than once, a few per batch (None: there are none).
     Only the rows with those hashes are ranked (a hash collision merely ranks two ids that then each keep
     their own winner); the losers' row ids are broadcast and removed, so the other rows are neither
-    shuffled nor sorted and each write task keeps its partitions."""
+    shuffled nor sorted and each write task keeps its partitions. batch_id and the partition columns are
+    derived here (not cached); event_date is a DATE for the write (see contract.partition_values)."""
     valid = _unpacked(cached).filter(F.col("reason").isNull()).coalesce(tasks)
     if duplicate_keys is not None:
         candidates = valid.join(F.broadcast(duplicate_keys), _KEY, "left_semi")
