@@ -112,16 +112,17 @@ def test_runner_reads_small_partitions_of_whole_files_and_restores_the_session(s
 
     from glue_jobs import local_runner
 
-    partitions, adapter = [], local_runner.from_local_files
+    partitions, live, adapter = [], [], local_runner.from_local_files
 
     def recording_adapter(raw, *args):
         partitions.append(raw.rdd.getNumPartitions())
+        live.append({key: spark.conf.get(key) for key in local_runner._session_settings()})
         return adapter(raw, *args)
 
     monkeypatch.setattr(local_runner, "from_local_files", recording_adapter)
     monkeypatch.setattr(local_runner, "READ_PARTITION_BYTES", 1024)
     spark.conf.set("spark.sql.files.openCostInBytes", "0")  # pack by size only, so the count is exact
-    before = spark.conf.get("spark.sql.files.maxPartitionBytes")
+    before = {key: spark.conf.get(key) for key in local_runner._session_settings()}
     (tmp_path / "in").mkdir()
     for i in range(4):
         (tmp_path / "in" / f"f{i}.json").write_text(
@@ -137,4 +138,7 @@ def test_runner_reads_small_partitions_of_whole_files_and_restores_the_session(s
         spark.conf.unset("spark.sql.files.openCostInBytes")
     assert (summary.records_in, summary.records_written) == (80, 80)
     assert partitions == [4]  # one ~1.3 KB file per 1 KB partition; Spark's 128 MB default packs them into 1
-    assert spark.conf.get("spark.sql.files.maxPartitionBytes") == before
+    # During the batch: 1 KB read partitions, files listed on the driver; afterwards the session's own values.
+    assert live == [{"spark.sql.files.maxPartitionBytes": "1024",
+                     "spark.sql.sources.parallelPartitionDiscovery.threshold": str(local_runner.DRIVER_LISTING_MAX_PATHS)}]
+    assert {key: spark.conf.get(key) for key in before} == before
