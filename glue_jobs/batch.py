@@ -38,7 +38,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, Observation, Window
 from pyspark.sql import functions as F
 
-from glue_jobs.contract import EVENT_TIME_FIELD, REASON_CODES, partition_values, validate
+from glue_jobs.contract import EVENT_TIME_FIELD, REASON_CODES, partition_values, validate, with_batch_constants
 from glue_jobs.metrics import MetricsSink, NoOpMetricsSink
 from glue_jobs.schema import DEAD_LETTER_COLUMNS, DEAD_LETTER_PARTITION_COLUMNS, spark_lake_schema
 from glue_jobs.storage import HadoopStorage
@@ -138,8 +138,9 @@ def _lake_rows(cached: DataFrame, duplicate_keys: DataFrame | None, *, tasks: in
         candidates = valid.join(F.broadcast(duplicate_keys), _KEY, "left_semi")
         losers = candidates.transform(_rank_by_lowest_position).filter(F.col("_rank") > 1).select(_ROW)
         valid = valid.join(F.broadcast(losers), _ROW, "left_anti")
+    valid = with_batch_constants(valid, {"_batch_id": batch_id})
     event_time_ms = F.expr("unix_millis(event_time)")
-    derived = {"batch_id": F.lit(batch_id).cast("long"), **partition_values(event_time_ms, date_type=True)}
+    derived = {"batch_id": F.col("_batch_id"), **partition_values(event_time_ms, date_type=True)}
     return valid.select(*(derived[name].alias(name) if name in derived else F.col(name) for name in spark_lake_schema().fieldNames()))
 
 
@@ -149,9 +150,10 @@ def to_dead_letters(cached: DataFrame, *, processing_date: str, batch_id: int) -
     arrival_date = F.date_add(
         F.lit("1970-01-01").cast("date"), F.floor(F.unix_timestamp("arrival_time") / F.lit(86400)).cast("int")
     ).cast("string")
-    columns = [F.lit(batch_id).cast("long").alias(name) if name == "batch_id" else F.col(name) for name, _, _ in DEAD_LETTER_COLUMNS]
+    columns = [F.col("_batch_id").alias(name) if name == "batch_id" else F.col(name) for name, _, _ in DEAD_LETTER_COLUMNS]
     (partition,) = (name for name, _, _ in DEAD_LETTER_PARTITION_COLUMNS)
-    return cached.filter(is_dead_letter).select(f"{_DEAD}.*").select(
+    dead_letters = with_batch_constants(cached.filter(is_dead_letter).select(f"{_DEAD}.*"), {"_batch_id": batch_id})
+    return dead_letters.select(
         *columns, F.coalesce(arrival_date, F.lit(processing_date)).alias(partition)
     )
 

@@ -186,8 +186,8 @@ def _ends_with_brace(payload: Column) -> Column:
     return F.when(payload.endswith("}"), F.lit(True)).otherwise(payload.rlike(r"\}\s*$"))
 
 
-# Per-batch values, added as literal columns by `validate` (folded into the expressions by the optimizer), so
-# that every other expression is built once per JVM and reused (`_stages`).
+# Per-batch values, joined to the rows as data by `validate` (with_batch_constants), so that every other
+# expression is built once per JVM and reused (`_stages`) and the generated code is the same every batch.
 _LATEST_MS = "_latest_ms"  # processing time + 1 day: a later event_time is out_of_range
 _BATCH_ID = "_batch_id"
 _CARRIED = (*ENVELOPE_COLUMNS, _LATEST_MS, _BATCH_ID)
@@ -409,6 +409,23 @@ def _stages() -> list[list[Column]]:
     return _built[1]
 
 
+def with_batch_constants(frame: DataFrame, values: dict[str, int]) -> DataFrame:
+    """`frame` with one bigint column per entry of `values`, the same in every row, joined from a one-row
+    inline table (broadcast, no shuffle) rather than added as literals.
+
+    Why: Spark writes a long literal into the Java code it generates for a stage, and compiles each distinct
+    code once; a per-batch value (processing time, batch id, arrival time) as a literal made every
+    micro-batch compile its stages anew and run them on cold, not yet JIT-compiled code (1M records,
+    local[2]: 8.04 s per batch against 7.58 s when the values repeat, medians of 6). Values of a table are
+    data: the optimizer does not fold them into the expressions, so the code repeats from batch to batch."""
+    names = list(values)
+    if not names or any(not name.isidentifier() for name in names):
+        raise ValueError(f"batch constant names must be identifiers: {names}")
+    row = ", ".join(f"CAST({int(value)} AS BIGINT)" for value in values.values())
+    constants = frame.sparkSession.sql(f"SELECT * FROM VALUES ({row}) AS batch_constants({', '.join(names)})")
+    return frame.crossJoin(F.broadcast(constants))
+
+
 def validate(envelope: DataFrame, *, now_ms: int, batch_id: int) -> DataFrame:
     """Envelope -> one row per input record: lake columns + reason (null when valid), detail, payload.
 
@@ -416,8 +433,8 @@ def validate(envelope: DataFrame, *, now_ms: int, batch_id: int) -> DataFrame:
     CollapseProject does not merge two projections when that would copy a non-cheap expression into
     several places of the next one. Intermediate columns start with "_" and are dropped at the end."""
     typed, *rest = _stages()
-    frame = envelope.select(
-        *typed, F.lit(now_ms + MAX_FUTURE_MS).alias(_LATEST_MS), F.lit(batch_id).cast("long").alias(_BATCH_ID)
+    frame = with_batch_constants(envelope, {_LATEST_MS: now_ms + MAX_FUTURE_MS, _BATCH_ID: batch_id}).select(
+        *typed, _LATEST_MS, _BATCH_ID
     )
     for columns in rest:
         frame = frame.select(*columns)

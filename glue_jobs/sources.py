@@ -20,6 +20,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from glue_jobs.contract import with_batch_constants
 from glue_jobs.schema import contract_fields, spark_source_schema
 
 KINESIS_COLUMNS = ("data", "streamName", "partitionKey", "sequenceNumber", "approximateArrivalTimestamp")
@@ -71,7 +72,8 @@ def from_kafka_avro(raw: DataFrame, source_name: str) -> DataFrame:
 def from_local_files(raw: DataFrame, source_name: str, arrival_ms: int) -> DataFrame:
     """Text source read with wholetext=true: `value` is a whole file. Lines end with \\n or \\r\\n;
     the final terminator ends the last line (it does not start an empty one); blank lines are records.
-    arrival_ms (epoch ms) is the batch's processing time: files carry no per-record arrival time."""
+    arrival_ms (epoch ms) is the batch's processing time: files carry no per-record arrival time (it is
+    joined as data, not a literal: see contract.with_batch_constants)."""
     _require(raw, ("value",), "local text")
     # split on "\n" (no regex), then per row: drop the empty piece after a final "\n" (and the one piece
     # of an empty file), and one "\r" before each "\n". No expression runs over the whole file but the
@@ -92,7 +94,7 @@ def from_local_files(raw: DataFrame, source_name: str, arrival_ms: int) -> DataF
     ).select(
         # _n is computed before the generator: computed after it, every exploded row would carry the array.
         "_file", "_ends_with_newline", "_empty", "_n", F.posexplode("_pieces").alias("_pos", "_piece"),
-    ).filter(is_line).select(
+    ).filter(is_line).transform(lambda lines: with_batch_constants(lines, {"_arrival_ms": arrival_ms})).select(
         F.when(followed_by_newline & piece.endswith("\r"), piece.substr(F.lit(1), F.length(piece) - 1))
         .otherwise(piece)
         .alias("payload"),
@@ -100,5 +102,5 @@ def from_local_files(raw: DataFrame, source_name: str, arrival_ms: int) -> DataF
         F.lit(source_name).alias("source"),
         F.col("_file").alias("source_partition"),
         (position + 1).cast("string").alias("source_offset"),
-        F.expr(f"timestamp_millis({int(arrival_ms)})").alias("arrival_time"),
+        F.expr("timestamp_millis(_arrival_ms)").alias("arrival_time"),
     )
