@@ -178,3 +178,37 @@ def test_decoded_avro_records_are_validated_without_json_parsing(spark):
         ("d", "x", rows[3].amount, None, "out_of_range"),
     ]
     assert rows[1].payload == '{"event_type":"x","event_time":%d}' % T  # to_json of the decoded record
+
+
+def test_per_batch_values_leave_the_generated_code_unchanged(spark, tmp_path, monkeypatch):
+    """Processing time, batch id and arrival time reach the rows as data (contract.with_batch_constants), so
+    a new micro-batch reuses the compiled stages. Control: the same values as literals compile anew."""
+    from glue_jobs import contract, sources
+
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.json").write_text('{"event_id":"e1","event_type":"x","event_time":%d}\nnot json\n' % T)
+    compilations = spark.sparkContext._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME()
+
+    def batch(n: int) -> list:
+        raw = spark.read.option("wholetext", "true").text(str(tmp_path / "in"))
+        envelope = sources.from_local_files(raw, "local", NOW_MS + n)
+        return validate(envelope, now_ms=NOW_MS + n * 1000, batch_id=n).select(
+            "reason", "batch_id", F.expr("unix_millis(arrival_time)").alias("arrival_ms")).collect()
+
+    def compiled_by(n: int) -> int:
+        before = compilations.getCount()
+        rows = batch(n)
+        assert sorted((r["reason"] or "", r["batch_id"]) for r in rows) == [("", n), ("malformed_json", n)]
+        assert {r["arrival_ms"] for r in rows} == {NOW_MS + n}
+        return compilations.getCount() - before
+
+    compiled_by(1)
+    assert compiled_by(2) == 0 and compiled_by(3) == 0
+
+    def as_literals(frame, values):
+        return frame.select("*", *(F.lit(int(v)).cast("long").alias(k) for k, v in values.items()))
+
+    for module in (contract, sources):
+        monkeypatch.setattr(module, "with_batch_constants", as_literals)
+    compiled_by(4)
+    assert compiled_by(5) > 0
