@@ -19,10 +19,10 @@ checkpoint restarts batch ids at 0 without colliding with an earlier run's files
 The validated frame is persisted once, uncompressed, as objects, packed for the columnar cache
 (`cached_columns`: the lake values in one struct, what a dead letter needs in another, null for valid rows;
 the batch id and the partition values are derived again at write time), each partition in event_time order
-(`_grouped_by_hour`). One aggregation over (reason number, 64-bit hash of
-event_id) gives every count and the hashes seen more than once; only rows with those hashes are ranked (lowest
-source partition, then offset as a number, then input order) and the losers removed from the lake write. The writes count the rows they
-write (Observation): records_in = records_written + dead_letters + duplicates_collapsed, and a batch whose
+(`_grouped_by_hour`). One aggregation over (reason number, 64-bit hash of event_id) gives every count and
+the hashes seen more than once; only rows with those hashes are ranked (lowest source partition, then
+offset as a number, then input order) and the losers removed from the lake write. The writes count the
+rows they write (Observation): records_in = records_written + dead_letters + duplicates_collapsed, and a batch whose
 dead letters do not match its invalid records fails before anything is published.
 """
 
@@ -160,9 +160,10 @@ def to_dead_letters(cached: DataFrame, *, processing_date: str, batch_id: int) -
 
 def cached_columns(validated: DataFrame) -> DataFrame:
     """The frame the batch caches: `_CODE` (the reason code's number, 0 for a valid row), `_ROW` (the row id)
-    and `_KEY` (the hash of a valid row's event_id) as columns, the lake values in one struct column `_CACHED` (the validated columns but those
-    derived again at write time, `_DERIVED`), and what a dead letter needs in another, `_DEAD`, null for a
-    valid row (whose payload is never written).
+    and `_KEY` (the hash of a valid row's event_id) as columns, the lake values in one struct column
+    `_CACHED` (the validated columns but those derived again at write time, `_DERIVED`), and what a dead
+    letter needs in another, `_DEAD` (with the reason text), null for a valid row (whose payload is never
+    written).
 
     Structs instead of fifteen columns: the columnar cache appends every value of a plain column through
     its own builder and keeps min/max statistics for it (a comparison per string value); a struct is stored
