@@ -37,6 +37,7 @@ from compaction.metrics import (
     MetricSink,
 )
 from compaction.transforms import DUPLICATE_RANK, data_schema, drop_ranked_duplicates, rank_duplicates
+from glue_jobs.session import session_conf
 from glue_jobs.storage import FileInfo, HadoopStorage
 
 log = logging.getLogger("compaction")
@@ -326,17 +327,11 @@ class Compactor:
         with self._listing_parallelism():
             return self.spark.read.schema(data_schema()).parquet(*paths)
 
-    @contextlib.contextmanager
     def _listing_parallelism(self):
         # Spark checks explicitly listed files with a parallel job of one task per path (up to 10,000)
         # once there are more than 32; thousands of one-file tasks cost far more than the check. The
         # cluster's parallelism keeps the listing parallel on S3 without the per-task overhead.
-        previous = self.spark.conf.get(_LISTING_PARALLELISM)
-        self.spark.conf.set(_LISTING_PARALLELISM, str(max(1, self.spark.sparkContext.defaultParallelism)))
-        try:
-            yield
-        finally:
-            self.spark.conf.set(_LISTING_PARALLELISM, previous)
+        return session_conf(self.spark, {_LISTING_PARALLELISM: str(max(1, self.spark.sparkContext.defaultParallelism))})
 
     def _estimate_file_count(self, inputs: list[FileInfo]) -> int:
         compacted = sum(f.size for f in inputs if layout.output_run_id(f.name))

@@ -18,6 +18,7 @@ from typing import TextIO
 
 from glue_jobs.batch import BatchStats, MicroBatchWriter
 from glue_jobs.metrics import LogMetricsSink
+from glue_jobs.session import session_conf
 from glue_jobs.sources import from_local_files
 
 DEFAULT_SOURCE = "local"
@@ -140,23 +141,17 @@ def run_local(
     writer_stream = (
         writer_stream.trigger(availableNow=True) if once else writer_stream.trigger(processingTime=f"{trigger_seconds} seconds")
     )
-    conf = spark.conf
-    settings = _session_settings()
-    previous = {key: conf.get(key) for key in settings}
-    for key, value in settings.items():
-        conf.set(key, value)
     previous_handler = signal.signal(signal.SIGTERM, _interrupt)
     try:
-        query = writer_stream.queryName(f"streamlake-{source_name}").start()
-        try:
-            query.awaitTermination()
-        except KeyboardInterrupt:
-            print("stopping: the checkpoint keeps the position; run again to resume", file=out, flush=True)
-            query.stop()
+        with session_conf(spark, _session_settings()):
+            query = writer_stream.queryName(f"streamlake-{source_name}").start()
+            try:
+                query.awaitTermination()
+            except KeyboardInterrupt:
+                print("stopping: the checkpoint keeps the position; run again to resume", file=out, flush=True)
+                query.stop()
     finally:
         signal.signal(signal.SIGTERM, previous_handler)
-        for key, value in previous.items():
-            conf.set(key, value)
     summary.seconds = time.time() - started
     print(summary.render(), file=out, flush=True)
     print(f"lake: {lake_dir}  dead letters: {dead_letter_dir}  checkpoint: {checkpoint_dir}", file=out, flush=True)
