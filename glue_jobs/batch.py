@@ -22,8 +22,8 @@ the batch id and the partition values are derived again at write time), each par
 (`_grouped_by_hour`). One aggregation over (reason number, 64-bit hash of event_id) gives every count and
 the hashes seen more than once; only rows with those hashes are ranked (lowest source partition, then
 offset as a number, then input order) and the losers removed from the lake write. The writes count the
-rows they write (Observation): records_in = records_written + dead_letters + duplicates_collapsed, and a batch whose
-dead letters do not match its invalid records fails before anything is published.
+rows they write (Observation): records_in = records_written + dead_letters + duplicates_collapsed, and a
+batch whose dead letters do not match its invalid records fails before anything is published.
 """
 
 from __future__ import annotations
@@ -147,10 +147,9 @@ def _lake_rows(cached: DataFrame, duplicate_keys: DataFrame | None, *, tasks: in
 
 def to_dead_letters(cached: DataFrame, *, processing_date: str, batch_id: int) -> DataFrame:
     is_dead_letter = F.col(_CODE) != 0
-    # Arrival date in UTC by epoch arithmetic (session time zone independent); files carry none.
-    arrival_date = F.date_add(
-        F.lit("1970-01-01").cast("date"), F.floor(F.unix_timestamp("arrival_time") / F.lit(86400)).cast("int")
-    ).cast("string")
+    # Arrival date in UTC, as the lake's event_date (session time zone independent); the processing date when
+    # a record has no arrival time.
+    arrival_date = partition_values(F.expr("unix_millis(arrival_time)"))["event_date"]
     columns = [F.col("_batch_id").alias(name) if name == "batch_id" else F.col(name) for name, _, _ in DEAD_LETTER_COLUMNS]
     (partition,) = (name for name, _, _ in DEAD_LETTER_PARTITION_COLUMNS)
     dead_letters = with_batch_constants(cached.filter(is_dead_letter).select(f"{_DEAD}.*"), {"_batch_id": batch_id})

@@ -212,3 +212,22 @@ def test_monitoring_alarms_use_the_metric_names_the_job_emits():
     text = (Path(__file__).resolve().parents[2] / "infra" / "monitoring.py").read_text()
     for name in ("RecordsIn", "RecordsWritten", "DeadLetters", "BatchDurationMs", "StreamLake"):
         assert f'"{name}"' in text
+
+
+def test_dead_letter_ingest_date_is_the_utc_arrival_date_or_else_the_processing_date(spark):
+    from pyspark.sql import functions as F
+
+    from glue_jobs.batch import cached_columns, to_dead_letters
+    from glue_jobs.contract import validate
+
+    last_ms_of_day = 1_700_006_399_999  # 2023-11-14T23:59:59.999Z
+    envelope = json_envelope(spark, ["not json", "{}"], arrival_ms=last_ms_of_day)
+    envelope = envelope.withColumn(
+        "arrival_time", F.when(F.col("source_offset") == "2", F.lit(None).cast("timestamp")).otherwise(F.col("arrival_time"))
+    )
+    dead = to_dead_letters(cached_columns(validate(envelope, now_ms=int(NOW * 1000), batch_id=4)),
+                           processing_date="2030-01-02", batch_id=4)
+    assert sorted((r.source_offset, r.reason, r.batch_id, r.ingest_date) for r in dead.collect()) == [
+        ("1", "malformed_json", 4, "2023-11-14"),
+        ("2", "missing_required_field", 4, "2030-01-02"),
+    ]
