@@ -81,7 +81,12 @@ CACHE_LEVEL = StorageLevel.MEMORY_AND_DISK_DESER
 # encoding after hashing every value, which cost more than half the lake write (1M rows, local[2]: 4.6 s
 # with dictionaries everywhere, 3.0 s with these). Per-column `#name` keys: parquet-mr 1.12+ (Spark 3.3, 3.5).
 DICTIONARY_COLUMNS = ("event_type", "currency", "source", "source_partition", "arrival_time", "batch_id")
+# Staging writes leave no _SUCCESS marker: the commit marker is the batch's own (batch-<b>.committed.json),
+# staging is deleted after publishing, and each marker is one more file to create (a PUT on S3; locally,
+# Hadoop's file system without its native library starts a `chmod` process per file and directory).
+_STAGING_WRITE_OPTIONS = {"mapreduce.fileoutputcommitter.marksuccessfuljobs": "false"}
 _LAKE_PARQUET_OPTIONS = {
+    **_STAGING_WRITE_OPTIONS,
     "compression": "snappy",
     "parquet.enable.dictionary": "false",
     **{f"parquet.enable.dictionary#{name}": "true" for name in DICTIONARY_COLUMNS},
@@ -324,7 +329,7 @@ class MicroBatchWriter:
                 observed = Observation()
                 to_dead_letters(cached, processing_date=processing_date, batch_id=batch_id).coalesce(write_tasks).observe(
                     observed, F.count(F.lit(1)).alias("rows")
-                ).write.option("compression", "snappy").partitionBy("ingest_date").parquet(
+                ).write.options(**_STAGING_WRITE_OPTIONS, compression="snappy").partitionBy("ingest_date").parquet(
                     self._dead_letter_staging(batch_id)
                 )
                 dead_letters_written = int(observed.get["rows"])

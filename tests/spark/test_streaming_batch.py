@@ -135,6 +135,17 @@ def test_lake_files_use_dictionaries_only_for_low_cardinality_columns(spark, tmp
         assert not encodings[unique_per_row] & {"PLAIN_DICTIONARY", "RLE_DICTIONARY"}, unique_per_row
 
 
+def test_staging_writes_leave_no_success_marker(spark, tmp_path, monkeypatch):
+    """The batch's own commit marker is what counts; Spark's _SUCCESS files in staging would only be more files."""
+    monkeypatch.setattr(MicroBatchWriter, "_delete_staging", lambda self, batch_id: None)
+    stats = _writer(spark, tmp_path)(json_envelope(spark, PAYLOADS, source="clicks", arrival_ms=int(NOW * 1000)), 4)
+    assert stats.records_written == 3 and stats.dead_letters == 2
+    staged = [p for root in ("lake", "dead") for p in (tmp_path / root / "_staging").rglob("*")]
+    assert [p for p in staged if p.is_dir()], "the staging directories were kept for inspection"
+    assert [p.name for p in staged if p.name == "_SUCCESS"] == []
+    assert (tmp_path / "cp" / "_streamlake" / "batch-0000000004.committed.json").exists()
+
+
 def test_replayed_batch_after_commit_writes_nothing_again(spark, tmp_path):
     writer = _writer(spark, tmp_path)
     first = writer(json_envelope(spark, PAYLOADS), 5)
