@@ -114,6 +114,64 @@ def test_batch_of_many_partitions_writes_one_file_per_core_and_hour(spark, tmp_p
     assert all(1 <= len(files) <= spark.sparkContext.defaultParallelism for files in per_hour.values())
 
 
+def _files_per_hour(root: Path) -> dict[str, int]:
+    per_hour: dict[str, int] = {}
+    for name in _files(root):
+        hour = name.rsplit("/", 1)[0]
+        per_hour[hour] = per_hour.get(hour, 0) + 1
+    return per_hour
+
+
+def test_batch_over_many_even_hours_writes_each_hour_from_one_task(spark, tmp_path):
+    cores = spark.sparkContext.defaultParallelism
+    assert cores >= 2, "the Spark tests run on local[2]"
+    payloads = [_event(f"e{i}", hour_offset=i % 8) for i in range(80)]
+    stats = _writer(spark, tmp_path)(json_envelope(spark, payloads).repartition(8), 0)
+    assert (stats.records_in, stats.records_written) == (80, 80) and stats.reconciles
+    assert _files_per_hour(tmp_path / "lake") == {
+        f"event_date=2023-11-{14 + (22 + h) // 24}/event_hour={(22 + h) % 24}": 1 for h in range(8)
+    }
+    assert stats.files_written == 8
+
+
+def test_batch_of_one_hour_is_written_by_every_core(spark, tmp_path):
+    payloads = [_event(f"e{i}") for i in range(40)]
+    stats = _writer(spark, tmp_path)(json_envelope(spark, payloads).repartition(8), 0)
+    assert (stats.records_in, stats.records_written) == (40, 40)
+    assert _files_per_hour(tmp_path / "lake") == {"event_date=2023-11-14/event_hour=22": spark.sparkContext.defaultParallelism}
+
+
+def test_duplicate_with_copies_in_two_write_slots_is_kept_once(spark, tmp_path):
+    payloads = [_event(f"e{i}", hour_offset=i % 4) for i in range(20)]
+    payloads += [_event("dup", hour_offset=3, event_type="later-offset"), _event("dup", hour_offset=0, event_type="latest")]
+    payloads.insert(0, _event("dup", hour_offset=1, event_type="first"))
+    stats = _writer(spark, tmp_path)(json_envelope(spark, payloads).repartition(4), 0)
+    assert (stats.records_in, stats.records_written, stats.duplicates_collapsed) == (23, 21, 2) and stats.reconciles
+    lake = spark.read.parquet(str(tmp_path / "lake"))
+    assert [(r.event_type, r.event_hour) for r in lake.where("event_id = 'dup'").collect()] == [("first", 23)]
+    assert all(count == 1 for count in _files_per_hour(tmp_path / "lake").values())
+
+
+@pytest.mark.parametrize(
+    ("slot_rows", "tasks", "expected"),
+    [
+        ([50, 50], 2, True),
+        ([62, 38], 2, True),  # 62 <= 1.25 * 50
+        ([63, 37], 2, False),
+        ([100, 0], 2, False),  # one hour: every core writes its share of it instead
+        ([0, 0], 2, False),
+        ([30, 30, 30, 10], 4, True),
+        ([40, 30, 20, 10], 4, False),
+        ([100], 1, False),
+        ([50, 50], 3, False),  # one count per task or nothing
+    ],
+)
+def test_write_by_slot_needs_even_slots_and_several_tasks(slot_rows, tasks, expected):
+    from glue_jobs.batch import write_by_slot
+
+    assert write_by_slot(slot_rows, tasks) is expected
+
+
 def _column_encodings(spark, path: Path) -> dict[str, set[str]]:
     """Encodings of each column chunk, from the Parquet footer (parquet-mr in the Spark JVM)."""
     jvm = spark.sparkContext._jvm
