@@ -166,7 +166,9 @@ def _lake_rows(cached: DataFrame, duplicate_keys: DataFrame | None, *, tasks: in
     else:
         valid = _unpacked(valid_rows).coalesce(tasks)
     if duplicate_keys is not None:
-        candidates = valid.join(F.broadcast(duplicate_keys), _KEY, "left_semi")
+        # Candidates straight from the cache, not from the slots' union: Spark pushes the anti join into
+        # each branch of a union, and a losers plan built on the union ran once per branch.
+        candidates = _unpacked(valid_rows).coalesce(tasks).join(F.broadcast(duplicate_keys), _KEY, "left_semi")
         losers = candidates.transform(_rank_by_lowest_position).filter(F.col("_rank") > 1).select(_ROW)
         valid = valid.join(F.broadcast(losers), _ROW, "left_anti")
     valid = with_batch_constants(valid, {"_batch_id": batch_id})

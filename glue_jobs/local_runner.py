@@ -32,7 +32,7 @@ def _session_settings() -> dict[str, str]:
     """Session settings for the run, restored afterwards (each micro-batch is planned with the live conf):
     - read partitions of 16 MB instead of 128 MB: input files are read whole (one row per file), so a read
       partition holds whole files, and a batch of a few large files would keep only some cores busy (50
-      files of 4 MB: 25 tasks instead of 3 on 2 cores; the writes coalesce to one task per core);
+      files of 4 MB: 25 tasks instead of 3 on 2 cores; the writes read them in one task per core);
     - a batch's files listed on the driver (DRIVER_LISTING_MAX_PATHS)."""
     return {
         "spark.sql.files.maxPartitionBytes": str(READ_PARTITION_BYTES),
