@@ -1,13 +1,23 @@
 """Benchmark: the local runner against a bare Spark read-parse-write of the same files, in one process.
 
-    python bench/bench_streaming.py [--records 1000000] [--files 50] [--repeats 3] [--out bench-output/streaming.json]
+    python bench/bench_streaming.py [--records 1000000] [--files 50] [--warmup 3] [--repeats 5] [--out bench-output/streaming.json]
 
 (a) bare: read the NDJSON files as text, from_json with the typed schema, derive event_date/event_hour,
     write Parquet partitioned by hour: what Spark alone needs, the upper limit.
 (b) runner: `run-local --once` over the same files (strict validation, dead letters, duplicate collapse,
     staged publish with commit markers), with the same Spark session.
-Data is generated once (about 1% bad records). A warm-up pass of each path over all files is excluded;
-each measured path runs `repeats` times, alternating; medians are reported, per core and as (b)/(a).
+Data is generated once (about 1% bad records). `warmup` passes of each path over all files (alternating)
+are excluded; then each path runs `repeats` times, alternating; medians are reported, per core and as (b)/(a).
+
+Warm-up is measured, not assumed: every pass records the JIT compilation time the JVM spent during it
+(CompilationMXBean, summed over the compiler threads, which share the cores with Spark's tasks). On the
+reference machine (2 cores) the runner, which runs far more distinct code than the bare path (validation,
+columnar cache, aggregation, ranking, two writers, publishing, the streaming engine), compiled 10 s,
+5-7 s, 4.5-5.7 s, 3.6-4.5 s in its passes 2-5 (bare: 3.4, 1.7, 1.1, 0.9 s), and how long it goes on
+differs from one JVM to the next: after three warm-up passes one run's measured repeats compiled 1.4-3.1 s
+each, another's 3.4-5.7 s; after twelve, still 1.5-2.1 s (bare 0.1-0.2 s). Waiting for it to settle
+(tried: at most 20% of a pass, up to 12 passes) never ended and moved the ratio by ~0.01, so the warm-up
+is a fixed number of passes. The JSON keeps every pass.
 """
 
 from __future__ import annotations
@@ -57,21 +67,34 @@ def runner(spark, input_dir: str, work: Path) -> dict:
     return summary.__dict__
 
 
-def timed(fn) -> float:
+def jit_seconds(spark) -> float:
+    """JIT compilation time the JVM has spent so far, in seconds (all compiler threads)."""
+    return spark.sparkContext._jvm.java.lang.management.ManagementFactory.getCompilationMXBean().getTotalCompilationTime() / 1000
+
+
+def timed(spark, fn) -> tuple[float, float]:
+    """(wall seconds, JIT compilation seconds during the call)."""
+    compiled = jit_seconds(spark)
     started = time.perf_counter()
     fn()
-    return time.perf_counter() - started
+    return time.perf_counter() - started, jit_seconds(spark) - compiled
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--files", type=int, default=50)
+    parser.add_argument("--warmup", type=int, default=3, help="unmeasured passes of each path first (default 3)")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--bad-ratio", type=float, default=0.01)
     parser.add_argument("--work", default="bench-output/streaming")
     parser.add_argument("--out", default="bench-output/streaming.json")
     args = parser.parse_args(argv)
+    for name in ("records", "files", "repeats"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name} must be at least 1")
+    if args.warmup < 0:
+        parser.error("--warmup must be 0 or more")
 
     from glue_jobs.generate import generate
     from glue_jobs.local_runner import local_spark_session
@@ -86,25 +109,38 @@ def main(argv: list[str] | None = None) -> int:
     spark = local_spark_session("streamlake-bench")
     spark.sparkContext.setLogLevel("ERROR")
     cores = spark.sparkContext.defaultParallelism
-    # Warm-up (not measured): one whole pass of each path, so that both run JIT-compiled code; a small
-    # slice left the first measured repeat up to 1.5x slower than the next ones.
-    timed(lambda: bare_read_parse_write(spark, str(data), str(work / "bare")))
-    runner(spark, str(data), work / "runner")
+    # Warm-up (not measured), alternating like the measured repeats: whole passes, so that both paths run
+    # JIT-compiled code (see the module doc for what one pass leaves).
+    passes = {"bare": [], "runner": []}
+    summary: dict = {}
 
-    bare_seconds, runner_seconds, summary = [], [], {}
-    for repeat in range(args.repeats):
-        bare_seconds.append(timed(lambda: bare_read_parse_write(spark, str(data), str(work / "bare"))))
-        runner_seconds.append(timed(lambda: summary.update(runner(spark, str(data), work / "runner"))))
-        print(f"repeat {repeat + 1}: bare {bare_seconds[-1]:.1f} s, runner {runner_seconds[-1]:.1f} s", flush=True)
+    def run_pass(measured: bool, label: str) -> None:
+        bare = timed(spark, lambda: bare_read_parse_write(spark, str(data), str(work / "bare")))
+        runner_pass = timed(spark, lambda: summary.update(runner(spark, str(data), work / "runner")))
+        for path, (seconds, jit) in (("bare", bare), ("runner", runner_pass)):
+            passes[path].append({"seconds": round(seconds, 3), "jit_seconds": round(jit, 3), "measured": measured})
+        print(f"{label}: bare {bare[0]:.1f} s (JIT {bare[1]:.1f} s), runner {runner_pass[0]:.1f} s (JIT {runner_pass[1]:.1f} s)",
+              flush=True)
+
+    for number in range(args.warmup):
+        run_pass(False, f"warm-up {number + 1}")
+    for number in range(args.repeats):
+        run_pass(True, f"repeat {number + 1}")
+    bare_seconds = [p["seconds"] for p in passes["bare"] if p["measured"]]
+    runner_seconds = [p["seconds"] for p in passes["runner"] if p["measured"]]
 
     bare, run = statistics.median(bare_seconds), statistics.median(runner_seconds)
     result = {
         "records": args.records,
         "files": args.files,
         "cores": cores,
+        "warmup": args.warmup,
         "repeats": args.repeats,
         "bare_seconds": bare_seconds,
         "runner_seconds": runner_seconds,
+        "bare_jit_seconds": [p["jit_seconds"] for p in passes["bare"] if p["measured"]],
+        "runner_jit_seconds": [p["jit_seconds"] for p in passes["runner"] if p["measured"]],
+        "passes": passes,
         "bare_records_per_second_per_core": round(args.records / bare / cores),
         "runner_records_per_second_per_core": round(args.records / run / cores),
         "ratio_runner_to_bare": round(bare / run, 3),
