@@ -42,7 +42,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, Observation, Window
 from pyspark.sql import functions as F
 
-from glue_jobs.contract import MS_PER_HOUR, REASON_CODES, partition_values, validate, with_batch_constants
+from glue_jobs.contract import REASON_CODES, hour_modulo, partition_values, validate, with_batch_constants
 from glue_jobs.metrics import MetricsSink, NoOpMetricsSink
 from glue_jobs.schema import DEAD_LETTER_COLUMNS, DEAD_LETTER_PARTITION_COLUMNS, spark_lake_schema
 from glue_jobs.session import session_conf
@@ -218,8 +218,7 @@ def cached_columns(validated: DataFrame, *, slots: int = 1) -> DataFrame:
     if slots < 1:
         raise ValueError(f"slots must be at least 1, got {slots}")
     is_valid = F.col("reason").isNull()
-    epoch_hour = F.floor(F.expr("unix_millis(event_time)") / F.lit(MS_PER_HOUR))
-    slot = (epoch_hour - F.floor(epoch_hour / F.lit(slots)) * F.lit(slots)).cast("int")  # F.pmod is pyspark 3.4+
+    slot = hour_modulo(F.expr("unix_millis(event_time)"), slots)
     dead = [name for name, _, _ in DEAD_LETTER_COLUMNS if name not in _DERIVED]
     lake = [name for name in spark_lake_schema().fieldNames() if name not in _DERIVED]
     return validated.select(
