@@ -6,8 +6,6 @@ import gzip
 import hashlib
 import io
 import json
-import os
-import sys
 
 import pytest
 from botocore.exceptions import ClientError
@@ -230,20 +228,9 @@ def test_dead_letters_replay_from_s3_skips_hidden_files_and_filters_reasons(aws,
 
 @pytest.mark.e2e  # starts a JVM (~10-15 s): Spark reads the Parquet dead letters, as pyarrow is no dependency
 def test_dead_letters_replay_reads_parquet_written_by_spark(aws, tmp_path):
-    from pyspark.sql import SparkSession
+    from tests.spark_session import shared_spark_session
 
-    # Same settings as tests/spark's session fixture: whichever suite starts the JVM first, the
-    # other gets the session it expects (UTC JVM time zone above all).
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    spark = (
-        SparkSession.builder.master("local[2]").appName("streamlake-tests")
-        .config("spark.sql.session.timeZone", "UTC").config("spark.sql.shuffle.partitions", "2")
-        .config("spark.default.parallelism", "2").config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.extraJavaOptions", "-Duser.timezone=UTC")
-        .config("spark.executor.extraJavaOptions", "-Duser.timezone=UTC")
-        .getOrCreate()
-    )
+    spark = shared_spark_session()  # the same session as tests/spark's, whichever starts the JVM first
     payloads = [json.dumps({"event_id": f"p{i}", "event_type": "click", "event_time": 1714567200000}) for i in range(3)]
     frame = spark.createDataFrame([(p, "invalid_type") for p in payloads] + [("{bad", "malformed_json")],
                                   "payload string, reason string")
