@@ -85,10 +85,13 @@ def main(argv: list[str] | None = None) -> None:
 
     from glue_jobs.batch import MicroBatchWriter
     from glue_jobs.metrics import CloudWatchMetricsSink
+    from glue_jobs.session import job_spark_conf
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s %(message)s")
     args = resolve_arguments(sys.argv if argv is None else argv)
-    glue_context = GlueContext(SparkContext.getOrCreate())
+    # The script creates the job's SparkContext, so the job's static settings go in here; Glue's `--conf`
+    # job argument is reserved ("Internal to AWS Glue. Do not set").
+    glue_context = GlueContext(SparkContext.getOrCreate(job_spark_conf()))
     spark = glue_context.spark_session
     job = Job(glue_context)
     job.init(args["JOB_NAME"], args)

@@ -18,7 +18,7 @@ from typing import TextIO
 
 from glue_jobs.batch import BatchStats, MicroBatchWriter
 from glue_jobs.metrics import LogMetricsSink
-from glue_jobs.session import session_conf
+from glue_jobs.session import job_spark_conf, session_conf
 from glue_jobs.sources import from_local_files
 
 DEFAULT_SOURCE = "local"
@@ -26,14 +26,6 @@ READ_PARTITION_BYTES = 16 * 1024 * 1024
 # A micro-batch's files are listed on the driver up to this many: Spark lists more than 32 paths (its
 # default) with a distributed job, 0.3 s per micro-batch of 50 local files against 0.03 s on the driver.
 DRIVER_LISTING_MAX_PATHS = 100_000
-# Spark keeps the classes it generates for a stage in a cache of 100 entries (a static setting), split
-# into 4 segments that evict on their own, so it holds fewer in practice. One runner micro-batch uses ~75
-# (validation, cache, counts, two writers); with the default, each 1M-record batch generated and compiled
-# 19 of them anew (Janino on the driver), and the JVM compiled their hot methods again from cold: a
-# stage's 84 KB method went through C1 and C2 once more in every batch. With this many entries a batch
-# compiles none after the first (bench JVMs: Janino classes per pass 19 -> 0, the runner's JIT time per
-# pass 2.2-2.6 s -> 1.6 s after six passes). Glue sets its own session; see docs/streaming-job.md.
-CODEGEN_CACHE_ENTRIES = 1000
 
 
 def _session_settings() -> dict[str, str]:
@@ -86,14 +78,14 @@ def local_spark_session(app_name: str = "streamlake-local"):
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     cores = os.cpu_count() or 2
     return (
-        SparkSession.builder.master(os.environ.get("STREAMLAKE_SPARK_MASTER", "local[*]"))
+        SparkSession.builder.config(conf=job_spark_conf())
+        .master(os.environ.get("STREAMLAKE_SPARK_MASTER", "local[*]"))
         .appName(app_name)
         .config("spark.driver.memory", os.environ.get("STREAMLAKE_DRIVER_MEMORY", "2g"))
         .config("spark.sql.shuffle.partitions", str(max(2, cores)))
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.streaming.stopGracefullyOnShutdown", "true")
-        .config("spark.sql.codegen.cache.maxEntries", str(CODEGEN_CACHE_ENTRIES))
         .getOrCreate()
     )
 

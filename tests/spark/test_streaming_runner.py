@@ -150,12 +150,12 @@ def test_micro_batches_of_known_shapes_compile_no_generated_class(spark, tmp_pat
     seen before compile no class. A per-batch literal in any plan, or a codegen cache too small for the ~75
     classes of a batch, makes every batch compile again and run cold (1M-record benchmark batches with
     Spark's default cache of 100 entries in 4 segments: 21 classes per batch; with the local session's
-    local_runner.CODEGEN_CACHE_ENTRIES: none). At this test's size the default cache happens to suffice."""
+    session.CODEGEN_CACHE_ENTRIES: none). At this test's size the default cache happens to suffice."""
     import io
 
-    from glue_jobs import local_runner
+    from glue_jobs import local_runner, session
 
-    assert spark.conf.get("spark.sql.codegen.cache.maxEntries") == str(local_runner.CODEGEN_CACHE_ENTRIES)
+    assert spark.conf.get("spark.sql.codegen.cache.maxEntries") == str(session.CODEGEN_CACHE_ENTRIES)
     compilations = spark.sparkContext._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME()
     shapes = {
         # bad records and duplicates over 48 hours: both writers, the duplicate ranking, the write by slot

@@ -131,3 +131,28 @@ def test_entrypoint_resolves_its_arguments_and_builds_glue_options():
                                                 "maxOffsetsPerTrigger": "1000000"}
     with pytest.raises(Exception, match="max_offsets_per_trigger"):
         glue_entry.resolve_arguments(_argv("kafka", {}))  # max_offsets_per_trigger missing
+
+
+@pytest.mark.skipif(importlib.util.find_spec("awsglue") is None, reason="AWSGlueDataplanePython is not installed here")
+def test_entrypoint_starts_the_glue_spark_context_with_the_job_static_settings(spark, monkeypatch):
+    """Static settings count only if they are there when the SparkContext is created: the entrypoint hands
+    them to the one call that creates it in Glue (the run stops there, before any Glue JVM class is needed)."""
+    from pyspark import SparkContext
+
+    from glue_jobs import session
+
+    class ContextRequested(Exception):
+        pass
+
+    requested = []
+
+    def get_or_create(conf=None):
+        requested.append(dict(conf.getAll()) if conf is not None else None)
+        raise ContextRequested
+
+    monkeypatch.setattr(SparkContext, "getOrCreate", get_or_create)
+    with pytest.raises(ContextRequested):
+        glue_entry.main(_argv("kinesis", {"max_fetch_records_per_shard": "100000"}))
+    assert requested == [{"spark.sql.codegen.cache.maxEntries": str(session.CODEGEN_CACHE_ENTRIES)}]
+    # the suite's session was built from the same settings
+    assert spark.sparkContext.getConf().get("spark.sql.codegen.cache.maxEntries") == str(session.CODEGEN_CACHE_ENTRIES)
