@@ -45,6 +45,15 @@ MSK_KAFKA_VERSIONS = ("3.7.x", "3.8.x", "3.9.x")
 # Retention values CloudWatch Logs accepts (AWS::Logs::LogGroup RetentionInDays).
 LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653)
 PROTECTED_ENVIRONMENTS = ("prod",)
+# AWS positions G.025X for low-volume streams; a protected environment runs on larger workers.
+LOW_VOLUME_WORKER_TYPES = ("G.025X",)
+
+
+def streaming_worker_types(environment: str) -> tuple[str, ...]:
+    """The worker types a streaming job may use in `environment` (the validation below and the sizing use this)."""
+    if environment in PROTECTED_ENVIRONMENTS:
+        return tuple(t for t in STREAMING_WORKER_TYPES if t not in LOW_VOLUME_WORKER_TYPES)
+    return STREAMING_WORKER_TYPES
 
 _NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,30}[a-z0-9]$")
 _EMAIL_RE = re.compile(r"^[^@\s]+@[^@\s]+\.[A-Za-z]{2,}$")
@@ -567,9 +576,11 @@ def _cross_checks(env: EnvironmentConfig, problems: list[str]) -> None:
                 f"{n}.alarms.no_records_minutes: {alarms.no_records_minutes} must cover at least two windows "
                 f"(streaming.window_size_seconds is {sj.window_size_seconds})"
             )
-    if sj.worker_type == "G.025X" and n in PROTECTED_ENVIRONMENTS:
+    allowed = streaming_worker_types(n)
+    if sj.worker_type in STREAMING_WORKER_TYPES and sj.worker_type not in allowed:
         problems.append(
-            f"{n}.streaming.worker_type: 'G.025X' is for low-volume streams; {n} must use G.1X or G.2X"
+            f"{n}.streaming.worker_type: {sj.worker_type!r} is for low-volume streams; {n} must use "
+            f"{' or '.join(allowed)}"
         )
 
 

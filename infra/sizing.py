@@ -3,8 +3,9 @@
     python -m infra.sizing --events-per-second 10000 --record-kb 1 --latency-seconds 120 \\
         --records-per-core-per-second 25000 [--environment prod] [--json]
 
-The recommendation can be pasted into config/environments.json; with --environment the command also
-checks that environment's config against the load and warns where it under-provisions.
+The recommendation can be pasted into config/environments.json; with --environment it keeps to the worker
+types that environment allows (no G.025X in prod), and the command also checks that environment's config
+against the load and warns where it under-provisions.
 Every rule is written out below with the AWS limit it comes from. Prices: config/prices.json.
 """
 
@@ -17,7 +18,14 @@ import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from infra.config import REPO_ROOT, ConfigError, EnvironmentConfig, load_config
+from infra.config import (
+    REPO_ROOT,
+    STREAMING_WORKER_TYPES,
+    ConfigError,
+    EnvironmentConfig,
+    load_config,
+    streaming_worker_types,
+)
 
 PRICES_PATH = REPO_ROOT / "config" / "prices.json"
 BENCH_RESULT_PATH = REPO_ROOT / "bench-output" / "bench.json"
@@ -121,21 +129,27 @@ def kinesis_shards(load: Load) -> tuple[int, str]:
     return max(1, math.ceil(needs[limiting] - 1e-9)), limiting
 
 
-def choose_workers(cores_needed: int, glue_version: str) -> tuple[str, int]:
-    """Smallest sensible worker type, and max workers = executors needed + 1 driver."""
+def choose_workers(cores_needed: int, glue_version: str,
+                   worker_types: tuple[str, ...] = STREAMING_WORKER_TYPES) -> tuple[str, int]:
+    """Smallest sensible worker type among `worker_types` (those the environment allows), and max workers =
+    executors needed + 1 driver."""
     cores = CORES_PER_WORKER[glue_version]
-    for worker_type, limit in (("G.025X", G025X_MAX_EXECUTORS), ("G.1X", G1X_MAX_EXECUTORS), ("G.2X", MAX_WORKERS - 1)):
+    ladder = (("G.025X", G025X_MAX_EXECUTORS), ("G.1X", G1X_MAX_EXECUTORS), ("G.2X", MAX_WORKERS - 1))
+    for worker_type, limit in ladder:
+        if worker_type not in worker_types:
+            continue
         executors = max(1, math.ceil(cores_needed / cores[worker_type]))
         if executors <= limit:
             return worker_type, executors + 1
     raise SizingError(f"{cores_needed} cores need more than {MAX_WORKERS} G.2X workers: split the stream")
 
 
-def recommend(load: Load, *, glue_version: str = "4.0", prices: dict | None = None,
-              compaction_minutes: float = 5.0, compaction_workers: int = 2, flex: bool = True) -> Recommendation:
+def recommend(load: Load, *, glue_version: str = "4.0", worker_types: tuple[str, ...] = STREAMING_WORKER_TYPES,
+              prices: dict | None = None, compaction_minutes: float = 5.0, compaction_workers: int = 2,
+              flex: bool = True) -> Recommendation:
     shards, limiting = kinesis_shards(load)
     cores_needed = max(1, math.ceil(load.design_events_per_second / load.records_per_core_per_second))
-    worker_type, max_workers = choose_workers(cores_needed, glue_version)
+    worker_type, max_workers = choose_workers(cores_needed, glue_version, worker_types)
     partitions = max(math.ceil(load.design_bytes_per_second / KAFKA_PARTITION_TARGET_BYTES), cores_needed)
     # A record waits up to one window, then its batch is processed: keep the window at half the
     # latency target so window + batch time (<= window while the job keeps up) stays under target.
@@ -308,9 +322,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         load = Load(args.events_per_second, args.record_kb, args.latency_seconds, rate, args.headroom)
         env = load_config().get(args.environment) if args.environment else None
-        rec = recommend(load, glue_version=env.streaming.glue_version if env else args.glue_version)
         if env:
+            # the fragment must be one the environment's validation accepts (no G.025X in prod)
+            rec = recommend(load, glue_version=env.streaming.glue_version, worker_types=streaming_worker_types(env.name))
             rec.warnings = check_environment(env, load, rec)
+        else:
+            rec = recommend(load, glue_version=args.glue_version)
     except (SizingError, ConfigError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

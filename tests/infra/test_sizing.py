@@ -90,3 +90,21 @@ def test_cli_json_output_is_pasteable(capsys):
                         "--records-per-core-per-second", "25000", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["kinesis_shards"] == 2 and data["worker_type"] == "G.025X"
+
+
+def test_fragment_for_prod_keeps_to_the_worker_types_prod_allows(capsys):
+    """Without an environment the smallest worker fits 1,000 events/s; prod's validation refuses G.025X, so
+    for prod the same load gets G.1X, and the fragment, pasted into prod's config, passes validation."""
+    args = ["--events-per-second", "1000", "--record-kb", "1", "--latency-seconds", "120",
+            "--records-per-core-per-second", "25000", "--json"]
+    sizing.main(args)
+    assert json.loads(capsys.readouterr().out)["worker_type"] == "G.025X"
+    sizing.main([*args, "--environment", "prod"])
+    fragment = json.loads(capsys.readouterr().out)
+    assert (fragment["worker_type"], fragment["max_workers"], fragment["cores_needed"]) == ("G.1X", 2, 1)
+    raw = json.loads(sizing.REPO_ROOT.joinpath("config/environments.json").read_text())
+    for field in ("worker_type", "max_workers"):
+        raw = update_raw(raw, "prod", f"streaming.{field}", fragment[field])
+    assert parse_config(raw).get("prod").streaming.worker_type == "G.1X"
+    assert sizing.choose_workers(9, "4.0", ("G.1X", "G.2X")) == ("G.1X", 4)
+    assert sizing.choose_workers(1, "5.0", ("G.2X",)) == ("G.2X", 2)
