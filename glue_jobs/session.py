@@ -16,7 +16,6 @@ import contextlib
 CODEGEN_CACHE_ENTRIES = 1000
 
 
-
 def job_spark_conf():
     """The settings every session that runs the job code starts with (Glue's SparkContext in glue_entry,
     local_runner.local_spark_session, the test suite's session). They are static: Spark reads them once,
