@@ -1,6 +1,8 @@
-"""The event schema, read once from schemas/event.avsc; everything else is derived from it.
+"""The event schema, read once from glue_jobs/schemas/event.avsc; everything else is derived from it.
 
-Derived here: the contract fields (for validation), the Glue Schema Registry definition, the Data
+The schema is package data, read with importlib.resources: Glue imports the package from the
+`--extra-py-files` zip in place (the zip is on sys.path, nothing is extracted), where a path built from
+`__file__` points inside the zip and cannot be opened. Derived here: the contract fields (for validation), the Glue Schema Registry definition, the Data
 Catalog columns of the lake and source tables, and the Spark schemas the jobs read and write with.
 pyspark is imported lazily so the CDK app can use the Glue column lists without a JVM.
 """
@@ -10,11 +12,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
+from importlib import resources
 
-SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "event.avsc"
-# When deployed as a Glue extra-python-files zip, the schema travels inside the package.
-_PACKAGED_SCHEMA_PATH = Path(__file__).resolve().parent / "event.avsc"
+# Package data of glue_jobs: the file the zip carries is the file the source tree holds.
+SCHEMA_RESOURCE = ("glue_jobs", "schemas", "event.avsc")
 
 # Avro primitive -> (Glue/Hive column type, Spark type name)
 _AVRO_TYPES = {
@@ -64,13 +65,18 @@ class ContractField:
     doc: str
 
 
-def _schema_path() -> Path:
-    return SCHEMA_PATH if SCHEMA_PATH.exists() else _PACKAGED_SCHEMA_PATH
+SCHEMA_FILE = "/".join(SCHEMA_RESOURCE)
+
+
+def schema_text() -> str:
+    """The .avsc file as committed (from the source tree or from inside the deployed zip)."""
+    package, folder, name = SCHEMA_RESOURCE
+    return resources.files(package).joinpath(folder).joinpath(name).read_text(encoding="utf-8")
 
 
 @lru_cache(maxsize=1)
 def avro_schema() -> dict:
-    return json.loads(_schema_path().read_text(encoding="utf-8"))
+    return json.loads(schema_text())
 
 
 def avro_schema_definition() -> str:
@@ -87,10 +93,10 @@ def contract_fields() -> tuple[ContractField, ...]:
         if isinstance(avro_type, list):
             non_null = [t for t in avro_type if t != "null"]
             if len(non_null) != 1 or "null" not in avro_type:
-                raise ValueError(f"{_schema_path()}: field {f['name']!r}: only ['null', T] unions are supported")
+                raise ValueError(f"{SCHEMA_FILE}: field {f['name']!r}: only ['null', T] unions are supported")
             avro_type, required = non_null[0], False
         if avro_type not in _AVRO_TYPES:
-            raise ValueError(f"{_schema_path()}: field {f['name']!r}: Avro type {avro_type!r} is not supported")
+            raise ValueError(f"{SCHEMA_FILE}: field {f['name']!r}: Avro type {avro_type!r} is not supported")
         glue_type, spark_type = _AVRO_TYPES[avro_type]
         fields.append(ContractField(f["name"], avro_type, required, glue_type, spark_type, f.get("doc", "")))
     return tuple(fields)

@@ -1,4 +1,4 @@
-"""Data Catalog and Schema Registry of one environment, all generated from schemas/event.avsc.
+"""Data Catalog and Schema Registry of one environment, all generated from glue_jobs/schemas/event.avsc.
 
 - Schema Registry: one registry, the event schema (Avro, BACKWARD) from
   glue_jobs.schema.avro_schema_definition().
@@ -111,7 +111,7 @@ class Catalog(Construct):
             data_format="AVRO",
             compatibility=SCHEMA_COMPATIBILITY,
             schema_definition=schema.avro_schema_definition(),
-            description="Generated from schemas/event.avsc",
+            description="Generated from schemas/event.avsc",  # its text at creation, kept so the template does not change
         )
         self.schema.apply_removal_policy(removal_policy)
         self.schema_arn = self.schema.attr_arn

@@ -5,7 +5,13 @@ accepts files only, so the zip is built here, reproducibly: sorted entries, a fi
 mode, no compression (zlib output can differ between machines). The asset hash, and with it the
 template, therefore changes exactly when deployed code changes.
 
-    glue_jobs/...      (with schemas/event.avsc copied beside schema.py)
+Only job code ships: the modules the entrypoints import and the package data they read
+(glue_jobs/schemas/*.avsc). The local tools (command lines, the local runner, the event generator)
+stay out, and so does anything outside the two packages: the zip is imported in place, so nothing in
+it may depend on the repository layout (tests/infra/test_rehearsal.py imports it with no repository
+on the path).
+
+    glue_jobs/...      (glue_jobs/schemas/event.avsc as package data)
     compaction/...
 """
 
@@ -22,18 +28,24 @@ GLUE_VERSIONS = {"4.0": glue.GlueVersion.V4_0, "5.0": glue.GlueVersion.V5_0}
 WORKER_TYPES = {"G.025X": glue.WorkerType.G_025X, "G.1X": glue.WorkerType.G_1X, "G.2X": glue.WorkerType.G_2X}
 
 PACKAGES = ("glue_jobs", "compaction")
+PACKAGE_DATA = ("*.py", "schemas/*.avsc")
+# Not job code: the entrypoint scripts (uploaded as the job's script), the command lines and local tools.
+LOCAL_ONLY = frozenset({
+    "glue_jobs/__main__.py", "glue_jobs/glue_entry.py", "glue_jobs/generate.py", "glue_jobs/local_runner.py",
+    "compaction/__main__.py", "compaction/glue_entry.py",
+})
 PACKAGE_ZIP = REPO_ROOT / "build" / "glue_package.zip"
-SCHEMA_FILE = REPO_ROOT / "schemas" / "event.avsc"
 _FIXED_TIME = (1980, 1, 1, 0, 0, 0)
 
 
 def _entries() -> list[tuple[str, Path]]:
     entries = []
     for package in PACKAGES:
-        for path in sorted((REPO_ROOT / package).rglob("*.py")):
-            if "__pycache__" not in path.parts:
-                entries.append((path.relative_to(REPO_ROOT).as_posix(), path))
-    entries.append((f"glue_jobs/{SCHEMA_FILE.name}", SCHEMA_FILE))
+        for pattern in PACKAGE_DATA:
+            for path in (REPO_ROOT / package).glob(pattern):
+                name = path.relative_to(REPO_ROOT).as_posix()
+                if name not in LOCAL_ONLY:
+                    entries.append((name, path))
     return sorted(entries)
 
 

@@ -95,7 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
     evolve = commands.add_parser(
         "schema-evolve", parents=[common], help="register a schema version, update tables, restart jobs",
         description="Check, register, stop jobs, update tables, restart jobs; then roll out producers.")
-    evolve.add_argument("--schema-file", required=True, help="Avro schema file, e.g. schemas/event.avsc")
+    evolve.add_argument("--schema-file", required=True, help="Avro schema file, e.g. glue_jobs/schemas/event.avsc")
     evolve.add_argument("--dry-run", action="store_true", help="print the plan; call no mutating API")
     evolve.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     evolve.add_argument("--stop-timeout", type=_int_in(1, 3600), default=600,

@@ -15,7 +15,7 @@ table. Re-running the command after a failure is safe: every step first compares
 is already done.
 
 Catalog columns are derived from the schema file with the same rules as glue_jobs/schema.py
-(tests/ops/test_schema_evolution.py proves they agree on schemas/event.avsc).
+(tests/ops/test_schema_evolution.py proves they agree on glue_jobs/schemas/event.avsc).
 """
 
 from __future__ import annotations
