@@ -9,6 +9,12 @@ Job arguments (infra/compaction_job.py sets the required ones as default argumen
     --metrics_namespace  CloudWatch namespace (StreamLake)
     --hour               optional, YYYY-MM-DDTHH: compact only that hour (a manual re-run)
 
+The script starts like Glue's own script template: a GlueContext over the job's SparkContext, then
+`Job.init(JOB_NAME, args)` and `job.commit()` at the end. AWS: "Ensure that the AWS Glue job includes the
+following code for the security setting to take effect: job = Job(glueContext) / job.init(args['JOB_NAME'],
+args)" (https://docs.aws.amazon.com/glue/latest/dg/encryption-security-configuration.html); the job has a
+security configuration (S3, CloudWatch Logs and bookmark encryption).
+
 The lake table uses partition projection, so no catalog partition is added or changed: compaction only
 replaces files inside existing event_date/event_hour folders.
 """
@@ -17,8 +23,13 @@ from __future__ import annotations
 
 import sys
 
-JOB_ARGUMENTS = ("lake_path", "environment", "target_file_mb", "grace_minutes", "lookback_hours", "metrics_namespace")
+JOB_ARGUMENTS = ("JOB_NAME", "lake_path", "environment", "target_file_mb", "grace_minutes", "lookback_hours", "metrics_namespace")
 OPTIONAL_JOB_ARGUMENTS = ("hour",)
+
+
+def job_arguments() -> tuple[str, ...]:
+    """Every argument the entrypoint may read (the deploy rehearsal refuses any other of ours)."""
+    return JOB_ARGUMENTS + OPTIONAL_JOB_ARGUMENTS
 
 
 def settings_from_arguments(args: dict):
@@ -56,22 +67,28 @@ def resolve_arguments(argv: list[str]) -> dict:
 def main(argv: list[str] | None = None) -> None:
     import logging
 
-    from pyspark.sql import SparkSession
+    from awsglue.context import GlueContext
+    from awsglue.job import Job
+    from pyspark.context import SparkContext
 
     from compaction.job import Compactor
     from compaction.metrics import CloudWatchMetricSink
+    from glue_jobs.session import job_spark_conf
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     args = resolve_arguments(sys.argv if argv is None else argv)
     settings = settings_from_arguments(args)
-    spark = SparkSession.builder.getOrCreate()
+    glue_context = GlueContext(SparkContext.getOrCreate(job_spark_conf()))
+    job = Job(glue_context)
+    job.init(args["JOB_NAME"], args)
     sink = CloudWatchMetricSink(settings.environment, namespace=args["metrics_namespace"])
-    summary = Compactor(spark, settings, sink=sink).run()
+    summary = Compactor(glue_context.spark_session, settings, sink=sink).run()
     for result in summary.results:
         logging.getLogger("compaction").info("%s", result)
     if not summary.succeeded:
         failed = ", ".join(f"{r.partition} ({r.error})" for r in summary.of("failed"))
         raise RuntimeError(f"compaction failed for {failed}; the next run recovers from the journal")
+    job.commit()
 
 
 if __name__ == "__main__":

@@ -3,14 +3,19 @@
 Envelope: payload (text), record (decoded columns or null), source, source_partition, source_offset,
 arrival_time. The batch function sees nothing else, so a new source is one small function here.
 
-Assumptions per source (docs/streaming-job.md "Sources"):
-- Kinesis (Glue Kinesis connector, no parsing classification): `data` (binary, or string), `streamName`,
-  `partitionKey`, `sequenceNumber`, `approximateArrivalTimestamp`. The connector exposes no shard id;
-  the partition key (which selects the shard) is the partition, the sequence number the offset.
-- Kafka/MSK through the Schema-Registry catalog table: Glue decodes Avro into the table's columns
-  (the contract fields). Spark's Kafka metadata columns `partition`, `offset`, `timestamp` (or Glue's
-  `__src_timestamp` from addRecordTimestamp) are used when present, null otherwise. The dead-letter
-  payload of an Avro record is its JSON rendering, to_json of the decoded record.
+What Glue hands the batch function, per source (docs/streaming-job.md "Sources" cites each point):
+- Kinesis, read from the catalog table (classification json) with inferSchema=true: one string column
+  holding the record's text, `$json$data_infer_schema$_temporary$` (some releases spell it
+  `$json$data_infer_schema$.temporary$`; both are accepted). With inferSchema=false Glue parses the JSON
+  into the table's columns and the original text is gone, so dead letters could not keep it: the
+  entrypoint always asks for inferSchema=true, and a frame with parsed columns is refused here.
+- Kafka/MSK through the Schema-Registry catalog table: the decoded Avro record's columns only. The dead-
+  letter payload of an Avro record is its JSON rendering, to_json of the decoded record.
+- Both, with addRecordTimestamp=true (set by the entrypoint): `__src_timestamp`, the time the stream
+  received the record, which becomes arrival_time. Its type is not documented (unverified): a timestamp is
+  taken as it is, a long as epoch milliseconds; any other type is refused.
+- Neither gives the shard or partition, nor the sequence number or offset: source_partition and
+  source_offset are null for both (duplicates then keep the first copy in the batch's input order).
 - Local files (the local runner): the text source with wholetext=true, one row per file; lines are
   split natively so each record keeps its file name and 1-based line number as partition/offset.
 """
@@ -19,16 +24,23 @@ from __future__ import annotations
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from glue_jobs.contract import with_batch_constants
 from glue_jobs.schema import contract_fields, spark_source_schema
 
-KINESIS_COLUMNS = ("data", "streamName", "partitionKey", "sequenceNumber", "approximateArrivalTimestamp")
-KAFKA_METADATA_COLUMNS = ("partition", "offset", "timestamp", "__src_timestamp")
+# The record text of a Kinesis frame read with inferSchema=true, as spelled by different Glue releases.
+KINESIS_TEXT_COLUMNS = ("$json$data_infer_schema$_temporary$", "$json$data_infer_schema$.temporary$")
+# addRecordTimestamp=true adds this column (Kinesis and Kafka connection options, Glue 4.0 or later).
+RECORD_TIMESTAMP = "__src_timestamp"
 
 
 def _no_record():
     return F.lit(None).cast(spark_source_schema()).alias("record")
+
+
+def _quoted(name: str):
+    return F.col(f"`{name}`")
 
 
 def _require(raw: DataFrame, columns, source: str) -> None:
@@ -37,35 +49,46 @@ def _require(raw: DataFrame, columns, source: str) -> None:
         raise ValueError(f"{source} frame lacks column(s) {missing}; it has {raw.columns}")
 
 
+def _record_timestamp(raw: DataFrame, source: str):
+    """arrival_time from `__src_timestamp` (see the module docstring for the types taken)."""
+    _require(raw, (RECORD_TIMESTAMP,), f"{source} (read with addRecordTimestamp=true)")
+    data_type = raw.schema[RECORD_TIMESTAMP].dataType
+    if isinstance(data_type, T.TimestampType):
+        return _quoted(RECORD_TIMESTAMP).alias("arrival_time")
+    if isinstance(data_type, T.LongType):
+        return F.expr(f"timestamp_millis(`{RECORD_TIMESTAMP}`)").alias("arrival_time")
+    raise ValueError(f"{source} frame: {RECORD_TIMESTAMP} is {data_type.simpleString()}, not a timestamp or epoch-ms long")
+
+
 def from_kinesis(raw: DataFrame, source_name: str) -> DataFrame:
-    _require(raw, KINESIS_COLUMNS, "Kinesis")
+    text = [c for c in KINESIS_TEXT_COLUMNS if c in raw.columns]
+    other = sorted(set(raw.columns) - set(KINESIS_TEXT_COLUMNS) - {RECORD_TIMESTAMP})
+    if len(text) != 1 or other:
+        raise ValueError(
+            f"Kinesis frame must hold the record text in one of {list(KINESIS_TEXT_COLUMNS)} (read with "
+            f"inferSchema=true) and {RECORD_TIMESTAMP}; it has {raw.columns}"
+        )
     return raw.select(
-        F.col("data").cast("string").alias("payload"),  # UTF-8 decode of the record bytes
+        _quoted(text[0]).cast("string").alias("payload"),
         _no_record(),
         F.lit(source_name).alias("source"),
-        F.col("partitionKey").alias("source_partition"),
-        F.col("sequenceNumber").alias("source_offset"),
-        F.col("approximateArrivalTimestamp").cast("timestamp").alias("arrival_time"),
+        F.lit(None).cast("string").alias("source_partition"),
+        F.lit(None).cast("string").alias("source_offset"),
+        _record_timestamp(raw, "Kinesis"),
     )
 
 
 def from_kafka_avro(raw: DataFrame, source_name: str) -> DataFrame:
     names = [f.name for f in contract_fields()]
     _require(raw, names, "Kafka (decoded Avro)")
-    record = F.struct(*(F.col(f"`{f.name}`").cast(f.spark_type).alias(f.name) for f in contract_fields()))
-
-    def optional(name: str):
-        return F.col(f"`{name}`") if name in raw.columns else F.lit(None)
-
+    record = F.struct(*(_quoted(f.name).cast(f.spark_type).alias(f.name) for f in contract_fields()))
     return raw.select(
         F.to_json(record).alias("payload"),
         record.cast(spark_source_schema()).alias("record"),
         F.lit(source_name).alias("source"),
-        optional("partition").cast("string").alias("source_partition"),
-        optional("offset").cast("string").alias("source_offset"),
-        F.coalesce(optional("timestamp").cast("timestamp"), optional("__src_timestamp").cast("timestamp")).alias(
-            "arrival_time"
-        ),
+        F.lit(None).cast("string").alias("source_partition"),
+        F.lit(None).cast("string").alias("source_offset"),
+        _record_timestamp(raw, "Kafka"),
     )
 
 

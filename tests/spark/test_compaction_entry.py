@@ -81,7 +81,7 @@ def test_glue_entry_imports_no_glue_or_spark_at_module_level():
     source = glue_entry.__loader__.get_source(glue_entry.__name__)
     module_level = [line for line in source.splitlines() if line.startswith(("import ", "from "))]
     assert module_level == ["from __future__ import annotations", "import sys"]
-    assert set(glue_entry.JOB_ARGUMENTS) == {"lake_path", "environment", "target_file_mb", "grace_minutes",
+    assert set(glue_entry.JOB_ARGUMENTS) == {"JOB_NAME", "lake_path", "environment", "target_file_mb", "grace_minutes",
                                              "lookback_hours", "metrics_namespace"}
 
 

@@ -15,13 +15,12 @@ from glue_jobs.sources import from_kafka_avro, from_kinesis, from_local_files
 
 from .streaming_support import literal_frame
 
-# The Glue Kinesis connector's raw frame (no parsing classification).
+# What Glue hands the batch function (docs/streaming-job.md "Sources"): Kinesis read from the catalog table
+# with inferSchema=true, one string column with the record text, plus __src_timestamp (addRecordTimestamp).
+KINESIS_TEXT = "$json$data_infer_schema$_temporary$"
 KINESIS_SCHEMA = T.StructType([
-    T.StructField("data", T.BinaryType()),
-    T.StructField("streamName", T.StringType()),
-    T.StructField("partitionKey", T.StringType()),
-    T.StructField("sequenceNumber", T.StringType()),
-    T.StructField("approximateArrivalTimestamp", T.TimestampType()),
+    T.StructField(KINESIS_TEXT, T.StringType()),
+    T.StructField("__src_timestamp", T.TimestampType()),
 ])
 PAYLOAD = '{"event_id":"e1","event_type":"click","event_time":1700000000000,"note":"café"}'
 
@@ -33,47 +32,68 @@ def _envelope_types(frame):
 EXPECTED_TYPES = [(f.name, f.dataType) for f in envelope_schema().fields]
 
 
-def test_kinesis_adapter_maps_the_connector_schema(spark):
-    raw = literal_frame(spark, [{"streamName": "clickstream", "partitionKey": "user-7",
-                                 "sequenceNumber": "49590338271490256608559692538361571095921575989136588898"}],
-                        KINESIS_SCHEMA)
-    raw = raw.select(F.encode(F.lit(PAYLOAD), "UTF-8").alias("data"), "streamName", "partitionKey", "sequenceNumber",
-                     F.expr("timestamp_millis(1700000000500)").alias("approximateArrivalTimestamp"))
-    assert [(f.name, f.dataType) for f in raw.schema.fields] == [(f.name, f.dataType) for f in KINESIS_SCHEMA.fields]
+def _kinesis_frame(spark, column: str = KINESIS_TEXT, timestamp=None):
+    timestamp = F.expr("timestamp_millis(1700000000500)") if timestamp is None else timestamp
+    return spark.range(1).select(F.lit(PAYLOAD).alias(column), timestamp.alias("__src_timestamp"))
+
+
+@pytest.mark.parametrize("column", [KINESIS_TEXT, "$json$data_infer_schema$.temporary$"])
+def test_kinesis_adapter_keeps_the_record_text_glue_delivers(spark, column):
+    raw = _kinesis_frame(spark, column)
+    if column == KINESIS_TEXT:
+        assert [(f.name, f.dataType) for f in raw.schema.fields] == [(f.name, f.dataType) for f in KINESIS_SCHEMA.fields]
     envelope = from_kinesis(raw, "clickstream")
     assert _envelope_types(envelope) == EXPECTED_TYPES
     row = envelope.select("payload", "record", "source", "source_partition", "source_offset",
                           F.expr("unix_millis(arrival_time)").alias("arrival_ms")).first()
-    assert row.asDict() == {"payload": PAYLOAD, "record": None, "source": "clickstream", "source_partition": "user-7",
-                            "source_offset": "49590338271490256608559692538361571095921575989136588898",
-                            "arrival_ms": 1700000000500}
+    # Glue gives neither shard nor sequence number: lineage it cannot give is null.
+    assert row.asDict() == {"payload": PAYLOAD, "record": None, "source": "clickstream", "source_partition": None,
+                            "source_offset": None, "arrival_ms": 1700000000500}
 
 
-def test_kinesis_adapter_rejects_a_frame_without_the_connector_columns(spark):
-    with pytest.raises(ValueError, match="Kinesis frame lacks column"):
-        from_kinesis(spark.range(1), "clickstream")
+def test_kinesis_adapter_reads_an_epoch_millisecond_record_timestamp(spark):
+    raw = _kinesis_frame(spark, timestamp=F.lit(1700000000500))
+    row = from_kinesis(raw, "clickstream").select(F.expr("unix_millis(arrival_time)").alias("ms")).first()
+    assert row.ms == 1700000000500
 
 
-def test_kafka_adapter_maps_decoded_avro_columns_and_kafka_metadata(spark):
-    # Glue decodes the Avro value into the catalog table's columns: the contract fields' wire types.
-    schema = T.StructType(spark_source_schema().fields + [T.StructField("partition", T.IntegerType()),
-                                            T.StructField("offset", T.LongType()),
-                                            T.StructField("timestamp", T.TimestampType())])
+def test_kinesis_adapter_refuses_frames_glue_gives_without_the_record_text(spark):
+    # inferSchema=false: Glue parses the JSON into the catalog columns and the original text is gone.
+    parsed = spark.range(1).select(F.lit("e1").alias("event_id"), F.lit(1).alias("event_time"),
+                                   F.current_timestamp().alias("__src_timestamp"))
+    with pytest.raises(ValueError, match="inferSchema=true"):
+        from_kinesis(parsed, "clickstream")
+    # The connector columns an earlier version of this job expected: Glue never delivers them.
+    with pytest.raises(ValueError, match="inferSchema=true"):
+        from_kinesis(spark.range(1).select(F.lit(b"x").alias("data"), F.lit("p").alias("partitionKey")), "clickstream")
+    with pytest.raises(ValueError, match="addRecordTimestamp"):
+        from_kinesis(spark.range(1).select(F.lit(PAYLOAD).alias(KINESIS_TEXT)), "clickstream")
+    with pytest.raises(ValueError, match="not a timestamp or epoch-ms long"):
+        from_kinesis(_kinesis_frame(spark, timestamp=F.lit("2023-11-14")), "clickstream")
+
+
+def test_kafka_adapter_maps_the_decoded_avro_columns(spark):
+    # Through the Schema-Registry table Glue decodes the Avro value into the table's columns (the contract
+    # fields' wire types); with addRecordTimestamp=true it adds __src_timestamp. Nothing else.
+    schema = T.StructType(spark_source_schema().fields + [T.StructField("__src_timestamp", T.TimestampType())])
     raw = literal_frame(spark, [{"event_id": "o-1", "event_type": "purchase", "event_time": 1700000000000,
-                                 "amount": 9.99, "partition": 4, "offset": 1234}], schema)
+                                 "amount": 9.99}], schema).withColumn("__src_timestamp",
+                                                                      F.expr("timestamp_millis(1700000000500)"))
     envelope = from_kafka_avro(raw, "orders")
     assert _envelope_types(envelope) == EXPECTED_TYPES
-    row = envelope.first()
-    assert (row.source, row.source_partition, row.source_offset, row.arrival_time) == ("orders", "4", "1234", None)
+    row = envelope.select("*", F.expr("unix_millis(arrival_time)").alias("arrival_ms")).first()
+    assert (row.source, row.source_partition, row.source_offset, row.arrival_ms) == ("orders", None, None, 1700000000500)
     assert row.record.asDict() == {"event_id": "o-1", "event_type": "purchase", "event_time": 1700000000000,
                                    "user_id": None, "amount": 9.99, "currency": None, "metadata": None}
     assert row.payload == '{"event_id":"o-1","event_type":"purchase","event_time":1700000000000,"amount":9.99}'
 
 
-def test_kafka_adapter_without_kafka_metadata_columns(spark):
+def test_kafka_adapter_requires_the_record_timestamp_and_every_field(spark):
     raw = literal_frame(spark, [{"event_id": "o-1", "event_type": "x", "event_time": 1}], spark_source_schema())
-    row = from_kafka_avro(raw, "orders").first()
-    assert (row.source_partition, row.source_offset, row.arrival_time) == (None, None, None)
+    with pytest.raises(ValueError, match="addRecordTimestamp"):
+        from_kafka_avro(raw, "orders")
+    with pytest.raises(ValueError, match="lacks column"):
+        from_kafka_avro(raw.drop("metadata").withColumn("__src_timestamp", F.current_timestamp()), "orders")
 
 
 def test_local_file_adapter_numbers_lines_per_file(spark, tmp_path):
@@ -120,15 +140,16 @@ def _argv(source_type: str, extra: dict[str, str]) -> list[str]:
 @pytest.mark.skipif(importlib.util.find_spec("awsglue") is None, reason="AWSGlueDataplanePython is not installed here")
 def test_entrypoint_resolves_its_arguments_and_builds_glue_options():
     args = glue_entry.resolve_arguments(_argv("kinesis", {"max_fetch_records_per_shard": "100000"}))
-    assert glue_entry.source_options(args) == {"emitConsumerLagMetrics": "true", "startingPosition": "TRIM_HORIZON",
+    assert glue_entry.source_options(args) == {"addRecordTimestamp": "true", "emitConsumerLagMetrics": "true",
+                                               "inferSchema": "true", "startingPosition": "TRIM_HORIZON",
                                                "maxFetchRecordsPerShard": "100000"}
     assert glue_entry.for_each_batch_options(args) == {"windowSize": "60 seconds",
                                                        "checkpointLocation": "s3://t/checkpoints/clicks/",
-                                                       "batchMaxRetries": "3"}
+                                                       "batchMaxRetries": "3", "persistDataFrame": "false"}
     kafka = glue_entry.resolve_arguments(_argv("kafka", {"starting_position": "earliest",
                                                          "max_offsets_per_trigger": "1000000"}))
-    assert glue_entry.source_options(kafka) == {"emitConsumerLagMetrics": "true", "startingOffsets": "earliest",
-                                                "maxOffsetsPerTrigger": "1000000"}
+    assert glue_entry.source_options(kafka) == {"addRecordTimestamp": "true", "emitConsumerLagMetrics": "true",
+                                                "startingOffsets": "earliest", "maxOffsetsPerTrigger": "1000000"}
     with pytest.raises(Exception, match="max_offsets_per_trigger"):
         glue_entry.resolve_arguments(_argv("kafka", {}))  # max_offsets_per_trigger missing
 
