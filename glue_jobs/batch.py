@@ -345,8 +345,8 @@ class MicroBatchWriter:
         started = self.clock()
         batch_id = int(batch_id)
         committed = self._marker(batch_id, "committed")
-        if self.storage.exists(committed):
-            stats = BatchStats.from_json(self.storage.read_text(committed))
+        stats = self._committed_stats(committed)
+        if stats is not None:
             log.info("batch %s of %s was already committed; replay writes nothing", batch_id, self.source_name)
             return BatchStats(**{**asdict(stats), "replayed": True})
         self._remove_partial_output(batch_id)
@@ -413,6 +413,20 @@ class MicroBatchWriter:
         )
         self.metrics.emit(stats)
         return stats
+
+    def _committed_stats(self, marker: str) -> BatchStats | None:
+        """The recorded counts of a committed batch, or None. A marker that is not whole JSON was cut off while
+        being written (a local file system shows a file before it is closed; an S3 object appears whole on
+        close): the batch did not commit, and its publish manifest, deleted only after the marker, lets the
+        replay remove what it had published."""
+        if not self.storage.exists(marker):
+            return None
+        text = self.storage.read_text(marker)
+        try:
+            return BatchStats.from_json(text)
+        except (ValueError, TypeError):
+            log.warning("commit marker %s is incomplete (%d bytes); the batch is redone", marker, len(text))
+            return None
 
     def _delete_staging(self, batch_id: int) -> None:
         self.storage.delete(self._lake_staging(batch_id), recursive=True)

@@ -236,6 +236,29 @@ def test_replay_after_a_crash_mid_publish_leaves_identical_files(spark, tmp_path
     assert spark.read.parquet(str(tmp_path / "lake")).count() == 3
 
 
+def test_a_commit_marker_cut_off_while_written_is_redone_not_trusted(spark, tmp_path):
+    """Killed while the marker was being written (a local file is visible before it is closed): the publish
+    manifest is still there, so the replay removes the published files and writes the batch again once."""
+    writer = _writer(spark, tmp_path)
+    writer(json_envelope(spark, PAYLOADS), 9)
+    expected = _files(tmp_path / "lake") | _files(tmp_path / "dead")
+    state = tmp_path / "cp" / "_streamlake"
+    finals = [str(p) for root in ("lake", "dead") for p in sorted((tmp_path / root).rglob("part-*.parquet"))]
+    (state / "batch-0000000009.manifest.json").write_text(json.dumps({"files": [{"staged": "gone", "final": f} for f in finals]}))
+    committed = state / "batch-0000000009.committed.json"
+    recorded = json.loads(committed.read_text())
+    committed.write_text(committed.read_text()[:17])
+    (state / ".batch-0000000009.committed.json.crc").unlink()  # its checksum was of the whole text
+
+    stats = _writer(spark, tmp_path)(json_envelope(spark, PAYLOADS), 9)
+    assert not stats.replayed and stats.records_written == 3 and stats.dead_letters == 2
+    assert _files(tmp_path / "lake") | _files(tmp_path / "dead") == expected
+    redone = json.loads(committed.read_text())
+    assert {k: redone[k] for k in ("records_in", "records_written", "dead_letters", "duplicates_collapsed")} == {
+        k: recorded[k] for k in ("records_in", "records_written", "dead_letters", "duplicates_collapsed")}
+    assert spark.read.parquet(str(tmp_path / "lake")).count() == 3
+
+
 def test_empty_batch_writes_no_files(spark, tmp_path):
     stats = _writer(spark, tmp_path)(json_envelope(spark, []), 0)
     assert (stats.records_in, stats.files_written, stats.reconciles) == (0, 0, True)
