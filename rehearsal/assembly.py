@@ -1,0 +1,183 @@
+"""What CloudFormation would deploy, read from a synthesized cloud assembly: per Glue job its script and
+extra-py-files assets, its DefaultArguments with the CloudFormation expressions resolved, and the
+catalog tables and alarms the rehearsal checks against.
+
+The resolver knows the intrinsic functions the templates use (Ref, Fn::GetAtt, Fn::Join, Fn::Sub,
+Fn::Select, Fn::Split) and nothing else: an expression it does not know fails the rehearsal.
+Resources resolve to stand-in names (a bucket's Ref is `rehearsal-<logical id>`), which
+`LocalS3.path` turns into local directories.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ACCOUNT = "123456789012"
+REGION = "eu-west-1"
+PSEUDO = {
+    "AWS::AccountId": ACCOUNT,
+    "AWS::Region": REGION,
+    "AWS::Partition": "aws",
+    "AWS::URLSuffix": "amazonaws.com",
+    "AWS::StackName": "rehearsal",
+    "AWS::NoValue": None,
+}
+_SUB_VARIABLE = re.compile(r"\$\{([^}!][^}]*)\}")
+
+
+class RehearsalError(Exception):
+    """The assembly cannot be rehearsed as it is (a missing asset, an unknown expression or argument)."""
+
+
+@dataclass(frozen=True)
+class GlueJob:
+    logical_id: str
+    command: str  # gluestreaming or glueetl
+    glue_version: str
+    script: Path  # the script asset CloudFormation uploads
+    extra_py_files: tuple[Path, ...]  # the zip asset(s)
+    arguments: dict[str, str]  # DefaultArguments, resolved (s3:// locations still as S3 URIs)
+
+    @property
+    def name(self) -> str:
+        return self.arguments.get("--source_name", "compaction")
+
+
+@dataclass
+class Assembly:
+    environment: str
+    directory: Path
+    template: dict
+    assets: dict[str, Path] = field(default_factory=dict)  # S3 object key -> file in the assembly
+
+    # ---- CloudFormation expressions ----------------------------------------------------------------
+
+    def resolve(self, value: Any) -> Any:
+        if isinstance(value, str | int | float | bool) or value is None:
+            return value
+        if isinstance(value, list):
+            return [self.resolve(v) for v in value]
+        if not isinstance(value, dict):
+            raise RehearsalError(f"unexpected template value {value!r}")
+        if len(value) != 1 or not next(iter(value)).startswith(("Ref", "Fn::")):
+            return {k: self.resolve(v) for k, v in value.items()}
+        ((function, argument),) = value.items()
+        if function == "Ref":
+            return self.ref(argument)
+        if function == "Fn::GetAtt":
+            resource, attribute = argument if isinstance(argument, list) else argument.split(".", 1)
+            return self.get_att(resource, attribute)
+        if function == "Fn::Join":
+            separator, parts = argument
+            return separator.join(str(self.resolve(p)) for p in self.resolve(parts))
+        if function == "Fn::Select":
+            index, items = argument
+            return self.resolve(items)[int(self.resolve(index))]
+        if function == "Fn::Split":
+            separator, text = argument
+            return str(self.resolve(text)).split(separator)
+        if function == "Fn::Sub":
+            text, variables = (argument, {}) if isinstance(argument, str) else argument
+            return _SUB_VARIABLE.sub(lambda m: str(self._sub_variable(m.group(1), variables)), text)
+        raise RehearsalError(f"the rehearsal does not resolve {function} ({json.dumps(value)[:200]})")
+
+    def ref(self, name: str) -> Any:
+        if name in PSEUDO:
+            return PSEUDO[name]
+        resources = self.template.get("Resources", {})
+        if name not in resources:
+            raise RehearsalError(f"Ref to {name}, which the template does not declare")
+        properties = resources[name].get("Properties", {})
+        named = properties.get("DatabaseInput", properties)  # AWS::Glue::Database's Ref is DatabaseInput.Name
+        for key in ("Name", "BucketName", "StreamName", "TopicName"):
+            if isinstance(named.get(key), str):
+                return named[key]
+        return f"rehearsal-{name.lower()}"
+
+    def get_att(self, resource: str, attribute: str) -> str:
+        if resource not in self.template.get("Resources", {}):
+            raise RehearsalError(f"Fn::GetAtt on {resource}, which the template does not declare")
+        return f"arn:aws:rehearsal:{REGION}:{ACCOUNT}:{self.ref(resource)}/{attribute}"
+
+    def _sub_variable(self, name: str, variables: dict) -> Any:
+        if name in variables:
+            return self.resolve(variables[name])
+        if "." in name:
+            return self.get_att(*name.split(".", 1))
+        return self.ref(name)
+
+    # ---- what the rehearsal runs -------------------------------------------------------------------
+
+    def resources(self, resource_type: str) -> dict[str, dict]:
+        return {k: v for k, v in self.template.get("Resources", {}).items() if v["Type"] == resource_type}
+
+    def asset(self, s3_uri: str) -> Path:
+        """The assembly file CloudFormation uploads to `s3_uri` (an asset's bucket/key)."""
+        key = s3_uri.split("/", 3)[-1]
+        if key not in self.assets:
+            raise RehearsalError(f"{s3_uri}: no asset of the assembly is uploaded there (known keys: {sorted(self.assets)})")
+        return self.assets[key]
+
+    def glue_jobs(self) -> list[GlueJob]:
+        jobs = []
+        for logical_id, resource in sorted(self.resources("AWS::Glue::Job").items()):
+            properties = resource["Properties"]
+            arguments = {k: str(v) for k, v in self.resolve(properties.get("DefaultArguments", {})).items()}
+            extra = arguments.get("--extra-py-files", "")
+            jobs.append(GlueJob(
+                logical_id=logical_id,
+                command=properties["Command"]["Name"],
+                glue_version=properties.get("GlueVersion", ""),
+                script=self.asset(self.resolve(properties["Command"]["ScriptLocation"])),
+                extra_py_files=tuple(self.asset(uri) for uri in extra.split(",") if uri),
+                arguments=arguments,
+            ))
+        return jobs
+
+    def catalog_table(self, database: str, table: str) -> dict:
+        """The synthesized AWS::Glue::Table's TableInput, resolved."""
+        for resource in self.resources("AWS::Glue::Table").values():
+            properties = self.resolve(resource["Properties"])
+            table_input = properties["TableInput"]
+            if properties["DatabaseName"] == database and table_input["Name"] == table:
+                return table_input
+        raise RehearsalError(f"table {database}.{table} is not in the {self.environment} template")
+
+    def registered_schema(self, registry: str, schema_name: str) -> dict:
+        """The Avro schema an AWS::Glue::Schema of the template registers (its SchemaDefinition)."""
+        for resource in self.resources("AWS::Glue::Schema").values():
+            properties = self.resolve(resource["Properties"])
+            registry_arn = properties["Registry"].get("Arn", "")
+            in_registry = properties["Registry"].get("Name") == registry or registry_arn.endswith(f":{registry}/Arn")
+            if properties["Name"] == schema_name and in_registry:
+                return json.loads(properties["SchemaDefinition"])
+        raise RehearsalError(f"schema {registry}/{schema_name} is not in the {self.environment} template")
+
+
+def load(cdk_out: Path, environment: str) -> Assembly:
+    """The stage `environment` of a synthesized app (cdk.out/assembly-<environment>/)."""
+    directory = Path(cdk_out) / f"assembly-{environment}"
+    manifest_path = directory / "manifest.json"
+    if not manifest_path.exists():
+        raise RehearsalError(f"{manifest_path} not found: synthesize first (make synth)")
+    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    stacks = [a for a in manifest["artifacts"].values() if a["type"] == "aws:cloudformation:stack"]
+    if len(stacks) != 1:
+        raise RehearsalError(f"{directory}: expected one stack, found {len(stacks)}")
+    template = json.loads((directory / stacks[0]["properties"]["templateFile"]).read_text(encoding="utf-8"))
+    assembly = Assembly(environment, directory, template)
+    for artifact in manifest["artifacts"].values():
+        if artifact["type"] != "cdk:asset-manifest":
+            continue
+        assets = json.loads((directory / artifact["properties"]["file"]).read_text(encoding="utf-8"))
+        for entry in assets.get("files", {}).values():
+            source = directory / entry["source"]["path"]
+            if entry["source"].get("packaging", "file") != "file":
+                continue
+            for destination in entry["destinations"].values():
+                assembly.assets[destination["objectKey"]] = source
+    return assembly

@@ -1,0 +1,59 @@
+"""What a rehearsal must show, as a list of problems (empty: the environment rehearsed clean)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+from rehearsal.run import LocalS3
+from rehearsal.scenario import EnvironmentResult
+
+
+def problems(result: EnvironmentResult, spark, s3: LocalS3) -> list[str]:
+    from glue_jobs.schema import spark_dead_letter_schema, spark_lake_schema
+
+    found = []
+    lake_paths = {run.job.arguments["--lake_path"] for source in result.sources.values() for run in source.runs}
+    lake_ids: Counter = Counter()
+    for path in lake_paths:
+        lake = spark.read.schema(spark_lake_schema()).parquet(s3.path(path))
+        lake_ids.update((r.source, r.event_id) for r in lake.select("source", "event_id").collect())
+    for name, source in result.sources.items():
+        held, committed = source.held, source.committed
+        if committed["records_in"] != held.records:
+            found.append(f"{name}: {committed['records_in']} records committed, {held.records} held")
+        if committed["records_in"] != committed["records_written"] + committed["dead_letters"] + committed["duplicates_collapsed"]:
+            found.append(f"{name}: counts do not reconcile: {committed}")
+        written = Counter(event_id for (src, event_id) in lake_ids.elements() if src == name)
+        twice = sorted(event_id for event_id, n in written.items() if n > 1)
+        if twice:
+            found.append(f"{name}: {len(twice)} event(s) in the lake more than once, e.g. {twice[:3]}")
+        if set(written) != set(held.valid_event_ids):
+            missing = set(held.valid_event_ids) - set(written)
+            extra = set(written) - set(held.valid_event_ids)
+            found.append(f"{name}: lake holds {len(written)} ids; {len(missing)} valid id(s) missing, {len(extra)} unexpected")
+        dead_path = Path(s3.path(source.runs[-1].job.arguments["--dead_letter_path"]))
+        payloads = []
+        if dead_path.exists():
+            dead = spark.read.schema(spark_dead_letter_schema()).parquet(str(dead_path))
+            payloads = [r.payload for r in dead.select("payload").collect()]
+        if sorted(payloads) != sorted(held.bad_payloads):
+            found.append(f"{name}: {len(payloads)} dead letter(s), {len(held.bad_payloads)} bad record(s) held "
+                         f"(payloads differ: {sorted(set(payloads) ^ set(held.bad_payloads))[:2]})")
+        for run in source.runs:
+            if not run.events("job_init"):
+                found.append(f"{name}: the streaming job never called Job.init")
+    if result.compaction is not None:
+        events = [e["event"] for e in result.compaction.report]
+        if events[:1] != ["job_init"] or events[-1:] != ["job_commit"]:
+            found.append(f"compaction: Job.init first and job.commit last expected, got {events}")
+        after: Counter = Counter()
+        for path in lake_paths:
+            lake = spark.read.schema(spark_lake_schema()).parquet(s3.path(path))
+            after.update((r.source, r.event_id) for r in lake.select("source", "event_id").collect())
+        if after != lake_ids:
+            found.append(f"compaction changed the lake's rows: {sum(lake_ids.values())} before, {sum(after.values())} after")
+    missing_metrics = result.alarm_metrics - result.metrics
+    if missing_metrics:
+        found.append(f"alarmed metrics no job published: {sorted((n, sorted(d)) for n, d in missing_metrics)}")
+    return found

@@ -1,0 +1,198 @@
+"""Run one deployed Glue job in a fresh process, as Glue would, against local stand-ins.
+
+- argv: the script, Glue's own `--JOB_ID`/`--JOB_RUN_ID`/`--JOB_NAME`, then every DefaultArgument as
+  `--name value`, with a run's arguments replacing defaults of the same name ("Arguments ... replace
+  the default arguments set in the job definition itself", StartJobRun,
+  https://docs.aws.amazon.com/glue/latest/webapi/API_StartJobRun.html). s3:// locations become folders
+  of a LocalS3 root (pyspark ships no S3 file system); `--extra-py-files` becomes the zip's local copy.
+- An argument is either one of Glue's documented special parameters (GLUE_PARAMETERS) or one the
+  deployed script reads (its `job_arguments()`); anything else fails the rehearsal before the run.
+- The process: `python -S` (no site-packages) with PYTHONPATH = script folder, zip, runtime folder;
+  the Spark JVM gets the stand-in jar on its driver class path; the CloudWatch client reaches the moto
+  server through AWS_ENDPOINT_URL.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rehearsal.assembly import REGION, Assembly, GlueJob, RehearsalError
+from rehearsal.runtime import SparkLine, runtime_folder, standin_jar
+
+# Glue's special job parameters this project's jobs set or Glue passes, from "Using job parameters in AWS
+# Glue jobs" (https://docs.aws.amazon.com/glue/latest/dg/aws-glue-programming-etl-glue-arguments.html).
+GLUE_PARAMETERS = frozenset({
+    "--JOB_ID", "--JOB_RUN_ID", "--JOB_NAME", "--TempDir", "--job-language", "--extra-py-files", "--extra-jars",
+    "--extra-files", "--enable-metrics", "--enable-observability-metrics", "--enable-continuous-cloudwatch-log",
+    "--enable-continuous-log-filter", "--continuous-log-logGroup", "--enable-auto-scaling", "--enable-spark-ui",
+    "--spark-event-logs-path", "--job-bookmark-option", "--enable-job-insights", "--enable-glue-datacatalog",
+    "--additional-python-modules", "--python-modules-installer-option", "--datalake-formats",
+})
+
+
+@dataclass
+class LocalS3:
+    """s3://bucket/key -> <root>/bucket/key (a trailing slash kept)."""
+
+    root: Path
+
+    def path(self, uri: str) -> str:
+        if not uri.startswith("s3://"):
+            raise RehearsalError(f"{uri!r} is not an s3:// location")
+        return str(self.root / uri[len("s3://"):]) + ("/" if uri.endswith("/") else "")
+
+    def localize(self, value: str) -> str:
+        return self.path(value) if value.startswith("s3://") else value
+
+
+@dataclass
+class JobRun:
+    job: GlueJob
+    argv: list[str]
+    returncode: int | None
+    stdout: str
+    stderr: str
+    report: list[dict] = field(default_factory=list)
+    stopped: bool = False  # stopped by the rehearsal (a streaming job never ends on its own)
+    seconds: float = 0.0
+
+    def events(self, kind: str) -> list[dict]:
+        return [e for e in self.report if e.get("event") == kind]
+
+
+def deployed_script_arguments(job: GlueJob) -> set[str]:
+    """The arguments the deployed script reads: its own `job_arguments(...)`, loaded from the script asset."""
+    spec = importlib.util.spec_from_file_location(f"rehearsal_script_{job.logical_id}", job.script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    if job.command == "gluestreaming":
+        names = module.job_arguments(job.arguments["--source_type"])
+    else:
+        names = module.job_arguments()
+    return {f"--{name}" for name in names}
+
+
+def check_arguments(job: GlueJob, arguments: Mapping[str, str]) -> None:
+    read = deployed_script_arguments(job)
+    unknown = sorted(set(arguments) - GLUE_PARAMETERS - read)
+    if unknown:
+        raise RehearsalError(f"{job.logical_id}: argument(s) {unknown} are neither Glue job parameters nor read by the script")
+
+
+def job_argv(job: GlueJob, s3: LocalS3, zip_copies: list[Path], run_arguments: Mapping[str, str] | None) -> list[str]:
+    arguments = {**job.arguments, **(run_arguments or {})}
+    check_arguments(job, arguments)
+    arguments["--extra-py-files"] = ",".join(map(str, zip_copies))
+    argv = ["--JOB_ID", f"j_{job.logical_id}", "--JOB_RUN_ID", f"jr_rehearsal_{int(time.time())}",
+            "--JOB_NAME", job.logical_id]
+    for name, value in arguments.items():
+        argv += [name, s3.localize(value)]
+    return argv
+
+
+def run_job(
+    job: GlueJob,
+    *,
+    assembly: Assembly,
+    line: SparkLine,
+    workdir: Path,
+    s3: LocalS3,
+    tables: Mapping[str, dict] | None = None,
+    run_arguments: Mapping[str, str] | None = None,
+    moto_endpoint: str | None = None,
+    until: Callable[[], bool] | None = None,
+    kill_when: Callable[[], bool] | None = None,
+    timeout: float = 600,
+    driver_memory: str = "1g",
+    cores: int = 2,
+    observe_source_reads: bool = False,
+) -> JobRun:
+    """Run the job's script as deployed. A batch job runs to its end; a streaming job runs until `until()`
+    holds and is then stopped (SIGTERM to its process group), or is SIGKILLed when `kill_when()` holds."""
+    build = workdir / "build"
+    build.mkdir(parents=True, exist_ok=True)
+    runtime = runtime_folder(line, build)
+    jar = standin_jar(line, build)
+    deployed = workdir / "deployed" / job.logical_id
+    deployed.mkdir(parents=True, exist_ok=True)
+    script = deployed / job.script.name
+    shutil.copyfile(job.script, script)
+    zips = []
+    for extra in job.extra_py_files:
+        copy = deployed / f"{extra.name}"
+        shutil.copyfile(extra, copy)
+        zips.append(copy)
+    argv = job_argv(job, s3, zips, run_arguments)
+
+    setup = workdir / f"standin-{job.logical_id}.json"
+    setup.write_text(json.dumps({"tables": dict(tables or {}), "files_per_batch": 1,
+                                 "observe_source_reads": observe_source_reads}, indent=1), encoding="utf-8")
+    report = workdir / f"report-{job.logical_id}.jsonl"
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(workdir),
+        "LANG": "C.UTF-8",
+        "PYTHONPATH": os.pathsep.join([str(deployed), *map(str, zips), str(runtime)]),
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYSPARK_PYTHON": str(line.python),
+        # What Glue's launcher does on the JVM side: master, driver memory, the stand-in classes.
+        "PYSPARK_SUBMIT_ARGS": (
+            f"--master local[{cores}] --driver-memory {driver_memory} --driver-class-path {jar} "
+            "--conf spark.ui.enabled=false --conf spark.ui.showConsoleProgress=false pyspark-shell"
+        ),
+        "GLUE_STANDIN_SETUP": str(setup),
+        "GLUE_STANDIN_REPORT": str(report),
+        "AWS_ACCESS_KEY_ID": "rehearsal",
+        "AWS_SECRET_ACCESS_KEY": "rehearsal",
+        "AWS_DEFAULT_REGION": REGION,
+        "AWS_CONFIG_FILE": os.devnull,
+        "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+    }
+    for name in ("JAVA_HOME", "TZ"):
+        if name in os.environ:
+            env[name] = os.environ[name]
+    if moto_endpoint:
+        env["AWS_ENDPOINT_URL"] = moto_endpoint
+    log_out, log_err = workdir / f"{job.logical_id}.out", workdir / f"{job.logical_id}.err"
+    started = time.time()
+    with open(log_out, "w") as out, open(log_err, "w") as err:
+        process = subprocess.Popen([str(line.python), "-S", str(script), *argv], env=env, cwd=deployed, stdout=out,
+                                   stderr=err, start_new_session=True)
+        stopped = False
+        try:
+            while process.poll() is None:
+                if time.time() - started > timeout:
+                    raise RehearsalError(f"{job.logical_id}: still running after {timeout:.0f} s; log {log_err}")
+                if kill_when is not None and kill_when():
+                    os.killpg(process.pid, signal.SIGKILL)
+                    stopped = True
+                    break
+                if until is not None and until():
+                    os.killpg(process.pid, signal.SIGTERM)
+                    stopped = True
+                    break
+                time.sleep(0.2)
+            process.wait(timeout=60)
+        finally:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(timeout=60)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)  # the Spark JVM, if it outlived the driver
+    events = []
+    if report.exists():
+        events = [json.loads(line) for line in report.read_text(encoding="utf-8").splitlines() if line.strip()]
+        report.unlink()
+    return JobRun(job, argv, process.returncode, log_out.read_text(), log_err.read_text(), events, stopped,
+                  time.time() - started)
+

@@ -1,0 +1,98 @@
+"""The job process's runtime: a Spark line (a virtualenv's pyspark), the modules Glue provides, and the
+stand-in jar for what is JVM-side in Glue.
+
+The job process imports from exactly: the script's folder, the package zip, and one runtime folder of
+links to the packages below. Glue provides them in its Python runtime: pyspark and py4j with Spark,
+`awsglue` (AWS's own library, AWSGlueDataplanePython; 5.1.0 is the only release that installs on
+Python 3.11, so it stands for every Glue version here), and boto3 with its dependencies ("AWS Glue
+version 4.0 ... Python modules already provided": boto3 1.26.x among them,
+https://docs.aws.amazon.com/glue/latest/dg/aws-glue-programming-python-libraries.html).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+STANDIN_SOURCES = Path(__file__).resolve().parent / "standin"
+RUNTIME_MODULES = ("pyspark", "py4j", "awsglue", "boto3", "botocore", "jmespath", "s3transfer", "dateutil", "six",
+                   "urllib3")
+
+
+@dataclass(frozen=True)
+class SparkLine:
+    """A Python whose site-packages hold one pyspark line and the runtime modules."""
+
+    python: Path
+    pyspark_version: str
+    modules: dict[str, Path]  # module name -> package folder or module file
+
+    @property
+    def spark_line(self) -> str:
+        return ".".join(self.pyspark_version.split(".")[:2])
+
+    @property
+    def jars(self) -> Path:
+        return self.modules["pyspark"] / "jars"
+
+
+def spark_line(python: str | Path) -> SparkLine:
+    """Inspect a virtualenv's Python (it is not imported into this process)."""
+    probe = (
+        "import importlib, json, os, pyspark\n"
+        f"names = {RUNTIME_MODULES!r}\n"
+        "paths = {}\n"
+        "for n in names:\n"
+        "    m = importlib.import_module(n)\n"
+        "    f = m.__file__\n"
+        "    paths[n] = os.path.dirname(f) if f.endswith('__init__.py') else f\n"
+        "print(json.dumps({'version': pyspark.__version__, 'paths': paths}))\n"
+    )
+    done = subprocess.run([str(python), "-c", probe], capture_output=True, text=True, timeout=120)
+    if done.returncode != 0:
+        raise RuntimeError(f"{python} lacks a Glue runtime module (pyspark, awsglue, boto3 ...): {done.stderr[-800:]}")
+    info = json.loads(done.stdout)
+    return SparkLine(Path(os.path.abspath(python)), info["version"], {k: Path(v) for k, v in info["paths"].items()})
+
+
+def runtime_folder(line: SparkLine, build_dir: Path) -> Path:
+    """A folder holding links to exactly the runtime modules of `line` (nothing else of its site-packages)."""
+    folder = build_dir / f"runtime-{line.pyspark_version}"
+    folder.mkdir(parents=True, exist_ok=True)
+    for path in line.modules.values():
+        link = folder / path.name
+        if link.is_symlink() and link.resolve() == path.resolve():
+            continue
+        if link.is_symlink() or link.exists():
+            link.unlink()
+        link.symlink_to(path)
+    return folder
+
+
+def standin_jar(line: SparkLine, build_dir: Path) -> Path:
+    """The stand-in classes compiled with this machine's JDK against the line's Spark jars (no Maven);
+    rebuilt when a source changes."""
+    sources = sorted(STANDIN_SOURCES.rglob("*.java"))
+    digest = hashlib.sha256()
+    for source in sources:
+        digest.update(source.relative_to(STANDIN_SOURCES).as_posix().encode() + b"\0" + source.read_bytes())
+    jar = build_dir / f"glue-standin-{line.pyspark_version}-{digest.hexdigest()[:12]}.jar"
+    if jar.exists():
+        return jar
+    classes = build_dir / f"classes-{line.pyspark_version}"
+    subprocess.run(["rm", "-rf", str(classes)], check=True)
+    classes.mkdir(parents=True)
+    compiled = subprocess.run(
+        ["javac", "-nowarn", "-d", str(classes), "-cp", f"{line.jars}/*", *map(str, sources)],
+        capture_output=True, text=True, timeout=300,
+    )
+    if compiled.returncode != 0:
+        raise RuntimeError(f"javac failed for the Glue stand-in:\n{compiled.stderr[-3000:]}")
+    tmp = jar.with_suffix(".tmp")
+    subprocess.run(["jar", "cf", str(tmp), "-C", str(classes), "."], check=True, timeout=120)
+    tmp.replace(jar)
+    return jar

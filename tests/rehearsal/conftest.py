@@ -1,0 +1,76 @@
+"""Deploy rehearsal fixtures: a synthesized cloud assembly, the Spark lines, a moto server.
+
+These tests run in the main virtualenv (they synthesize with the CDK and start moto); the jobs themselves
+run in processes of each Spark line's virtualenv (.venv for pyspark 3.5, .venv-spark33 for 3.3)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import infra  # noqa: F401  (puts the venv Node first on PATH before aws_cdk loads)
+from rehearsal.__main__ import SPARK_LINE_PYTHONS, free_port
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def synthesize(outdir: Path, raw_config: dict | None = None) -> Path:
+    from infra.app_builder import build_app
+    from infra.config import parse_config
+
+    config = parse_config(raw_config, "test") if raw_config is not None else None
+    app, _ = build_app(config, outdir=outdir)
+    app.synth()
+    return outdir
+
+
+@pytest.fixture(scope="session")
+def cloud_assembly(tmp_path_factory) -> Path:
+    """Every environment synthesized as `make synth` does (cdk-nag enforced), assets included."""
+    return synthesize(tmp_path_factory.mktemp("cdk.out"))
+
+
+@pytest.fixture(scope="session")
+def swapped_lines_assembly(tmp_path_factory) -> Path:
+    """dev with the other allowed Glue version for each job kind: streaming on 5.0, compaction on 4.0."""
+    from infra.config import DEFAULT_CONFIG_PATH, update_raw
+
+    raw = json.loads(Path(DEFAULT_CONFIG_PATH).read_text(encoding="utf-8"))
+    raw = update_raw(raw, "dev", "streaming.glue_version", "5.0")
+    raw = update_raw(raw, "dev", "compaction.glue_version", "4.0")
+    raw["environments"] = {"dev": raw["environments"]["dev"]}
+    return synthesize(tmp_path_factory.mktemp("cdk.out-swapped"), raw)
+
+
+@pytest.fixture(scope="session")
+def spark_lines():
+    """Glue version -> Spark line. The Spark 3.3 venv is made by `make test`; without it these tests cannot
+    rehearse Glue 4.0 and fail rather than skip (a rehearsal that silently ran nothing would prove nothing)."""
+    from rehearsal.runtime import spark_line
+
+    missing = [str(p) for p in SPARK_LINE_PYTHONS.values() if not p.exists()]
+    if missing:
+        pytest.fail(f"Spark line virtualenv(s) missing: {missing}; run `make bootstrap`")
+    return {version: spark_line(python) for version, python in SPARK_LINE_PYTHONS.items()}
+
+
+@pytest.fixture(scope="session")
+def moto_endpoint():
+    from moto.server import ThreadedMotoServer
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    yield f"http://127.0.0.1:{port}"
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from tests.spark_session import shared_spark_session
+
+    session = shared_spark_session()
+    yield session
+    session.stop()

@@ -1,0 +1,128 @@
+"""The deploy rehearsal: the jobs as CloudFormation deploys them (script and zip assets, DefaultArguments
+of the synthesized template) run through AWS's awsglue library against the Glue stand-in."""
+
+from __future__ import annotations
+
+import subprocess
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from rehearsal import assembly as assembly_module
+from rehearsal.assembly import RehearsalError
+from rehearsal.checks import problems
+from rehearsal.run import LocalS3, check_arguments, run_job
+from rehearsal.runtime import runtime_folder
+from rehearsal.scenario import kinesis_input, rehearse_environment, source_table
+
+RECORDS = 600  # per streaming source, in 3 files: 3 micro-batches
+
+
+def _rehearse(cloud_assembly, env, spark_lines, moto_endpoint, spark, tmp_path, **options):
+    assembly = assembly_module.load(cloud_assembly, env)
+    result = rehearse_environment(assembly, lines=spark_lines, workdir=tmp_path, moto_endpoint=moto_endpoint,
+                                  records=RECORDS, **options)
+    return assembly, result, problems(result, spark, LocalS3(tmp_path / "s3"))
+
+
+def test_the_package_zip_imports_with_nothing_but_the_zip_and_the_glue_runtime(cloud_assembly, spark_lines, tmp_path):
+    """Glue imports the --extra-py-files zip in place: every module and the packaged schema must load from it.
+    (Before the schema became package data this failed with NotADirectoryError: .../zip/glue_jobs/event.avsc.)"""
+    assembly = assembly_module.load(cloud_assembly, "dev")
+    (package,) = {zip_path for job in assembly.glue_jobs() for zip_path in job.extra_py_files}
+    modules = sorted(name[:-3].replace("/", ".").removesuffix(".__init__")
+                     for name in zipfile.ZipFile(package).namelist() if name.endswith(".py"))
+    assert "glue_jobs.batch" in modules and "compaction.job" in modules
+    assert not [m for m in modules if m.split(".")[-1] in ("__main__", "local_runner", "generate", "glue_entry")]
+    for line in spark_lines.values():
+        runtime = runtime_folder(line, tmp_path / "build")
+        code = ("import importlib, sys\n"
+                f"for name in {modules!r}: importlib.import_module(name)\n"
+                "from glue_jobs import schema\n"
+                "assert schema.contract_fields()[0].name == 'event_id', schema.contract_fields()\n"
+                "assert all('.zip' in m.__file__ for n, m in sys.modules.items() if n.startswith(('glue_jobs', 'compaction')))\n"
+                "print('imported', len(" + repr(modules) + "))\n")
+        done = subprocess.run([str(line.python), "-S", "-c", code], capture_output=True, text=True, timeout=120,
+                              cwd=tmp_path, env={"PYTHONPATH": f"{package}:{runtime}", "PATH": "/usr/bin:/bin"})
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert done.stdout.strip() == f"imported {len(modules)}"
+
+
+def test_an_argument_neither_glue_nor_the_script_knows_fails_the_rehearsal(cloud_assembly):
+    assembly = assembly_module.load(cloud_assembly, "dev")
+    for job in assembly.glue_jobs():
+        check_arguments(job, job.arguments)  # what deploys passes
+        with pytest.raises(RehearsalError, match=r"\['--window_sise_seconds'\]"):
+            check_arguments(job, {**job.arguments, "--window_sise_seconds": "1"})
+
+
+@pytest.mark.e2e
+def test_dev_rehearses_clean_and_reads_the_source_once_per_batch(cloud_assembly, spark_lines, moto_endpoint, spark,
+                                                                 tmp_path):
+    assembly, result, found = _rehearse(cloud_assembly, "dev", spark_lines, moto_endpoint, spark, tmp_path,
+                                        observe_source_reads=True)
+    assert found == []
+    (source,) = result.sources.values()
+    assert source.committed["records_in"] == RECORDS and source.committed["batches"] == 3
+    assert result.compaction is not None and result.alarm_metrics and result.alarm_metrics <= result.metrics
+    # persistDataFrame "false": each batch reads its records from the source once, plus the one record
+    # forEachBatch's take(1) looks at (with the default, awsglue persists and counts the raw batch first).
+    (run,) = source.runs
+    reads = run.events("source_reads")
+    assert len(reads) >= 2
+    for batch in reads:
+        assert RECORDS // 3 <= batch["rows_read"] <= RECORDS // 3 + 1, reads
+    options = run.events("source")[0]["options"]
+    assert "inferSchema=true" in options and "addRecordTimestamp=true" in options
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("env", ["staging", "prod"])
+def test_kinesis_kafka_and_compaction_rehearse_clean_after_a_sigkill(env, cloud_assembly, spark_lines, moto_endpoint,
+                                                                    spark, tmp_path):
+    """Each streaming job is SIGKILLed (with its JVM) once a batch is committed, then run again on the same
+    checkpoint: every valid event is in the lake exactly once, every bad record a dead letter."""
+    assembly, result, found = _rehearse(cloud_assembly, env, spark_lines, moto_endpoint, spark, tmp_path,
+                                        kill_after_batches=1)
+    assert found == []
+    assert {name: len(s.runs) for name, s in result.sources.items()} == {"clickstream": 2, "orders": 2}
+    assert {s.runs[0].job.arguments["--source_type"] for s in result.sources.values()} == {"kinesis", "kafka"}
+    assert {line.spark_line for line in spark_lines.values()} == {"3.3", "3.5"}
+
+
+@pytest.mark.e2e
+def test_each_job_kind_rehearses_on_the_other_allowed_glue_version(swapped_lines_assembly, spark_lines, moto_endpoint,
+                                                                   spark, tmp_path):
+    assembly = assembly_module.load(swapped_lines_assembly, "dev")
+    assert {j.command: j.glue_version for j in assembly.glue_jobs()} == {"gluestreaming": "5.0", "glueetl": "4.0"}
+    result = rehearse_environment(assembly, lines=spark_lines, workdir=tmp_path, moto_endpoint=moto_endpoint,
+                                  records=RECORDS)
+    assert problems(result, spark, LocalS3(tmp_path / "s3")) == []
+
+
+@pytest.mark.e2e
+def test_a_source_option_glue_does_not_document_fails_the_job(cloud_assembly, spark_lines, tmp_path):
+    assembly = assembly_module.load(cloud_assembly, "dev")
+    (job,) = [j for j in assembly.glue_jobs() if j.command == "gluestreaming"]
+    held = kinesis_input(tmp_path / "held", records=30, files=1, seed=1)
+    tables = source_table(assembly, job, held)
+    (table,) = tables.values()
+    table["parameters"]["maxFetchRecordPerShard"] = "10"  # a typo of maxFetchRecordsPerShard
+    run = run_job(job, assembly=assembly, line=spark_lines[job.glue_version], workdir=tmp_path,
+                  s3=LocalS3(tmp_path / "s3"), tables=tables, timeout=300)
+    assert run.returncode not in (0, None) and not run.stopped
+    assert "option maxFetchRecordPerShard is not a documented Kinesis connection option" in run.stderr
+
+
+def test_assembly_resolves_the_expressions_the_templates_use(cloud_assembly):
+    assembly = assembly_module.load(cloud_assembly, "staging")
+    for job in assembly.glue_jobs():
+        assert job.script.exists() and job.script.suffix == ".py"
+        assert [p.suffix for p in job.extra_py_files] == [".zip"]
+        assert job.arguments["--lake_path"].startswith("s3://rehearsal-storagelakebucket")
+    with pytest.raises(RehearsalError, match="does not resolve Fn::ImportValue"):
+        assembly.resolve({"Fn::ImportValue": "x"})
+    with pytest.raises(RehearsalError, match="does not declare"):
+        assembly.resolve({"Ref": "NoSuchResource"})
+    assert Path(assembly.directory).name == "assembly-staging"
