@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rehearsal.assembly import REGION, Assembly, GlueJob, RehearsalError
+from rehearsal.assembly import REGION, GlueJob, RehearsalError
 from rehearsal.runtime import SparkLine, runtime_folder, standin_jar
 
 # Glue's special job parameters this project's jobs set or Glue passes, from "Using job parameters in AWS
@@ -100,25 +100,67 @@ def job_argv(job: GlueJob, s3: LocalS3, zip_copies: list[Path], run_arguments: M
     return argv
 
 
-def run_job(
+@dataclass
+class StartedJob:
+    """A job process started by `start_job`: its report can be read while it runs."""
+
+    job: GlueJob
+    argv: list[str]
+    process: subprocess.Popen
+    report_path: Path
+    log_out: Path
+    log_err: Path
+    started: float
+
+    def report(self) -> list[dict]:
+        if not self.report_path.exists():
+            return []
+        lines = self.report_path.read_text(encoding="utf-8").splitlines()
+        # The last line may be half written while the job runs.
+        return [json.loads(text) for text in lines if text.strip() and _whole_json(text)]
+
+    def finish(self, *, stop_signal: int | None = None) -> JobRun:
+        """Wait for the process (after sending `stop_signal` to its process group, if given)."""
+        stopped = stop_signal is not None
+        try:
+            if stopped:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.process.pid, stop_signal)
+            self.process.wait(timeout=60)
+        finally:
+            if self.process.poll() is None:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=60)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)  # the Spark JVM, if it outlived the driver
+        events = self.report()
+        self.report_path.unlink(missing_ok=True)
+        return JobRun(self.job, self.argv, self.process.returncode, self.log_out.read_text(), self.log_err.read_text(),
+                      events, stopped, time.time() - self.started)
+
+
+def _whole_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
+
+
+def start_job(
     job: GlueJob,
     *,
-    assembly: Assembly,
     line: SparkLine,
     workdir: Path,
     s3: LocalS3,
     tables: Mapping[str, dict] | None = None,
     run_arguments: Mapping[str, str] | None = None,
     moto_endpoint: str | None = None,
-    until: Callable[[], bool] | None = None,
-    kill_when: Callable[[], bool] | None = None,
-    timeout: float = 600,
     driver_memory: str = "1g",
     cores: int = 2,
     observe_source_reads: bool = False,
-) -> JobRun:
-    """Run the job's script as deployed. A batch job runs to its end; a streaming job runs until `until()`
-    holds and is then stopped (SIGTERM to its process group), or is SIGKILLed when `kill_when()` holds."""
+) -> StartedJob:
+    """Start the job's script as deployed, in its own process group (see the module docstring)."""
     build = workdir / "build"
     build.mkdir(parents=True, exist_ok=True)
     runtime = runtime_folder(line, build)
@@ -138,6 +180,7 @@ def run_job(
     setup.write_text(json.dumps({"tables": dict(tables or {}), "files_per_batch": 1,
                                  "observe_source_reads": observe_source_reads}, indent=1), encoding="utf-8")
     report = workdir / f"report-{job.logical_id}.jsonl"
+    report.unlink(missing_ok=True)
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(workdir),
@@ -164,35 +207,35 @@ def run_job(
     if moto_endpoint:
         env["AWS_ENDPOINT_URL"] = moto_endpoint
     log_out, log_err = workdir / f"{job.logical_id}.out", workdir / f"{job.logical_id}.err"
-    started = time.time()
     with open(log_out, "w") as out, open(log_err, "w") as err:
         process = subprocess.Popen([str(line.python), "-S", str(script), *argv], env=env, cwd=deployed, stdout=out,
                                    stderr=err, start_new_session=True)
-        stopped = False
-        try:
-            while process.poll() is None:
-                if time.time() - started > timeout:
-                    raise RehearsalError(f"{job.logical_id}: still running after {timeout:.0f} s; log {log_err}")
-                if kill_when is not None and kill_when():
-                    os.killpg(process.pid, signal.SIGKILL)
-                    stopped = True
-                    break
-                if until is not None and until():
-                    os.killpg(process.pid, signal.SIGTERM)
-                    stopped = True
-                    break
-                time.sleep(0.2)
-            process.wait(timeout=60)
-        finally:
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait(timeout=60)
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)  # the Spark JVM, if it outlived the driver
-    events = []
-    if report.exists():
-        events = [json.loads(line) for line in report.read_text(encoding="utf-8").splitlines() if line.strip()]
-        report.unlink()
-    return JobRun(job, argv, process.returncode, log_out.read_text(), log_err.read_text(), events, stopped,
-                  time.time() - started)
+    return StartedJob(job, argv, process, report, log_out, log_err, time.time())
 
+
+def run_job(
+    job: GlueJob,
+    *,
+    until: Callable[[], bool] | None = None,
+    kill_when: Callable[[], bool] | None = None,
+    timeout: float = 600,
+    **start_options,
+) -> JobRun:
+    """Run the job's script as deployed. A batch job runs to its end; a streaming job runs until `until()`
+    holds and is then stopped (SIGTERM to its process group), or is SIGKILLed when `kill_when()` holds."""
+    started = start_job(job, **start_options)
+    stop_signal = None
+    try:
+        while started.process.poll() is None:
+            if time.time() - started.started > timeout:
+                raise RehearsalError(f"{job.logical_id}: still running after {timeout:.0f} s; log {started.log_err}")
+            if kill_when is not None and kill_when():
+                stop_signal = signal.SIGKILL
+                break
+            if until is not None and until():
+                stop_signal = signal.SIGTERM
+                break
+            time.sleep(0.2)
+    finally:
+        run = started.finish(stop_signal=stop_signal)
+    return run

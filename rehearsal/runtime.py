@@ -4,9 +4,10 @@ stand-in jar for what is JVM-side in Glue.
 The job process imports from exactly: the script's folder, the package zip, and one runtime folder of
 links to the packages below. Glue provides them in its Python runtime: pyspark and py4j with Spark,
 `awsglue` (AWS's own library, AWSGlueDataplanePython; 5.1.0 is the only release that installs on
-Python 3.11, so it stands for every Glue version here), and boto3 with its dependencies ("AWS Glue
-version 4.0 ... Python modules already provided": boto3 1.26.x among them,
-https://docs.aws.amazon.com/glue/latest/dg/aws-glue-programming-python-libraries.html).
+Python 3.11, so it stands for every Glue version here), and boto3 with its dependencies (the page
+"Using Python libraries with AWS Glue" lists boto3 among the modules each Glue version already provides,
+https://docs.aws.amazon.com/glue/latest/dg/aws-glue-programming-python-libraries.html; the versions
+here are this project's pins, not Glue's).
 """
 
 from __future__ import annotations

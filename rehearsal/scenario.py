@@ -174,7 +174,7 @@ def rehearse_streaming_job(assembly: Assembly, job: GlueJob, *, line: SparkLine,
     def all_committed() -> bool:
         return committed_stats(s3, job)["records_in"] >= held.records
 
-    common = dict(assembly=assembly, line=line, workdir=workdir, s3=s3, tables=tables, run_arguments=run_arguments,
+    common = dict(line=line, workdir=workdir, s3=s3, tables=tables, run_arguments=run_arguments,
                   moto_endpoint=moto_endpoint, timeout=timeout, observe_source_reads=observe_source_reads)
     if kill_after_batches:
         def enough_batches() -> bool:
@@ -231,7 +231,7 @@ def rehearse_environment(assembly: Assembly, *, lines: Mapping[str, SparkLine], 
                                         observe_source_reads=observe_source_reads)
         result.sources[source.source] = source
     for job in (j for j in jobs if j.command == "glueetl"):
-        run = run_job(job, assembly=assembly, line=_line(lines, job), workdir=workdir, s3=s3,
+        run = run_job(job, line=_line(lines, job), workdir=workdir, s3=s3,
                       moto_endpoint=moto_endpoint, timeout=timeout)
         if run.returncode != 0:
             raise RehearsalError(f"{job.logical_id} failed (exit {run.returncode}):\n{run.stderr[-4000:]}")

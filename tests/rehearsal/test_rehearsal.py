@@ -109,7 +109,7 @@ def test_a_source_option_glue_does_not_document_fails_the_job(cloud_assembly, sp
     tables = source_table(assembly, job, held)
     (table,) = tables.values()
     table["parameters"]["maxFetchRecordPerShard"] = "10"  # a typo of maxFetchRecordsPerShard
-    run = run_job(job, assembly=assembly, line=spark_lines[job.glue_version], workdir=tmp_path,
+    run = run_job(job, line=spark_lines[job.glue_version], workdir=tmp_path,
                   s3=LocalS3(tmp_path / "s3"), tables=tables, timeout=300)
     assert run.returncode not in (0, None) and not run.stopped
     assert "option maxFetchRecordPerShard is not a documented Kinesis connection option" in run.stderr
