@@ -13,7 +13,7 @@ export NPM_CONFIG_USERCONFIG := $(CURDIR)/.npmrc
 export PYSPARK_PYTHON := python
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help bootstrap test test-fast test-spark33 lint synth demo bench snapshots diff diagrams clean
+.PHONY: help bootstrap test test-fast test-spark33 lint synth rehearse demo bench snapshots diff diagrams clean
 
 help:
 	@echo "make demo       set up .venv, synthesize every environment (cdk-nag enforced), run the pipeline locally"
@@ -21,6 +21,7 @@ help:
 	@echo "make bench      1M-record streaming and 2,000-file compaction benchmarks -> bench-output/"
 	@echo "make test-fast  the tests without the e2e ones, main venv only"
 	@echo "make synth      synthesize every environment into cdk.out/"
+	@echo "make rehearse   ENV=dev: run that environment's Glue jobs as deployed (assets + DefaultArguments) locally"
 	@echo "make diff       Markdown infra diff (resources, IAM first, cost delta) vs BASE=HEAD"
 	@echo "make diagrams   architecture picture per environment into docs/architecture/"
 	@echo "make snapshots  refresh tests/snapshots/ and docs/architecture/ after an intended infrastructure change"
@@ -56,6 +57,13 @@ synth: $(STAMP)
 	@start=$$(date +%s%N); cdk synth --quiet && end=$$(date +%s%N) && \
 	  echo "synthesized $$(ls -d cdk.out/assembly-* | wc -l) environment(s) into cdk.out/ in $$(( (end - start) / 1000000 )) ms (cdk-nag AwsSolutions enforced)"
 
+# The deploy rehearsal (rehearsal/): the synthesized jobs' script and zip assets with their DefaultArguments,
+# run through AWS's awsglue library on the Spark line of each job's Glue version, against Glue stand-ins.
+ENV ?= dev
+REHEARSE_ARGS ?=
+rehearse: synth $(STAMP33)
+	$(PY) -m rehearsal --env $(ENV) $(REHEARSE_ARGS)
+
 DEMO := demo-output
 DEMO_RECORDS ?= 20000
 # The whole pipeline on this machine: generated events (with bad records of every kind and
@@ -73,9 +81,9 @@ demo: synth
 	@echo "checkpoint:     $(DEMO)/checkpoint/ (run the run-local line again: nothing is reprocessed)"
 
 BENCH_RECORDS ?= 1000000
-bench: $(STAMP)
+bench: synth
 	mkdir -p bench-output
-	$(PY) bench/bench_streaming.py --records $(BENCH_RECORDS) --out bench-output/streaming.json
+	$(PY) bench/bench_streaming.py --records $(BENCH_RECORDS) --cdk-out cdk.out --out bench-output/streaming.json
 	$(PY) bench/bench_compaction.py --out bench-output/compaction.json
 	$(PY) bench/report.py --streaming bench-output/streaming.json --compaction bench-output/compaction.json --out-dir bench-output
 

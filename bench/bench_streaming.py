@@ -6,6 +6,10 @@
     write Parquet partitioned by hour: what Spark alone needs, the upper limit.
 (b) runner: `run-local --once` over the same files (strict validation, dead letters, duplicate collapse,
     staged publish with commit markers), with the same Spark session.
+(c) the Glue streaming job as deployed (bench/glue_job.py: dev's Kinesis job from the cloud assembly,
+    run by the deploy rehearsal through AWS's forEachBatch with the job's persistDataFrame setting) on
+    the same records, one micro-batch per pass, in its own process on the same Spark line, alternating
+    with (a) and (b); then batches of 4k, 40k and 400k records (per-batch times). Needs `make synth`.
 Data is generated once (about 1% bad records). `warmup` passes of each path over all files (alternating)
 are excluded; then each path runs `repeats` times, alternating; medians are reported, per core and as (b)/(a).
 
@@ -89,6 +93,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bad-ratio", type=float, default=0.01)
     parser.add_argument("--work", default="bench-output/streaming")
     parser.add_argument("--out", default="bench-output/streaming.json")
+    parser.add_argument("--cdk-out", default="cdk.out", help="cloud assembly for (c) (make synth)")
+    parser.add_argument("--no-glue-job", action="store_true", help="skip (c), the deployed job through forEachBatch")
+    parser.add_argument("--batch-sizes", default="4000,40000,400000", help="(c) per-batch times for these batch sizes")
     args = parser.parse_args(argv)
     for name in ("records", "files", "repeats"):
         if getattr(args, name) < 1:
@@ -109,9 +116,15 @@ def main(argv: list[str] | None = None) -> int:
     spark = local_spark_session("streamlake-bench")
     spark.sparkContext.setLogLevel("ERROR")
     cores = spark.sparkContext.defaultParallelism
+    glue = None
+    if not args.no_glue_job:
+        from bench.glue_job import GlueJobBench, concatenated
+
+        all_records = concatenated(sorted(data.iterdir()), work / "glue-all.json")
+        glue = GlueJobBench(Path(args.cdk_out), work / "glue")
     # Warm-up (not measured), alternating like the measured repeats: whole passes, so that both paths run
     # JIT-compiled code (see the module doc for what one pass leaves).
-    passes = {"bare": [], "runner": []}
+    passes = {"bare": [], "runner": [], "glue_job": []}
     summary: dict = {}
 
     def run_pass(measured: bool, label: str) -> None:
@@ -119,8 +132,13 @@ def main(argv: list[str] | None = None) -> int:
         runner_pass = timed(spark, lambda: summary.update(runner(spark, str(data), work / "runner")))
         for path, (seconds, jit) in (("bare", bare), ("runner", runner_pass)):
             passes[path].append({"seconds": round(seconds, 3), "jit_seconds": round(jit, 3), "measured": measured})
-        print(f"{label}: bare {bare[0]:.1f} s (JIT {bare[1]:.1f} s), runner {runner_pass[0]:.1f} s (JIT {runner_pass[1]:.1f} s)",
-              flush=True)
+        glue_text = ""
+        if glue is not None:
+            batch = glue.batch(all_records)
+            passes["glue_job"].append({**batch, "measured": measured})
+            glue_text = f", glue job {batch['seconds']:.1f} s (wall {batch['wall_seconds']:.1f} s)"
+        print(f"{label}: bare {bare[0]:.1f} s (JIT {bare[1]:.1f} s), runner {runner_pass[0]:.1f} s (JIT {runner_pass[1]:.1f} s)"
+              f"{glue_text}", flush=True)
 
     for number in range(args.warmup):
         run_pass(False, f"warm-up {number + 1}")
@@ -128,6 +146,24 @@ def main(argv: list[str] | None = None) -> int:
         run_pass(True, f"repeat {number + 1}")
     bare_seconds = [p["seconds"] for p in passes["bare"] if p["measured"]]
     runner_seconds = [p["seconds"] for p in passes["runner"] if p["measured"]]
+    glue_job: dict = {}
+    if glue is not None:
+        from bench.glue_job import first_lines
+
+        glue_seconds = [p["seconds"] for p in passes["glue_job"] if p["measured"]]
+        per_batch = {}
+        for size in (int(x) for x in args.batch_sizes.split(",") if x):
+            part = first_lines(all_records, size, work / f"glue-{size}.json")
+            times = [glue.batch(part)["seconds"] for _ in range(4)][1:]  # the first of each size not counted
+            per_batch[str(size)] = {"seconds": times, "median_seconds": statistics.median(times)}
+            print(f"glue job, {size}-record batches: {', '.join(f'{t:.2f}' for t in times)} s", flush=True)
+        glue_job = {
+            "seconds": glue_seconds,
+            "records_per_second_per_core": round(args.records / statistics.median(glue_seconds) / cores),
+            "ratio_glue_job_to_bare": round(statistics.median(bare_seconds) / statistics.median(glue_seconds), 3),
+            "per_batch": per_batch,
+            **glue.close(),
+        }
 
     bare, run = statistics.median(bare_seconds), statistics.median(runner_seconds)
     result = {
@@ -143,6 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         "runner_records_per_second_per_core": round(args.records / run / cores),
         "ratio_runner_to_bare": round(bare / run, 3),
         "target_ratio": TARGET_RATIO,
+        "glue_job": glue_job,
         "runner_summary": {k: summary[k] for k in ("records_in", "records_written", "dead_letters",
                                                    "duplicates_collapsed", "dead_letters_by_reason", "batches")},
         "expected": {"valid": len(expect.valid_event_ids), "bad": len(expect.bad_lines), "duplicates": expect.duplicates},
@@ -155,6 +192,9 @@ def main(argv: list[str] | None = None) -> int:
     spark.stop()
     ok = result["ratio_runner_to_bare"] >= TARGET_RATIO
     print(f"ratio {result['ratio_runner_to_bare']} {'meets' if ok else 'MISSES'} the {TARGET_RATIO} target")
+    if glue_job:
+        ok = glue_job["ratio_glue_job_to_bare"] >= TARGET_RATIO
+        print(f"(c)/(a) {glue_job['ratio_glue_job_to_bare']} {'meets' if ok else 'MISSES'} the {TARGET_RATIO} target")
     # The verdict is bench/report.py's exit status (after both benchmarks wrote their results).
     return 0
 

@@ -1,0 +1,88 @@
+"""(c) for bench_streaming.py: the streaming job as deployed (dev's Kinesis job: its script and zip assets
+and DefaultArguments from the cloud assembly), run through AWS's `forEachBatch` by the deploy rehearsal
+(rehearsal/), fed one held file per micro-batch while the benchmark's own process waits.
+
+A pass's time is the batch processing time AWS's forEachBatch measures itself (from before its
+`take(1)` to after the batch function, reported through StreamingSource.updateBatchProcessingTimeInMs):
+what Glue reports per batch. It leaves out the trigger wait (windowSize is 1 s here) and Spark's own
+offset and commit logs; the wall time from the file's arrival to that report is kept beside it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sys
+import time
+from pathlib import Path
+
+from rehearsal import assembly as assembly_module
+from rehearsal.run import LocalS3, StartedJob, start_job
+from rehearsal.runtime import spark_line
+from rehearsal.scenario import HeldInput, source_table
+
+BATCH_EVENT = "batch_processing_time"
+
+
+class GlueJobBench:
+    def __init__(self, cdk_out: Path, work: Path, *, environment: str = "dev", driver_memory: str = "2g") -> None:
+        assembly = assembly_module.load(cdk_out, environment)
+        self.job = next(j for j in assembly.glue_jobs()
+                        if j.command == "gluestreaming" and j.arguments["--source_type"] == "kinesis")
+        shutil.rmtree(work, ignore_errors=True)
+        self.held = work / "held"
+        self.held.mkdir(parents=True)
+        self.work = work
+        tables = source_table(assembly, self.job, HeldInput(self.held, 0, [], [], 0))
+        # The Spark line the benchmark itself runs on, so (a) and (c) compare the same Spark.
+        self.line = spark_line(os.environ.get("BENCH_SPARK_PYTHON", sys.executable))
+        self.started: StartedJob = start_job(
+            self.job, line=self.line, workdir=work, s3=LocalS3(work / "s3"), tables=tables,
+            run_arguments={"--window_size_seconds": "1"}, driver_memory=driver_memory,
+        )
+        self.fed = 0
+
+    def batch(self, source_file: Path, timeout: float = 900) -> dict:
+        """Hand `source_file` to the job as the next micro-batch; return its times once processed."""
+        done_before = len(self._batches())
+        name = f"batch-{self.fed:05d}.json"
+        hidden = self.held / f".{name}"  # Spark's file source skips names starting with "." until the rename
+        os.link(source_file, hidden)
+        arrived = time.perf_counter()
+        hidden.rename(self.held / name)
+        self.fed += 1
+        while len(self._batches()) <= done_before:
+            if self.started.process.poll() is not None:
+                raise RuntimeError(f"the Glue job ended (exit {self.started.process.returncode}); log {self.started.log_err}")
+            if time.perf_counter() - arrived > timeout:
+                raise RuntimeError(f"no batch reported {timeout:.0f} s after {name}; log {self.started.log_err}")
+            time.sleep(0.05)
+        wall = time.perf_counter() - arrived
+        return {"seconds": self._batches()[done_before]["millis"] / 1000, "wall_seconds": round(wall, 3)}
+
+    def _batches(self) -> list[dict]:
+        return [e for e in self.started.report() if e.get("event") == BATCH_EVENT]
+
+    def close(self) -> dict:
+        run = self.started.finish(stop_signal=signal.SIGTERM)
+        return {"pyspark": self.line.pyspark_version, "job": self.job.logical_id, "glue_version": self.job.glue_version,
+                "batches": len([e for e in run.report if e.get("event") == BATCH_EVENT])}
+
+
+def first_lines(source: Path, count: int, target: Path) -> Path:
+    """A file of the first `count` lines of `source`."""
+    with open(source, encoding="utf-8") as read, open(target, "w", encoding="utf-8") as write:
+        for number, line in enumerate(read):
+            if number == count:
+                break
+            write.write(line)
+    return target
+
+
+def concatenated(files: list[Path], target: Path) -> Path:
+    with open(target, "wb") as out:
+        for path in files:
+            with open(path, "rb") as part:
+                shutil.copyfileobj(part, out)
+    return target
