@@ -83,6 +83,7 @@ _SLOT_SHIFT = 43
 _CACHED = "_cached"
 _DEAD = "_dead"
 _CACHE_COMPRESSED = "spark.sql.inMemoryColumnarStorage.compressed"
+SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 # The cached batches are kept as objects (what Dataset.cache() does): pyspark's MEMORY_AND_DISK is the
 # *serialized* level, which copies every cached batch through the serializer when it is stored and again
 # for each of the four reads (counts, duplicate ranking, lake and dead-letter writes), whichever columns a
@@ -356,34 +357,40 @@ class MicroBatchWriter:
         # The writes read the cache in one task per core (no shuffle): the cores stay evenly busy whatever
         # the input's partition count, and a batch writes at most one file per core and partition.
         write_tasks = max(1, self.spark.sparkContext.defaultParallelism)
-        # _ROW is fixed once the frame is cached (the counts action materializes it before the writes).
-        validated = validate(envelope, now_ms=now_ms, batch_id=batch_id)
-        cached = _persist_uncompressed(_grouped_by_hour(cached_columns(validated, slots=write_tasks)))
-        written, dead_letters_written = 0, 0
-        try:
-            # The one action that materializes the batch (and fills the cache the writes read).
-            counts = batch_counts(cached, slots=write_tasks).collect()[0]
-            if counts["valid"]:
-                duplicates = counts["duplicate_keys"]
-                duplicate_keys = None if duplicates == "[]" else _keys_frame(self.spark, duplicates)
-                by_slot = write_by_slot([int(counts[f"slot_{slot}"]) for slot in range(write_tasks)], write_tasks)
-                observed = Observation()
-                _lake_rows(cached, duplicate_keys, tasks=write_tasks, batch_id=batch_id, by_slot=by_slot).observe(
-                    observed, F.count(F.lit(1)).alias("rows")
-                ).write.options(**_LAKE_PARQUET_OPTIONS).partitionBy("event_date", "event_hour").parquet(
-                    self._lake_staging(batch_id)
-                )
-                written = int(observed.get["rows"])
-            if counts["records_in"] > counts["valid"]:
-                observed = Observation()
-                to_dead_letters(cached, processing_date=processing_date, batch_id=batch_id).coalesce(write_tasks).observe(
-                    observed, F.count(F.lit(1)).alias("rows")
-                ).write.options(**_STAGING_WRITE_OPTIONS, compression="snappy").partitionBy("ingest_date").parquet(
-                    self._dead_letter_staging(batch_id)
-                )
-                dead_letters_written = int(observed.get["rows"])
-        finally:
-            cached.unpersist()
+        # The batch's shuffles (the counts aggregation, the duplicate ranking) in one partition per core as
+        # well. Spark's default is 200, and inside a streaming query it stays 200: the query turns adaptive
+        # execution off ("spark.sql.adaptive.enabled is not supported in streaming DataFrames/Datasets and
+        # will be disabled", logged when the query starts), so nothing coalesces them. Set on the batch
+        # frame's own session (the query's clone of the job's session), where the batch's plans are made.
+        with session_conf(envelope.sparkSession, {SHUFFLE_PARTITIONS: str(write_tasks)}):
+            # _ROW is fixed once the frame is cached (the counts action materializes it before the writes).
+            validated = validate(envelope, now_ms=now_ms, batch_id=batch_id)
+            cached = _persist_uncompressed(_grouped_by_hour(cached_columns(validated, slots=write_tasks)))
+            written, dead_letters_written = 0, 0
+            try:
+                # The one action that materializes the batch (and fills the cache the writes read).
+                counts = batch_counts(cached, slots=write_tasks).collect()[0]
+                if counts["valid"]:
+                    duplicates = counts["duplicate_keys"]
+                    duplicate_keys = None if duplicates == "[]" else _keys_frame(self.spark, duplicates)
+                    by_slot = write_by_slot([int(counts[f"slot_{slot}"]) for slot in range(write_tasks)], write_tasks)
+                    observed = Observation()
+                    _lake_rows(cached, duplicate_keys, tasks=write_tasks, batch_id=batch_id, by_slot=by_slot).observe(
+                        observed, F.count(F.lit(1)).alias("rows")
+                    ).write.options(**_LAKE_PARQUET_OPTIONS).partitionBy("event_date", "event_hour").parquet(
+                        self._lake_staging(batch_id)
+                    )
+                    written = int(observed.get["rows"])
+                if counts["records_in"] > counts["valid"]:
+                    observed = Observation()
+                    to_dead_letters(cached, processing_date=processing_date, batch_id=batch_id).coalesce(write_tasks).observe(
+                        observed, F.count(F.lit(1)).alias("rows")
+                    ).write.options(**_STAGING_WRITE_OPTIONS, compression="snappy").partitionBy("ingest_date").parquet(
+                        self._dead_letter_staging(batch_id)
+                    )
+                    dead_letters_written = int(observed.get["rows"])
+            finally:
+                cached.unpersist()
         invalid = int(counts["records_in"]) - int(counts["valid"])
         if dead_letters_written != invalid:
             # Checked before anything is published: the batch fails and its replay starts from scratch.

@@ -323,3 +323,29 @@ def test_dead_letter_ingest_date_is_the_utc_arrival_date_or_else_the_processing_
         ("1", "malformed_json", 4, "2023-11-14"),
         ("2", "missing_required_field", 4, "2030-01-02"),
     ]
+
+
+def test_the_batch_shuffles_into_one_partition_per_core_and_restores_the_session(spark, tmp_path, monkeypatch):
+    """Inside a streaming query adaptive execution is off, so Spark's 200 shuffle partitions would stay 200 (a
+    400-record batch took 6 s in the deploy rehearsal): the batch plans its shuffles with one per core."""
+    from glue_jobs import batch
+
+    seen = []
+    counts = batch.batch_counts
+
+    def recording_counts(cached, **kwargs):
+        seen.append(cached.sparkSession.conf.get(batch.SHUFFLE_PARTITIONS))
+        return counts(cached, **kwargs)
+
+    monkeypatch.setattr(batch, "batch_counts", recording_counts)
+    envelope = json_envelope(spark, PAYLOADS)
+    session = envelope.sparkSession
+    before = session.conf.get(batch.SHUFFLE_PARTITIONS)
+    session.conf.set(batch.SHUFFLE_PARTITIONS, "200")
+    try:
+        stats = _writer(spark, tmp_path)(envelope, 1)
+        assert session.conf.get(batch.SHUFFLE_PARTITIONS) == "200"
+    finally:
+        session.conf.set(batch.SHUFFLE_PARTITIONS, before)
+    cores = spark.sparkContext.defaultParallelism
+    assert seen == [str(cores)] and stats.records_written == 3
