@@ -37,9 +37,19 @@ class GlueJobBench:
         tables = source_table(assembly, self.job, HeldInput(self.held, 0, [], [], 0))
         # The Spark line the benchmark itself runs on, so (a) and (c) compare the same Spark.
         self.line = spark_line(os.environ.get("BENCH_SPARK_PYTHON", sys.executable))
+        # CloudWatch on a moto server: without an endpoint the job's metrics client would spend each batch
+        # failing to reach AWS inside the measured batch function.
+        from moto.server import ThreadedMotoServer
+
+        from rehearsal.__main__ import free_port
+
+        port = free_port()
+        self.moto = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+        self.moto.start()
         self.started: StartedJob = start_job(
             self.job, line=self.line, workdir=work, s3=LocalS3(work / "s3"), tables=tables,
             run_arguments={"--window_size_seconds": "1"}, driver_memory=driver_memory,
+            moto_endpoint=f"http://127.0.0.1:{port}",
         )
         self.fed = 0
 
@@ -66,6 +76,7 @@ class GlueJobBench:
 
     def close(self) -> dict:
         run = self.started.finish(stop_signal=signal.SIGTERM)
+        self.moto.stop()
         return {"pyspark": self.line.pyspark_version, "job": self.job.logical_id, "glue_version": self.job.glue_version,
                 "batches": len([e for e in run.report if e.get("event") == BATCH_EVENT])}
 
