@@ -7,6 +7,12 @@ committed at REF (default HEAD), and the config at REF with the working-tree con
 delta. Prints Markdown per environment: security-relevant changes first (IAM, security groups, key
 and resource policies), then resources added / removed / replaced / modified with the changed
 properties, then the monthly fixed-cost delta from config/prices.json.
+
+Every modified resource is labelled from the CloudFormation resource schemas (infra/cfn_schema.py): in
+place, or replaced because a change reaches a create-only property. A replacement of a resource that keeps
+a name it sets itself is labelled "deploy will fail" (CloudFormation creates the new resource before it
+deletes the old one, and the name is taken), and the command exits 3 after writing the report; a
+replacement of a stateful resource is labelled "data loss". Catalog table columns are compared by name.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra import sizing
+from infra import cfn_schema, sizing
 from infra.config import REPO_ROOT, ConfigError, ProjectConfig, load_config, parse_config
 from infra.snapshot import normalize, snapshot_path
 
@@ -31,25 +37,6 @@ SECURITY_TYPES = (
     "AWS::SQS::QueuePolicy",
     "AWS::Lambda::Permission",
 )
-# Properties whose change makes CloudFormation replace the resource (per each resource type's
-# "Update requires: Replacement" in the CloudFormation reference), for the types this app uses.
-REPLACEMENT_PROPERTIES = {
-    "AWS::Kinesis::Stream": ("Name",),
-    "AWS::S3::Bucket": ("BucketName",),
-    "AWS::KMS::Key": ("KeySpec",),
-    "AWS::EC2::VPC": ("CidrBlock", "InstanceTenancy"),
-    "AWS::EC2::Subnet": ("CidrBlock", "AvailabilityZone", "VpcId"),
-    "AWS::EC2::SecurityGroup": ("GroupDescription", "GroupName", "VpcId"),
-    "AWS::MSK::Cluster": ("ClusterName", "BrokerNodeGroupInfo.ClientSubnets", "BrokerNodeGroupInfo.SecurityGroups",
-                          "EncryptionInfo.EncryptionAtRest"),
-    "AWS::Glue::Database": ("CatalogId",),
-    "AWS::Glue::Table": ("CatalogId", "DatabaseName"),
-    "AWS::Glue::Job": ("Name",),
-    "AWS::Glue::Registry": ("Name",),
-    "AWS::Glue::Schema": ("Name", "Registry", "DataFormat"),
-    "AWS::SNS::Topic": ("TopicName", "FifoTopic"),
-    "AWS::Logs::LogGroup": ("LogGroupName",),
-}
 MAX_VALUE_CHARS = 90
 
 
@@ -59,10 +46,21 @@ class ResourceChange:
     type: str
     kind: str  # added | removed | modified | replaced
     changes: list[tuple[str, Any, Any]] = field(default_factory=list)
+    replacing: list[str] = field(default_factory=list)  # the create-only properties the changes reach
+    fixed_name: str | None = None  # "Name=value" when a replaced resource keeps the name it sets
+    columns: list[str] = field(default_factory=list)  # catalog table columns added / removed / retyped
 
     @property
     def security(self) -> bool:
         return self.type.startswith(SECURITY_TYPES)
+
+    @property
+    def deploy_fails(self) -> bool:
+        return self.kind == "replaced" and self.fixed_name is not None
+
+    @property
+    def data_loss(self) -> bool:
+        return self.kind in ("replaced", "removed") and self.type in cfn_schema.STATEFUL_TYPES
 
 
 def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
@@ -79,6 +77,31 @@ def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix: value}
 
 
+def _get(resource: dict, steps: tuple[str, ...]) -> Any:
+    value: Any = resource.get("Properties", {})
+    for step in steps:
+        if not isinstance(value, dict):
+            return None
+        value = value.get(step)
+    return value
+
+
+def _columns(resource: dict) -> dict[str, str]:
+    columns = _get(resource, ("TableInput", "StorageDescriptor", "Columns")) or []
+    return {c.get("Name"): c.get("Type") for c in columns if isinstance(c, dict)}
+
+
+def column_changes(old: dict, new: dict) -> list[str]:
+    """A Glue table's columns compared by name (not by list position)."""
+    a, b = _columns(old), _columns(new)
+    lines = [f"column `{n}` added ({b[n]})" for n in b if n not in a]
+    lines += [f"column `{n}` removed (was {a[n]})" for n in a if n not in b]
+    lines += [f"column `{n}` type {a[n]} → {b[n]}" for n in b if n in a and a[n] != b[n]]
+    if not lines and list(a) != list(b):
+        lines.append(f"columns reordered: {', '.join(b)}")
+    return lines
+
+
 def diff_templates(old: dict, new: dict) -> list[ResourceChange]:
     old_r, new_r = old.get("Resources", {}), new.get("Resources", {})
     changes = []
@@ -92,11 +115,20 @@ def diff_templates(old: dict, new: dict) -> list[ResourceChange]:
         if not props:
             continue
         rtype = new_r[lid]["Type"]
-        replacing = REPLACEMENT_PROPERTIES.get(rtype, ())
-        replaced = rtype != old_r[lid]["Type"] or any(
-            path.removeprefix("Properties.").startswith(prop) for path, _, _ in props for prop in replacing
-        )
-        changes.append(ResourceChange(lid, rtype, "replaced" if replaced else "modified", props))
+        change = ResourceChange(lid, rtype, "modified", props)
+        if rtype == "AWS::Glue::Table":
+            change.columns = column_changes(old_r[lid], new_r[lid])
+            if change.columns:
+                change.changes = [p for p in props if ".StorageDescriptor.Columns[" not in p[0]]
+        reached = {cfn_schema.replacing_path(rtype, path) for path, _, _ in props} - {None}
+        change.replacing = sorted(".".join(path) for path in reached)
+        if rtype != old_r[lid]["Type"] or reached:
+            change.kind = "replaced"
+            for name in cfn_schema.name_paths(rtype):
+                before, after = _get(old_r[lid], name), _get(new_r[lid], name)
+                if after is not None and before == after:
+                    change.fixed_name = f"{'.'.join(name)}={_show(after)}"
+        changes.append(change)
     return changes
 
 
@@ -109,7 +141,16 @@ def _show(value: Any) -> str:
 
 def _change_lines(change: ResourceChange) -> list[str]:
     head = f"- **{change.kind}** `{change.logical_id}` ({change.type})"
+    if change.kind == "modified":
+        head += ": in place"
+    elif change.kind == "replaced":
+        head += f": replacement (create-only {', '.join(f'`{p}`' for p in change.replacing) or '`Type`'})"
+    if change.deploy_fails:
+        head += f" — ⛔ **deploy will fail**: the new resource needs the name it keeps ({change.fixed_name})"
+    if change.data_loss:
+        head += " — ⚠ **data loss**: what it holds goes with the old resource"
     lines = [head]
+    lines += [f"  - {line}" for line in change.columns]
     for path, before, after in change.changes:
         lines.append(f"  - `{path}`: {_show(before)} → {_show(after)}")
     return lines
@@ -132,6 +173,10 @@ def render_environment(env: str, changes: list[ResourceChange], old_cost: float,
     lines.append(", ".join(f"{n} {k}" for k, n in counts.items()) + "; " +
                  f"fixed monthly cost {old_cost:,.2f} → {new_cost:,.2f} USD (**{sign}{abs(delta):,.2f}**)")
     lines.append("")
+    failing = [c for c in changes if c.deploy_fails]
+    if failing:
+        lines += [f"**⛔ {len(failing)} change(s) would fail to deploy**: "
+                  + ", ".join(f"`{c.logical_id}`" for c in failing) + " (see below).", ""]
     security = [c for c in changes if c.security]
     if security:
         lines += ["### ⚠ IAM, security group and policy changes (review first)", ""]
@@ -209,7 +254,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         from pathlib import Path
 
-        Path(args.out).write_text(report, encoding="utf-8")
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)  # a fresh clone has no cdk.out/ yet
+        out.write_text(report, encoding="utf-8")
+    failing = [c.logical_id for env, template in new_templates.items()
+               for c in diff_templates(normalize(base_templates.get(env, {})), normalize(template)) if c.deploy_fails]
+    if failing:
+        print(f"error: {len(failing)} change(s) would fail to deploy: {', '.join(failing)}", file=sys.stderr)
+        return 3
     return 0
 
 

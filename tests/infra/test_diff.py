@@ -45,3 +45,69 @@ def test_security_changes_are_listed_first_and_replacements_detected():
     text = diff.render_environment("dev", list(changes.values()), 10.0, 10.0)
     assert text.index("IAM, security group and policy changes") < text.index("### Replaced") < text.index("### Removed")
     assert "(**±0.00**)" in text
+
+
+def _schema(name: str, definition: str) -> dict:
+    return {"Type": "AWS::Glue::Schema", "Properties": {"Name": name, "SchemaDefinition": definition,
+                                                      "DataFormat": "AVRO", "Compatibility": "BACKWARD"}}
+
+
+def test_a_create_only_change_to_a_named_resource_is_labelled_deploy_will_fail():
+    """AWS::Glue::Schema's SchemaDefinition and AWS::MSK::Configuration's KafkaVersionsList are create-only
+    (cfn-lint's bundled resource schemas): with the name kept, the replacement cannot be created."""
+    old = {"Resources": {
+        "Schema": _schema("com.x.Event", '{"type":"record","fields":[]}'),
+        "Brokers": {"Type": "AWS::MSK::Configuration", "Properties": {"Name": "lake-brokers", "KafkaVersionsList": ["3.8.x"]}},
+        "Stream": {"Type": "AWS::Kinesis::Stream", "Properties": {"Name": "s", "RetentionPeriodHours": 24}},
+    }}
+    new = {"Resources": {
+        "Schema": _schema("com.x.Event", '{"type":"record","fields":[{"name":"a","type":"string"}]}'),
+        "Brokers": {"Type": "AWS::MSK::Configuration", "Properties": {"Name": "lake-brokers", "KafkaVersionsList": ["3.9.x"]}},
+        "Stream": {"Type": "AWS::Kinesis::Stream", "Properties": {"Name": "s", "RetentionPeriodHours": 48}},
+    }}
+    changes = {c.logical_id: c for c in diff.diff_templates(old, new)}
+    assert (changes["Schema"].kind, changes["Schema"].replacing, changes["Schema"].deploy_fails) == (
+        "replaced", ["SchemaDefinition"], True)
+    assert changes["Schema"].data_loss  # the registered versions go with it
+    assert (changes["Brokers"].kind, changes["Brokers"].replacing, changes["Brokers"].deploy_fails) == (
+        "replaced", ["KafkaVersionsList"], True)
+    assert (changes["Stream"].kind, changes["Stream"].deploy_fails) == ("modified", False)
+    text = diff.render_environment("prod", list(changes.values()), 1.0, 1.0)
+    assert "⛔ 2 change(s) would fail to deploy" in text
+    assert "`Stream` (AWS::Kinesis::Stream): in place" in text
+    assert "replacement (create-only `KafkaVersionsList`) — ⛔ **deploy will fail**" in text
+    # The same replacement under a new name deploys.
+    new["Resources"]["Brokers"]["Properties"]["Name"] = "lake-brokers-3-9-x"
+    brokers = {c.logical_id: c for c in diff.diff_templates(old, new)}["Brokers"]
+    assert (brokers.kind, brokers.deploy_fails, brokers.data_loss) == ("replaced", False, False)
+
+
+def test_kafka_version_change_replaces_the_broker_configuration_and_deploys(templates):
+    raw = json.loads(DEFAULT_CONFIG_PATH.read_text())
+    changed = parse_config(update_raw(raw, "staging", "msk.kafka_version", "3.9.x"))
+    new_templates = synth_templates(["staging"], config=changed)
+    changes = {c.type: c for c in diff.diff_templates(templates["staging"], new_templates["staging"])
+               if c.type.startswith("AWS::MSK::")}
+    assert changes["AWS::MSK::Configuration"].kind == "replaced"
+    assert not changes["AWS::MSK::Configuration"].deploy_fails
+    assert (changes["AWS::MSK::Cluster"].kind, changes["AWS::MSK::Cluster"].deploy_fails) == ("modified", False)
+    assert not [c for c in diff.diff_templates(templates["staging"], new_templates["staging"]) if c.deploy_fails]
+
+
+def test_table_columns_are_compared_by_name():
+    def table(columns):
+        return {"Type": "AWS::Glue::Table", "Properties": {"DatabaseName": "db", "TableInput": {
+            "Name": "events", "StorageDescriptor": {"Columns": [{"Name": n, "Type": t} for n, t in columns]}}}}
+
+    old = {"Resources": {"T": table([("a", "string"), ("b", "bigint"), ("c", "string")])}}
+    new = {"Resources": {"T": table([("a", "string"), ("probe", "string"), ("b", "double"), ("c", "string")])}}
+    (change,) = diff.diff_templates(old, new)
+    assert (change.kind, change.columns) == ("modified", ["column `probe` added (string)", "column `b` type bigint → double"])
+    assert change.changes == []  # no index-by-index column lines
+    assert "  - column `probe` added (string)" in diff.render_environment("dev", [change], 0.0, 0.0)
+
+
+def test_diff_writes_its_report_where_no_cdk_out_exists_yet(tmp_path, capsys):
+    out = tmp_path / "cdk.out" / "diff.md"
+    assert diff.main(["--out", str(out)]) == 0
+    assert out.read_text().startswith("# Infrastructure diff against `HEAD`")
