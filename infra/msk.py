@@ -157,7 +157,10 @@ class KafkaSourceInfrastructure(Construct):
         configuration = msk.CfnConfiguration(
             self,
             "BrokerConfiguration",
-            name=f"{name}-brokers",
+            # KafkaVersionsList and Name are create-only (AWS::MSK::Configuration resource schema): a new Kafka
+            # version replaces the configuration, and the replacement must have a name of its own, or
+            # CloudFormation cannot create it beside the one it replaces.
+            name=f"{name}-brokers-{settings.kafka_version.replace('.', '-')}",
             description="Topics from AWS::MSK::Topic only; replication sized to the broker count",
             kafka_versions_list=[settings.kafka_version],
             server_properties=broker_server_properties(settings),
