@@ -114,6 +114,7 @@ class Storage(Construct):
                     noncurrent_version_expiration=cdk.Duration.days(settings.lake_noncurrent_expiration_days),
                     abort_incomplete_multipart_upload_after=ABORT_MULTIPART_AFTER,
                 ),
+                s3.LifecycleRule(id="RemoveExpiredDeleteMarkers", expired_object_delete_marker=True),
             ],
         )
         self.checkpoint_bucket = self._bucket(
@@ -132,6 +133,11 @@ class Storage(Construct):
                     noncurrent_version_expiration=cdk.Duration.days(settings.checkpoint_noncurrent_expiration_days),
                 ),
                 s3.LifecycleRule(id="AbortMultipart", abort_incomplete_multipart_upload_after=ABORT_MULTIPART_AFTER),
+                # Spark deletes old checkpoint files every batch: each delete leaves a marker, and once its
+                # noncurrent versions expire only this rule removes it ("remove a delete marker with no
+                # noncurrent versions", aws-cdk-lib LifecycleRule.expiredObjectDeleteMarker). A separate rule:
+                # S3 refuses it beside Days or Date (API_LifecycleExpiration).
+                s3.LifecycleRule(id="RemoveExpiredDeleteMarkers", expired_object_delete_marker=True),
             ],
         )
         # Glue temp/scratch output shares the checkpoint bucket (separate prefix, separate lifecycle).
@@ -144,7 +150,8 @@ class Storage(Construct):
                     id="ExpireOldAssetVersions",
                     noncurrent_version_expiration=cdk.Duration.days(settings.lake_noncurrent_expiration_days),
                     abort_incomplete_multipart_upload_after=ABORT_MULTIPART_AFTER,
-                )
+                ),
+                s3.LifecycleRule(id="RemoveExpiredDeleteMarkers", expired_object_delete_marker=True),
             ],
         )
 

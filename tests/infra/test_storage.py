@@ -93,6 +93,7 @@ def test_lifecycle_rules_come_from_config(built):
          "Transitions": [{"StorageClass": "STANDARD_IA", "TransitionInDays": 30}]},
         {"Id": "ExpireNoncurrentDeadLetters", "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 7},
          "NoncurrentVersionExpiration": {"NoncurrentDays": 30}, "Status": "Enabled"},
+        {"Id": "RemoveExpiredDeleteMarkers", "ExpiredObjectDeleteMarker": True, "Status": "Enabled"},
     ]
     assert rules(storage.checkpoint_bucket) == [
         {"Id": "ExpireTemp", "ExpirationInDays": 7, "NoncurrentVersionExpiration": {"NoncurrentDays": 1},
@@ -100,7 +101,20 @@ def test_lifecycle_rules_come_from_config(built):
         {"Id": "ExpireOldCheckpoints", "NoncurrentVersionExpiration": {"NoncurrentDays": 7},
          "Prefix": "checkpoints/", "Status": "Enabled"},
         {"Id": "AbortMultipart", "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 7}, "Status": "Enabled"},
+        {"Id": "RemoveExpiredDeleteMarkers", "ExpiredObjectDeleteMarker": True, "Status": "Enabled"},
     ]
+
+
+def test_every_versioned_bucket_removes_expired_delete_markers(built):
+    """Noncurrent versions expire in every versioned bucket; the delete markers left behind (Spark deletes
+    checkpoint files every batch, compaction deletes replaced lake files) must go too, or listings slow."""
+    stack, storage, template = built
+    for name, bucket in storage.buckets.items():
+        props = _bucket(template, _id(stack, bucket))["Properties"]
+        if props.get("VersioningConfiguration", {}).get("Status") != "Enabled":
+            continue
+        rules = props["LifecycleConfiguration"]["Rules"]
+        assert {"Id": "RemoveExpiredDeleteMarkers", "ExpiredObjectDeleteMarker": True, "Status": "Enabled"} in rules, name
 
 
 def test_prefixes_are_the_ones_the_jobs_use(built):
