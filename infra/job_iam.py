@@ -56,5 +56,6 @@ def acknowledge_glue_job_role(role: iam.IRole, *, uses_connection: bool) -> None
                 "Glue continuous logging creates its log groups and streams under /aws-glue/ with names derived from the job run and security configuration")
     star = "cloudwatch:PutMetricData supports no resource-level permissions; a cloudwatch:namespace condition restricts it"
     if uses_connection:
-        star += "; the EC2 describe and network-interface actions a Glue connection needs support none either"
+        star += ("; the EC2 describe and network-interface actions a Glue connection needs support none either"
+                 "; glue:GetSchemaVersion by SchemaVersionId names no registry, so AWS's deserializer example grants it on *")
     acknowledge(role, "AwsSolutions-IAM5[Resource::*]", star)

@@ -216,9 +216,16 @@ class StreamingJob(Construct):
         self.role.add_to_principal_policy(
             iam.PolicyStatement(
                 sid="ReadEventSchema",
-                actions=["glue:GetSchemaVersion", "glue:GetSchema", "glue:GetSchemaByDefinition"],
+                actions=["glue:GetSchema", "glue:GetSchemaByDefinition"],
                 resources=[kafka.registry_arn, kafka.schema_arn],
             )
+        )
+        # The deserializer looks a record's schema version up by its SchemaVersionId, a call that names no
+        # registry or schema: AWS's consumer example grants glue:GetSchemaVersion on "*" (Schema Registry
+        # "Getting started", code example 15), and the library's maintainers answer "you would have to use
+        # the * permissions for getSchemaVersion" (awslabs/aws-glue-schema-registry issues 68, 151).
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(sid="ReadSchemaVersionsById", actions=["glue:GetSchemaVersion"], resources=["*"])
         )
         self.role.add_to_principal_policy(
             iam.PolicyStatement(

@@ -134,12 +134,15 @@ def test_streaming_roles_are_scoped_to_their_own_source_and_prefixes(dev):
     orders = json.dumps(_statements(dev, "OrderJobRole"))
     assert "kinesis:" not in orders and "kafka-cluster:ReadData" in orders
     wildcard = [s for s in _statements(dev, "OrderJobRole") + click if s.get("Resource") == "*"]
-    # only actions with no resource-level permissions
-    allowed = {"cloudwatch:PutMetricData", "ec2:CreateNetworkInterface", "ec2:DeleteNetworkInterface",
+    # only actions with no resource-level permissions, and glue:GetSchemaVersion, which the Avro deserializer
+    # calls with a SchemaVersionId that names no registry or schema (AWS's consumer example grants it on *)
+    allowed = {"glue:GetSchemaVersion", "cloudwatch:PutMetricData", "ec2:CreateNetworkInterface", "ec2:DeleteNetworkInterface",
                "ec2:DescribeNetworkInterfaces", "ec2:DescribeSecurityGroups", "ec2:DescribeSubnets", "ec2:DescribeVpcs",
                "ec2:DescribeVpcAttribute", "ec2:DescribeVpcEndpoints", "ec2:DescribeRouteTables"}
     for statement in wildcard:
         assert _actions(statement) <= allowed, statement
+    assert [s["Sid"] for s in wildcard if "glue:GetSchemaVersion" in _actions(s)] == ["ReadSchemaVersionsById"]
+    assert "glue:GetSchemaVersion" not in json.dumps([s for s in wildcard if s["Sid"] != "ReadSchemaVersionsById"])
     assert any(s.get("Condition", {}).get("StringEquals", {}).get("cloudwatch:namespace") for s in wildcard)
 
 
