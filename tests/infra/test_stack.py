@@ -18,6 +18,8 @@ PER_SOURCE = ("SourceTableName", "DeadLetterTableName", "DeadLetterPath", "Check
 # each such statement says so too). Anything else with `*` fails.
 WILDCARD_ONLY_ACTIONS = {
     "cloudwatch:PutMetricData",  # no resource-level permissions; narrowed by a namespace condition
+    # Looked up by SchemaVersionId, which names no registry or schema: AWS's deserializer example grants it on *.
+    "glue:GetSchemaVersion",
     # Glue attaches connection ENIs at run start; the Describe calls support no resource-level permissions.
     "ec2:CreateNetworkInterface", "ec2:DeleteNetworkInterface", "ec2:DescribeNetworkInterfaces",
     "ec2:DescribeSecurityGroups", "ec2:DescribeSubnets", "ec2:DescribeVpcs", "ec2:DescribeVpcAttribute",
