@@ -10,6 +10,7 @@ offset and commit logs; the wall time from the file's arrival to that report is 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -18,6 +19,7 @@ import time
 from pathlib import Path
 
 from rehearsal import assembly as assembly_module
+from rehearsal.moto import moto_server
 from rehearsal.run import LocalS3, StartedJob, start_job
 from rehearsal.runtime import spark_line
 from rehearsal.scenario import HeldInput, source_table
@@ -39,17 +41,11 @@ class GlueJobBench:
         self.line = spark_line(os.environ.get("BENCH_SPARK_PYTHON", sys.executable))
         # CloudWatch on a moto server: without an endpoint the job's metrics client would spend each batch
         # failing to reach AWS inside the measured batch function.
-        from moto.server import ThreadedMotoServer
-
-        from rehearsal.__main__ import free_port
-
-        port = free_port()
-        self.moto = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-        self.moto.start()
+        self._resources = contextlib.ExitStack()
+        endpoint = self._resources.enter_context(moto_server())
         self.started: StartedJob = start_job(
             self.job, line=self.line, workdir=work, s3=LocalS3(work / "s3"), tables=tables,
-            run_arguments={"--window_size_seconds": "1"}, driver_memory=driver_memory,
-            moto_endpoint=f"http://127.0.0.1:{port}",
+            run_arguments={"--window_size_seconds": "1"}, driver_memory=driver_memory, moto_endpoint=endpoint,
         )
         self.fed = 0
 
@@ -76,7 +72,7 @@ class GlueJobBench:
 
     def close(self) -> dict:
         run = self.started.finish(stop_signal=signal.SIGTERM)
-        self.moto.stop()
+        self._resources.close()
         return {"pyspark": self.line.pyspark_version, "job": self.job.logical_id, "glue_version": self.job.glue_version,
                 "batches": len([e for e in run.report if e.get("event") == BATCH_EVENT])}
 

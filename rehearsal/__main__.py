@@ -8,7 +8,6 @@ Exit status 0 when every check holds; each problem is printed otherwise.
 from __future__ import annotations
 
 import argparse
-import socket
 import sys
 import tempfile
 from pathlib import Path
@@ -19,12 +18,6 @@ from rehearsal.assembly import RehearsalError
 REPO = Path(__file__).resolve().parents[1]
 # Glue version -> the virtualenv Python with that version's Spark line (Makefile: .venv, .venv-spark33).
 SPARK_LINE_PYTHONS = {"4.0": REPO / ".venv-spark33" / "bin" / "python", "5.0": REPO / ".venv" / "bin" / "python"}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def spark_lines(pythons=None) -> dict:
@@ -44,10 +37,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.records < 3:
         parser.error("--records must be at least 3")
-    from moto.server import ThreadedMotoServer
-
     from glue_jobs.local_runner import local_spark_session
     from rehearsal.checks import problems
+    from rehearsal.moto import moto_server
     from rehearsal.run import LocalS3
     from rehearsal.scenario import rehearse_environment
 
@@ -57,31 +49,25 @@ def main(argv: list[str] | None = None) -> int:
     except (RehearsalError, RuntimeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    try:
-        with tempfile.TemporaryDirectory(prefix=f"rehearsal-{args.env}-") as tmp:
-            workdir = Path(args.workdir or tmp)
-            workdir.mkdir(parents=True, exist_ok=True)
-            try:
-                result = rehearse_environment(assembly, lines=lines, workdir=workdir, moto_endpoint=f"http://127.0.0.1:{port}",
-                                              records=args.records, kill_after_batches=args.kill_after_batches)
-            except RehearsalError as exc:
-                print(f"error: {exc}", file=sys.stderr)
-                return 1
-            for name, source in result.sources.items():
-                c = source.committed
-                print(f"{args.env} {name}: records={c['records_in']} written={c['records_written']} "
-                      f"dead_letters={c['dead_letters']} duplicates={c['duplicates_collapsed']} batches={c['batches']} "
-                      f"runs={len(source.runs)} ({', '.join(f'{r.seconds:.0f} s' for r in source.runs)}) "
-                      f"on pyspark {source.runs[-1].argv and lines[source.runs[-1].job.glue_version].pyspark_version}")
-            if result.compaction:
-                print(f"{args.env} compaction: exit {result.compaction.returncode} in {result.compaction.seconds:.0f} s "
-                      f"on pyspark {lines[result.compaction.job.glue_version].pyspark_version}")
-            found = problems(result, local_spark_session("rehearsal-checks"), LocalS3(workdir / "s3"))
-    finally:
-        server.stop()
+    with moto_server() as endpoint, tempfile.TemporaryDirectory(prefix=f"rehearsal-{args.env}-") as tmp:
+        workdir = Path(args.workdir or tmp)
+        workdir.mkdir(parents=True, exist_ok=True)
+        try:
+            result = rehearse_environment(assembly, lines=lines, workdir=workdir, moto_endpoint=endpoint,
+                                          records=args.records, kill_after_batches=args.kill_after_batches)
+        except RehearsalError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        for name, source in result.sources.items():
+            c = source.committed
+            print(f"{args.env} {name}: records={c['records_in']} written={c['records_written']} "
+                  f"dead_letters={c['dead_letters']} duplicates={c['duplicates_collapsed']} batches={c['batches']} "
+                  f"runs={len(source.runs)} ({', '.join(f'{r.seconds:.0f} s' for r in source.runs)}) "
+                  f"on pyspark {lines[source.runs[-1].job.glue_version].pyspark_version}")
+        if result.compaction:
+            print(f"{args.env} compaction: exit {result.compaction.returncode} in {result.compaction.seconds:.0f} s "
+                  f"on pyspark {lines[result.compaction.job.glue_version].pyspark_version}")
+        found = problems(result, local_spark_session("rehearsal-checks"), LocalS3(workdir / "s3"))
     for problem in found:
         print(f"problem: {problem}", file=sys.stderr)
     print(f"{args.env}: {'rehearsed clean' if not found else f'{len(found)} problem(s)'}; "

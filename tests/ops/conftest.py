@@ -13,7 +13,6 @@ moto 5.2.5 gaps filled here (test scaffolding, not behaviour under test):
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -83,21 +82,12 @@ def aws():
         yield Clients(region=dev_env.REGION, session=session)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="session")
 def moto_server():
-    from moto.server import ThreadedMotoServer
+    from rehearsal.moto import moto_server as local_moto_server
 
-    port = _free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    yield f"http://127.0.0.1:{port}"
-    server.stop()
+    with local_moto_server() as endpoint:
+        yield endpoint
 
 
 class Deployed:

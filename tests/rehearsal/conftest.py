@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 import infra  # noqa: F401  (puts the venv Node first on PATH before aws_cdk loads)
-from rehearsal.__main__ import SPARK_LINE_PYTHONS, free_port
+from rehearsal.__main__ import SPARK_LINE_PYTHONS
+from rehearsal.moto import moto_server
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -58,13 +59,8 @@ def spark_lines():
 
 @pytest.fixture(scope="session")
 def moto_endpoint():
-    from moto.server import ThreadedMotoServer
-
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    yield f"http://127.0.0.1:{port}"
-    server.stop()
+    with moto_server() as endpoint:
+        yield endpoint
 
 
 @pytest.fixture(scope="session")
