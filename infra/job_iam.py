@@ -20,10 +20,12 @@ _ASSET_BUCKET_OBJECTS = "arn:<AWS::Partition>:s3:::cdk-hnb659fds-assets-<AWS::Ac
 # What Hadoop's S3 filesystem does under a prefix: list, read, write (incl. multipart), delete.
 OBJECT_ACTIONS = ("s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload")
 KEY_ACTIONS = ("kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey")
+EMRFS_FOLDER_MARKER = "_$folder$"
 
 
 def grant_prefix(role: iam.IRole, bucket: s3.IBucket, prefix: str) -> None:
-    """List, read, write and delete objects under `prefix/` of `bucket`, nothing else in it."""
+    """List, read, write and delete objects under `prefix/` of `bucket` (and the prefix's own key and folder
+    marker), nothing else in it."""
     prefix = prefix.strip("/")
     role.add_to_principal_policy(
         iam.PolicyStatement(
@@ -33,7 +35,14 @@ def grant_prefix(role: iam.IRole, bucket: s3.IBucket, prefix: str) -> None:
         )
     )
     objects = bucket.arn_for_objects(f"{prefix}/*")
-    role.add_to_principal_policy(iam.PolicyStatement(actions=list(OBJECT_ACTIONS), resources=[objects]))
+    # The prefix key itself too: Hadoop's file systems ask for it (exists, getFileStatus, mkdirs of the
+    # job's root folder), and EMRFS, Glue 4.0's and 5.0's S3 connector, writes `<folder>_$folder$` marker
+    # objects for the folders it creates (under prefix/ those are already covered). No S3 connector runs
+    # in the tests, so tests/infra/test_glue_jobs.py checks the synthesized statements.
+    role.add_to_principal_policy(iam.PolicyStatement(
+        actions=list(OBJECT_ACTIONS),
+        resources=[objects, bucket.arn_for_objects(prefix), bucket.arn_for_objects(f"{prefix}{EMRFS_FOLDER_MARKER}")],
+    ))
     acknowledge_wildcard_resource(
         role, objects, f"object keys under {prefix}/ are created at run time (batch and partition names); the job may touch nothing else in the bucket"
     )
@@ -56,6 +65,6 @@ def acknowledge_glue_job_role(role: iam.IRole, *, uses_connection: bool) -> None
                 "Glue continuous logging creates its log groups and streams under /aws-glue/ with names derived from the job run and security configuration")
     star = "cloudwatch:PutMetricData supports no resource-level permissions; a cloudwatch:namespace condition restricts it"
     if uses_connection:
-        star += ("; the EC2 describe and network-interface actions a Glue connection needs support none either"
+        star += ("; the EC2 Describe calls a Glue connection needs support none either"
                  "; glue:GetSchemaVersion by SchemaVersionId names no registry, so AWS's deserializer example grants it on *")
     acknowledge(role, "AwsSolutions-IAM5[Resource::*]", star)

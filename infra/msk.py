@@ -118,6 +118,9 @@ class KafkaSourceInfrastructure(Construct):
             network=glue.ConnectionNetwork.subnet(subnets[0]),
         )
         self.connection_name = self.connection.connection_name
+        # Where Glue creates the connection's network interfaces (the job role's ENI grants name them).
+        self.connection_subnet_ids: tuple[str, ...] = (subnets[0].subnet_id,)
+        self.connection_security_group_ids: tuple[str, ...] = (client_security_group.security_group_id,)
 
     def _provisioned(
         self,

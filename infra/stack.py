@@ -152,6 +152,8 @@ class StreamingLakeStack(cdk.Stack):
                     cluster_arn=self.msk.cluster_arn,
                     topic=self.msk.topic_name,
                     connection=self.msk.connection,
+                    connection_subnet_ids=self.msk.connection_subnet_ids,
+                    connection_security_group_ids=self.msk.connection_security_group_ids,
                     registry_arn=catalog.registry_arn,
                     schema_arn=catalog.schema_arn,
                 ),

@@ -41,6 +41,8 @@ class KafkaSource:
     connection: glue.IConnection
     registry_arn: str
     schema_arn: str
+    connection_subnet_ids: tuple[str, ...]  # the connection's subnet, where Glue creates its network interfaces
+    connection_security_group_ids: tuple[str, ...]  # the security groups Glue puts on them
 
 
 @dataclass(frozen=True)
@@ -227,12 +229,36 @@ class StreamingJob(Construct):
         self.role.add_to_principal_policy(
             iam.PolicyStatement(sid="ReadSchemaVersionsById", actions=["glue:GetSchemaVersion"], resources=["*"])
         )
+        # Glue creates the connection's network interfaces at run start with the job's role ("AWS Glue sets up
+        # elastic network interfaces ... Security groups specified in the AWS Glue connection are applied on each
+        # of the elastic network interfaces", Glue "Connecting to data"). CreateNetworkInterface takes the
+        # network-interface and subnet resource types (required) and security-group (optional);
+        # DeleteNetworkInterface takes network-interface (Service Authorization Reference, Amazon EC2): so both
+        # name the connection's subnet and security groups, and only the interface ids, unknown before the
+        # run, are a wildcard. The Describe calls support no resource-level permissions.
+        ec2_arn = f"arn:{stack.partition}:ec2:{stack.region}:{stack.account}"
+        enis = f"{ec2_arn}:network-interface/*"
+        acknowledge_wildcard_resource(
+            self.role, enis, "Glue creates the connection's network interfaces at run start; their ids are unknown before, and creation is bound to the connection's subnet and security group"
+        )
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="GlueConnectionCreateEni",
+                actions=["ec2:CreateNetworkInterface"],
+                resources=[
+                    enis,
+                    *(f"{ec2_arn}:subnet/{subnet}" for subnet in kafka.connection_subnet_ids),
+                    *(f"{ec2_arn}:security-group/{group}" for group in kafka.connection_security_group_ids),
+                ],
+            )
+        )
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(sid="GlueConnectionDeleteEni", actions=["ec2:DeleteNetworkInterface"], resources=[enis])
+        )
         self.role.add_to_principal_policy(
             iam.PolicyStatement(
                 sid="GlueConnectionNetworking",
                 actions=[
-                    "ec2:CreateNetworkInterface",
-                    "ec2:DeleteNetworkInterface",
                     "ec2:DescribeNetworkInterfaces",
                     "ec2:DescribeSecurityGroups",
                     "ec2:DescribeSubnets",
@@ -241,14 +267,8 @@ class StreamingJob(Construct):
                     "ec2:DescribeVpcEndpoints",
                     "ec2:DescribeRouteTables",
                 ],
-                # These EC2 actions support no resource-level permissions (Glue attaches ENIs in the
-                # connection's subnet at run start).
                 resources=["*"],
             )
-        )
-        enis = f"arn:{stack.partition}:ec2:{stack.region}:{stack.account}:network-interface/*"
-        acknowledge_wildcard_resource(
-            self.role, enis, "Glue creates the connection's network interfaces at run start; their ids are unknown before, and tagging is limited to Glue's own tag key"
         )
         self.role.add_to_principal_policy(
             iam.PolicyStatement(

@@ -31,7 +31,8 @@ def _stack(env_name: str):
                  security=security, stream=stream)
     connection = glue.Connection.from_connection_name(stack, "Conn", "msk-conn")
     kafka = KafkaSource("arn:aws:kafka:eu-west-1:111122223333:cluster/lake/abc-1", "orders-events", connection,
-                        "arn:aws:glue:eu-west-1:111122223333:registry/lake", "arn:aws:glue:eu-west-1:111122223333:schema/lake/event")
+                        "arn:aws:glue:eu-west-1:111122223333:registry/lake", "arn:aws:glue:eu-west-1:111122223333:schema/lake/event",
+                        ("subnet-0a1",), ("sg-0b2",))
     StreamingJob(stack, "OrderJob", environment=env_name, source_name="orders", settings=env.streaming,
                  locations=locations, catalog=CatalogNames("lake_db", "src_orders", "events"),
                  security=security, kafka=kafka)
@@ -136,14 +137,35 @@ def test_streaming_roles_are_scoped_to_their_own_source_and_prefixes(dev):
     wildcard = [s for s in _statements(dev, "OrderJobRole") + click if s.get("Resource") == "*"]
     # only actions with no resource-level permissions, and glue:GetSchemaVersion, which the Avro deserializer
     # calls with a SchemaVersionId that names no registry or schema (AWS's consumer example grants it on *)
-    allowed = {"glue:GetSchemaVersion", "cloudwatch:PutMetricData", "ec2:CreateNetworkInterface", "ec2:DeleteNetworkInterface",
-               "ec2:DescribeNetworkInterfaces", "ec2:DescribeSecurityGroups", "ec2:DescribeSubnets", "ec2:DescribeVpcs",
+    allowed = {"glue:GetSchemaVersion", "cloudwatch:PutMetricData", "ec2:DescribeNetworkInterfaces", "ec2:DescribeSecurityGroups", "ec2:DescribeSubnets", "ec2:DescribeVpcs",
                "ec2:DescribeVpcAttribute", "ec2:DescribeVpcEndpoints", "ec2:DescribeRouteTables"}
     for statement in wildcard:
         assert _actions(statement) <= allowed, statement
     assert [s["Sid"] for s in wildcard if "glue:GetSchemaVersion" in _actions(s)] == ["ReadSchemaVersionsById"]
     assert "glue:GetSchemaVersion" not in json.dumps([s for s in wildcard if s["Sid"] != "ReadSchemaVersionsById"])
     assert any(s.get("Condition", {}).get("StringEquals", {}).get("cloudwatch:namespace") for s in wildcard)
+
+
+def test_connection_network_interfaces_are_scoped_to_the_connection_subnet_and_security_group(dev):
+    statements = {s.get("Sid"): s for s in _statements(dev, "OrderJobRole")}
+    create, delete = statements["GlueConnectionCreateEni"], statements["GlueConnectionDeleteEni"]
+    assert _actions(create) == {"ec2:CreateNetworkInterface"} and _actions(delete) == {"ec2:DeleteNetworkInterface"}
+    arns = [json.dumps(r) for r in create["Resource"]]
+    assert [a for a in arns if ":subnet/subnet-0a1" in a] and [a for a in arns if ":security-group/sg-0b2" in a]
+    assert len(arns) == 3 and ":network-interface/*" in arns[0]
+    assert ":network-interface/*" in json.dumps(delete["Resource"])
+
+
+def test_prefix_grants_cover_the_prefix_key_and_its_folder_marker(dev):
+    """Hadoop asks for the job's root key itself and EMRFS writes `<folder>_$folder$` markers: a grant of
+    `prefix/*` alone would answer 403 to both."""
+    for role, prefixes in (("ClickJobRole", ("events", "dead_letters/clickstream", "checkpoints/clickstream")),
+                           ("CompactionRole", ("events",))):
+        object_statements = [s for s in _statements(dev, role) if "s3:PutObject" in _actions(s)]
+        text = json.dumps(object_statements)
+        for prefix in prefixes:
+            for key in (f"/{prefix}/*", f"/{prefix}\"", f"/{prefix}_$folder$"):
+                assert key in text, (role, key)
 
 
 def test_compaction_role_touches_only_the_lake_prefix(dev):

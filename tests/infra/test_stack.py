@@ -20,8 +20,8 @@ WILDCARD_ONLY_ACTIONS = {
     "cloudwatch:PutMetricData",  # no resource-level permissions; narrowed by a namespace condition
     # Looked up by SchemaVersionId, which names no registry or schema: AWS's deserializer example grants it on *.
     "glue:GetSchemaVersion",
-    # Glue attaches connection ENIs at run start; the Describe calls support no resource-level permissions.
-    "ec2:CreateNetworkInterface", "ec2:DeleteNetworkInterface", "ec2:DescribeNetworkInterfaces",
+    # Glue's connection: the Describe calls support no resource-level permissions (ENI create/delete are scoped).
+    "ec2:DescribeNetworkInterfaces",
     "ec2:DescribeSecurityGroups", "ec2:DescribeSubnets", "ec2:DescribeVpcs", "ec2:DescribeVpcAttribute",
     "ec2:DescribeVpcEndpoints", "ec2:DescribeRouteTables",
 }
