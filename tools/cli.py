@@ -290,8 +290,10 @@ def _job(args) -> int:
 
 def _compact(args) -> int:
     from tools import jobs
+    from tools.resources import load_environment
 
-    hour = jobs.parse_hour(args.hour)  # validated before any AWS call
+    grace = load_environment(args.env, args.config).config.compaction.grace_minutes
+    hour = jobs.parse_hour(args.hour, grace_minutes=grace)  # validated before any AWS call
     _env, clients, outputs = _context(args)
     job_name = outputs.compaction_job()
     run_id = jobs.compact(clients.glue, job_name, hour)

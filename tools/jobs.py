@@ -232,8 +232,9 @@ def reset_checkpoint(glue, s3, job_name: str, checkpoint_uri: str, source: str, 
     return len(keys)
 
 
-def parse_hour(value: str, now: datetime | None = None) -> str:
-    """Validate YYYY-MM-DDTHH (UTC); refuse hours that have not started yet."""
+def parse_hour(value: str, now: datetime | None = None, grace_minutes: int = 0) -> str:
+    """Validate YYYY-MM-DDTHH (UTC); refuse hours that are not closed yet: the job refuses an hour until its
+    end plus `grace_minutes` (compaction.job.check_hour_closed), and a refused run would fail and alarm."""
     if not _HOUR_RE.match(value):
         raise ToolError(f"--hour {value!r}: expected YYYY-MM-DDTHH in UTC, e.g. 2024-05-01T13")
     try:
@@ -243,6 +244,10 @@ def parse_hour(value: str, now: datetime | None = None) -> str:
     now = now or datetime.now(timezone.utc)
     if hour > now:
         raise ToolError(f"--hour {value!r} is in the future (now {now.strftime(HOUR_FORMAT)} UTC)")
+    closes = hour + timedelta(hours=1, minutes=grace_minutes)
+    if closes > now:
+        raise ToolError(f"--hour {value!r} is not closed yet: it can be compacted from {closes:%Y-%m-%dT%H:%M}Z "
+                        f"(end of the hour + grace_minutes={grace_minutes}); the job would refuse it")
     return value
 
 

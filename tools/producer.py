@@ -132,6 +132,9 @@ def _download_s3_prefix(s3, uri: str, target: Path) -> list[Path]:
     bucket, _, prefix = uri[len("s3://"):].partition("/")
     if not bucket:
         raise ToolError(f"--dead-letters {uri!r}: expected s3://<bucket>/<prefix>")
+    # A location names a folder (or one file): `dead_letters/orders` must not also match `dead_letters/orders-eu/`.
+    if prefix and not _dead_letter_kind(Path(prefix)):
+        prefix = prefix.rstrip("/") + "/"
     files = []
     for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
         for obj in page.get("Contents", []):
@@ -216,7 +219,8 @@ def partition_key_for(data: bytes, parsed: object, field_name: str | None) -> st
             value = str(value)
         if isinstance(value, str) and 0 < len(value) <= MAX_PARTITION_KEY_CHARS:
             return value
-    return hashlib.md5(data).hexdigest()  # noqa: S324 - a shard spreader, not security
+    # usedforsecurity=False: a shard spreader, not security (FIPS builds of Python refuse md5 otherwise).
+    return hashlib.md5(data, usedforsecurity=False).hexdigest()
 
 
 def to_records(items: Iterable[tuple[str, bytes]], *, partition_key_field: str | None,

@@ -117,7 +117,17 @@ def test_checkpoint_reset_refuses_a_path_that_is_not_the_sources_folder(aws):
 def test_compaction_hour_is_validated(hour, message):
     with pytest.raises(ToolError, match=message):
         jobs.parse_hour(hour, now=NOW)
-    assert jobs.parse_hour("2024-05-01T14", now=NOW) == "2024-05-01T14"
+    assert jobs.parse_hour("2024-05-01T13", now=NOW) == "2024-05-01T13"
+
+
+def test_an_hour_not_closed_yet_is_refused_before_the_job_would_refuse_it():
+    """The job compacts an hour from its end + grace_minutes on (compaction.job.check_hour_closed)."""
+    assert NOW.strftime("%H:%M") == "14:20"
+    with pytest.raises(ToolError, match=r"not closed yet: it can be compacted from 2024-05-01T15:15Z"):
+        jobs.parse_hour("2024-05-01T14", now=NOW, grace_minutes=15)
+    with pytest.raises(ToolError, match=r"from 2024-05-01T15:30Z"):
+        jobs.parse_hour("2024-05-01T13", now=NOW, grace_minutes=90)
+    assert jobs.parse_hour("2024-05-01T13", now=NOW, grace_minutes=15) == "2024-05-01T13"
 
 
 def test_compaction_is_started_with_the_hour_argument(aws):

@@ -251,3 +251,29 @@ def test_progress_goes_to_stderr_in_tenths_when_not_a_terminal():
     lines = stream.getvalue().splitlines()
     assert len(lines) == 11
     assert lines[-1] == "[##############################] 1000/1000 records (100%), 3 retried"
+
+
+def test_replaying_a_source_sends_none_of_another_source_whose_name_it_begins(aws, tmp_path):
+    """`dead_letters/orders` is a folder: `dead_letters/orders-eu/` holds another source's dead letters."""
+    ours = json.dumps({"event_id": "orders-1", "event_type": "purchase", "event_time": 1714567200000})
+    theirs = json.dumps({"event_id": "eu-1", "event_type": "purchase", "event_time": 1714567200000})
+    for source, payload in (("orders", ours), ("orders-eu", theirs)):
+        aws.s3.put_object(Bucket=dev_env.DEAD_LETTER_BUCKET, Key=f"dead_letters/{source}/ingest_date=2024-05-01/part-0.jsonl",
+                          Body=(json.dumps({"payload": payload, "reason": "invalid_type"}) + "\n").encode())
+    letters = producer.DeadLetters(f"s3://{dev_env.DEAD_LETTER_BUCKET}/dead_letters/orders", ("invalid_type",), s3=aws.s3)
+    result = _send(aws, letters, tmp_path)
+    assert result.sent == 1
+    assert read_stream(aws.kinesis) == [("orders-1", ours.encode())]
+
+
+def test_the_md5_fallback_works_on_a_fips_python(monkeypatch):
+    """A FIPS build of Python refuses md5 unless the caller says it is not for security."""
+    real_md5 = hashlib.md5
+
+    def fips_md5(data=b"", *, usedforsecurity=True):
+        if usedforsecurity:
+            raise ValueError("[digital envelope routines] unsupported")
+        return real_md5(data, usedforsecurity=False)
+
+    monkeypatch.setattr(hashlib, "md5", fips_md5)
+    assert producer.partition_key_for(b"x", None, None) == real_md5(b"x").hexdigest()
