@@ -42,10 +42,6 @@ class GlueJob:
     extra_py_files: tuple[Path, ...]  # the zip asset(s)
     arguments: dict[str, str]  # DefaultArguments, resolved (s3:// locations still as S3 URIs)
 
-    @property
-    def name(self) -> str:
-        return self.arguments.get("--source_name", "compaction")
-
 
 @dataclass
 class Assembly:

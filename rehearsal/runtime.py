@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,7 +86,7 @@ def standin_jar(line: SparkLine, build_dir: Path) -> Path:
     if jar.exists():
         return jar
     classes = build_dir / f"classes-{line.pyspark_version}"
-    subprocess.run(["rm", "-rf", str(classes)], check=True)
+    shutil.rmtree(classes, ignore_errors=True)
     classes.mkdir(parents=True)
     compiled = subprocess.run(
         ["javac", "-nowarn", "-d", str(classes), "-cp", f"{line.jars}/*", *map(str, sources)],
