@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """CDK entry point: one stage per environment in config/environments.json.
 
-    npx cdk synth                      # every environment, cdk-nag enforced
+    npx cdk synth --quiet '**'         # every environment, cdk-nag enforced
     npx cdk synth -c environments=dev  # a subset (comma-separated)
     npx cdk deploy 'dev/*'             # one environment
 """

@@ -23,15 +23,17 @@ def build_app(
     *,
     outdir: str | Path | None = None,
     environments: Iterable[str] | None = None,
+    context: dict | None = None,
 ) -> tuple[cdk.App, dict[str, StreamingLakeStage]]:
     """Validate the config, then add one stage per selected environment with cdk-nag enforced.
 
     Config problems raise ConfigError before any construct exists. Without `environments`, the
     comma-separated context value `environments` (``cdk synth -c environments=dev``) selects, and
-    without that every configured environment is built.
+    without that every configured environment is built. `context` replaces cdk.json's context (the
+    feature-flag review synthesizes with one flag changed at a time).
     """
     config = config or load_config()
-    app = cdk.App(outdir=str(outdir) if outdir else None, context=cdk_json_context())
+    app = cdk.App(outdir=str(outdir) if outdir else None, context=cdk_json_context() if context is None else context)
     if environments is None:
         selection = app.node.try_get_context("environments")
         environments = [s.strip() for s in selection.split(",") if s.strip()] if selection else None

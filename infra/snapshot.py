@@ -35,14 +35,14 @@ def snapshot_path(environment: str) -> Path:
     return SNAPSHOT_DIR / f"{environment}.template.json"
 
 
-def synth_templates(environments: list[str] | None = None, config=None) -> dict[str, dict]:
+def synth_templates(environments: list[str] | None = None, config=None, context: dict | None = None) -> dict[str, dict]:
     """Synthesize in process (cdk-nag enforced) and return {environment: template}."""
     import tempfile
 
     from infra.app_builder import build_app
 
     with tempfile.TemporaryDirectory(prefix="cdk-snapshot-") as outdir:
-        app, stages = build_app(config, outdir=outdir, environments=environments)
+        app, stages = build_app(config, outdir=outdir, environments=environments, context=context)
         app.synth()
         return {name: stage.synth().get_stack_artifact(stage.stack.artifact_id).template for name, stage in stages.items()}
 

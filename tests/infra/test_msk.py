@@ -66,7 +66,7 @@ def test_provisioned_cluster_tls_iam_encrypted_logged_across_private_subnets(pro
     assert props["EnhancedMonitoring"] == "DEFAULT"
     log_group_id = stack.get_logical_id(msk.log_group.node.default_child)
     assert props["LoggingInfo"] == {"BrokerLogs": {"CloudWatchLogs": {"Enabled": True, "LogGroup": {"Ref": log_group_id}}}}
-    assert _only(template, "AWS::Logs::LogGroup")["Properties"] == {
+    assert template.find_resources("AWS::Logs::LogGroup")[log_group_id]["Properties"] == {
         "KmsKeyId": {"Fn::GetAtt": [ids["key"], "Arn"]}, "LogGroupName": "/aws/msk/streamlake-prod", "RetentionInDays": 30,
     }
 
