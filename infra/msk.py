@@ -118,8 +118,28 @@ class KafkaSourceInfrastructure(Construct):
             network=glue.ConnectionNetwork.subnet(subnets[0]),
         )
         self.connection_name = self.connection.connection_name
-        # Where Glue creates the connection's network interfaces (the job role's ENI grants name them).
-        self.connection_subnet_ids: tuple[str, ...] = (subnets[0].subnet_id,)
+        # One AZ would be a single point of failure while the brokers span two or three. A job may list
+        # several connections: "Glue checks connections with network configurations in the order they're
+        # listed until it finds a suitable one" (subnet valid, free IPs, AZ healthy), and a retried run
+        # after an AZ failure picks another AZ (re:Post article "AWS Glue job networking: managing
+        # multiple connections", repost.aws/articles/ARTT49mVccTzuA9bQ2UUQq2g). So the job lists the KAFKA
+        # connection (first subnet; the catalog table names it, and its bootstrap servers reach brokers
+        # in every AZ) and then one NETWORK connection per further subnet, in AZ order.
+        self.network_connections: list[glue.Connection] = [
+            glue.Connection(
+                self,
+                f"GlueNetworkConnection{index}",
+                type=glue.ConnectionType.NETWORK,
+                connection_name=f"{name}-{settings.source_name}-network-{index}",
+                description=f"Failover placement for the {settings.source_name} job (subnet {index + 1} of {len(subnets)})",
+                security_groups=[client_security_group],
+                network=glue.ConnectionNetwork.subnet(subnet),
+            )
+            for index, subnet in enumerate(subnets[1:], start=1)
+        ]
+        self.job_connections: tuple[glue.IConnection, ...] = (self.connection, *self.network_connections)
+        # Where Glue may create the job's network interfaces (the job role's ENI grants name them).
+        self.connection_subnet_ids: tuple[str, ...] = tuple(s.subnet_id for s in subnets)
         self.connection_security_group_ids: tuple[str, ...] = (client_security_group.security_group_id,)
 
     def _provisioned(

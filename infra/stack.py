@@ -151,7 +151,7 @@ class StreamingLakeStack(cdk.Stack):
                 kafka=KafkaSource(
                     cluster_arn=self.msk.cluster_arn,
                     topic=self.msk.topic_name,
-                    connection=self.msk.connection,
+                    connections=self.msk.job_connections,
                     connection_subnet_ids=self.msk.connection_subnet_ids,
                     connection_security_group_ids=self.msk.connection_security_group_ids,
                     registry_arn=catalog.registry_arn,

@@ -38,10 +38,10 @@ class KafkaSource:
 
     cluster_arn: str
     topic: str
-    connection: glue.IConnection
+    connections: tuple[glue.IConnection, ...]  # the KAFKA connection first, then failover NETWORK connections
     registry_arn: str
     schema_arn: str
-    connection_subnet_ids: tuple[str, ...]  # the connection's subnet, where Glue creates its network interfaces
+    connection_subnet_ids: tuple[str, ...]  # the connections' subnets, where Glue creates its network interfaces
     connection_security_group_ids: tuple[str, ...]  # the security groups Glue puts on them
 
 
@@ -135,7 +135,7 @@ class StreamingJob(Construct):
             description=f"{environment}: stream {source_name} ({self.source_type}) into the lake",
             role=self.role,
             default_arguments=self.default_arguments,
-            connections=[kafka.connection] if kafka is not None else None,
+            connections=list(kafka.connections) if kafka is not None else None,
             **job_assets.common_job_props(
                 "glue_jobs",
                 glue_version=settings.glue_version,
@@ -234,7 +234,7 @@ class StreamingJob(Construct):
         # of the elastic network interfaces", Glue "Connecting to data"). CreateNetworkInterface takes the
         # network-interface and subnet resource types (required) and security-group (optional);
         # DeleteNetworkInterface takes network-interface (Service Authorization Reference, Amazon EC2): so both
-        # name the connection's subnet and security groups, and only the interface ids, unknown before the
+        # name the connections' subnets and security groups, and only the interface ids, unknown before the
         # run, are a wildcard. The Describe calls support no resource-level permissions.
         ec2_arn = f"arn:{stack.partition}:ec2:{stack.region}:{stack.account}"
         enis = f"{ec2_arn}:network-interface/*"
@@ -284,7 +284,7 @@ class StreamingJob(Construct):
                 actions=["glue:GetConnection"],
                 resources=[
                     f"arn:{stack.partition}:glue:{stack.region}:{stack.account}:catalog",
-                    kafka.connection.connection_arn,
+                    *(connection.connection_arn for connection in kafka.connections),
                 ],
             )
         )

@@ -29,10 +29,11 @@ def _stack(env_name: str):
     StreamingJob(stack, "ClickJob", environment=env_name, source_name="clickstream", settings=env.streaming,
                  locations=locations, catalog=CatalogNames("lake_db", "src_clickstream", "events"),
                  security=security, stream=stream)
-    connection = glue.Connection.from_connection_name(stack, "Conn", "msk-conn")
-    kafka = KafkaSource("arn:aws:kafka:eu-west-1:111122223333:cluster/lake/abc-1", "orders-events", connection,
+    connections = (glue.Connection.from_connection_name(stack, "Conn", "msk-conn"),
+                   glue.Connection.from_connection_name(stack, "NetB", "net-b"))
+    kafka = KafkaSource("arn:aws:kafka:eu-west-1:111122223333:cluster/lake/abc-1", "orders-events", connections,
                         "arn:aws:glue:eu-west-1:111122223333:registry/lake", "arn:aws:glue:eu-west-1:111122223333:schema/lake/event",
-                        ("subnet-0a1",), ("sg-0b2",))
+                        ("subnet-0a1", "subnet-0b1"), ("sg-0b2",))
     StreamingJob(stack, "OrderJob", environment=env_name, source_name="orders", settings=env.streaming,
                  locations=locations, catalog=CatalogNames("lake_db", "src_orders", "events"),
                  security=security, kafka=kafka)
@@ -86,8 +87,8 @@ def test_each_job_has_its_own_checkpoint_and_dead_letter_prefix(dev):
     assert orders["--max_offsets_per_trigger"] == "1000000" and orders["--starting_position"] == "earliest"
 
 
-def test_kafka_job_is_attached_to_the_connection(dev):
-    assert _job(dev, "OrderJob")["Connections"] == {"Connections": ["msk-conn"]}
+def test_kafka_job_lists_its_connections_in_failover_order(dev):
+    assert _job(dev, "OrderJob")["Connections"] == {"Connections": ["msk-conn", "net-b"]}
     assert "Connections" not in _job(dev, "ClickJob")
 
 
@@ -151,8 +152,10 @@ def test_connection_network_interfaces_are_scoped_to_the_connection_subnet_and_s
     create, delete = statements["GlueConnectionCreateEni"], statements["GlueConnectionDeleteEni"]
     assert _actions(create) == {"ec2:CreateNetworkInterface"} and _actions(delete) == {"ec2:DeleteNetworkInterface"}
     arns = [json.dumps(r) for r in create["Resource"]]
-    assert [a for a in arns if ":subnet/subnet-0a1" in a] and [a for a in arns if ":security-group/sg-0b2" in a]
-    assert len(arns) == 3 and ":network-interface/*" in arns[0]
+    for subnet in ("subnet-0a1", "subnet-0b1"):
+        assert [a for a in arns if f":subnet/{subnet}" in a], subnet
+    assert [a for a in arns if ":security-group/sg-0b2" in a]
+    assert len(arns) == 4 and ":network-interface/*" in arns[0]
     assert ":network-interface/*" in json.dumps(delete["Resource"])
 
 

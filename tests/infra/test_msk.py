@@ -44,6 +44,12 @@ def _only(template, type_) -> dict:
     return resource
 
 
+def _kafka_connection(template) -> dict:
+    connections = [c["Properties"]["ConnectionInput"] for c in template.find_resources("AWS::Glue::Connection").values()]
+    (connection,) = [c for c in connections if c["ConnectionType"] == "KAFKA"]
+    return connection
+
+
 def test_provisioned_cluster_tls_iam_encrypted_logged_across_private_subnets(provisioned):
     stack, msk, template, ids = provisioned
     cluster = _only(template, "AWS::MSK::Cluster")
@@ -116,8 +122,7 @@ def test_bootstrap_brokers_come_from_get_bootstrap_brokers_scoped_to_the_cluster
 def test_glue_kafka_connection_uses_iam_over_tls_in_a_private_subnet(provisioned):
     stack, msk, template, ids = provisioned
     lookup_id = [k for k in template.find_resources("Custom::AWS")][0]
-    connection = _only(template, "AWS::Glue::Connection")["Properties"]["ConnectionInput"]
-    assert connection == {
+    assert _kafka_connection(template) == {
         "ConnectionProperties": {
             "KAFKA_BOOTSTRAP_SERVERS": {"Fn::GetAtt": [lookup_id, "BootstrapBrokerStringSaslIam"]},
             "KAFKA_SSL_ENABLED": "true",
@@ -132,6 +137,23 @@ def test_glue_kafka_connection_uses_iam_over_tls_in_a_private_subnet(provisioned
             "SubnetId": {"Ref": ids["subnets"][0]},
         },
     }
+
+
+def test_every_further_private_subnet_gets_a_failover_network_connection(provisioned):
+    """A job's first usable connection decides its AZ; one connection per subnet keeps the job off a single AZ."""
+    stack, msk, template, ids = provisioned
+    connections = {c["Properties"]["ConnectionInput"]["Name"]: c["Properties"]["ConnectionInput"]
+                   for c in template.find_resources("AWS::Glue::Connection").values()}
+    network = connections["streamlake-prod-orders-network-1"]
+    assert network["ConnectionType"] == "NETWORK"
+    assert network["PhysicalConnectionRequirements"] == {
+        "AvailabilityZone": {"Fn::Select": [1, {"Fn::GetAZs": ""}]},
+        "SecurityGroupIdList": [{"Fn::GetAtt": [ids["glue_sg"], "GroupId"]}],
+        "SubnetId": {"Ref": ids["subnets"][1]},
+    }
+    assert len(connections) == len(ids["subnets"]) == 2
+    assert [c.connection_name for c in msk.job_connections][0] == msk.connection_name
+    assert len(msk.connection_subnet_ids) == 2
 
 
 def test_serverless_cluster_uses_iam_and_the_private_subnets():
@@ -154,7 +176,7 @@ def test_existing_cluster_takes_arn_and_bootstrap_from_config():
     for absent in ("AWS::MSK::Cluster", "AWS::MSK::ServerlessCluster", "AWS::MSK::Topic", "Custom::AWS"):
         template.resource_count_is(absent, 0)
     assert (msk.cluster_arn, msk.cluster_name) == (EXISTING_ARN, "shared-kafka")
-    props = _only(template, "AWS::Glue::Connection")["Properties"]["ConnectionInput"]["ConnectionProperties"]
+    props = _kafka_connection(template)["ConnectionProperties"]
     assert props["KAFKA_BOOTSTRAP_SERVERS"] == "b-1.kafka.example:9098,b-2.kafka.example:9098"
 
 
