@@ -551,6 +551,11 @@ def _cross_checks(env: EnvironmentConfig, problems: list[str]) -> None:
         problems.append(f"{n}.account: null must be set when region is set (both or neither)")
     if env.account is not None and env.region is None:
         problems.append(f"{n}.region: null must be set when account is set (both or neither)")
+    if env.network.mode == "existing" and not env.msk.enabled:
+        problems.append(
+            f"{n}.network.mode: 'existing' names a VPC no job would use: only the MSK job runs in a VPC and "
+            "msk.mode is 'none' (leave network.mode 'create'; no network is built without MSK)"
+        )
     if env.network.mode == "existing" and env.region is None:
         problems.append(f"{n}.region: null must be set when network.mode is 'existing' (the VPC lives in one region)")
     if env.msk.mode == "provisioned" and isinstance(env.network.max_azs, int) and isinstance(env.msk.broker_count, int):

@@ -6,7 +6,8 @@ Synthesizes every environment from the working tree and compares each template w
 committed at REF (default HEAD), and the config at REF with the working-tree config for the cost
 delta. Prints Markdown per environment: security-relevant changes first (IAM, security groups, key
 and resource policies), then resources added / removed / replaced / modified with the changed
-properties, then the monthly fixed-cost delta from config/prices.json.
+properties, then the monthly fixed cost from config/prices.json: the delta at maximum workers (what the bill can
+reach), and the range auto scaling moves in (minimum to maximum streaming workers).
 
 Every modified resource is labelled from the CloudFormation resource schemas (infra/cfn_schema.py): in
 place, or replaced because a change reaches a create-only property. A replacement of a resource that keeps
@@ -156,23 +157,58 @@ def _change_lines(change: ResourceChange) -> list[str]:
     return lines
 
 
-def cost_delta(old_config: ProjectConfig | None, new_config: ProjectConfig, env: str, prices: dict) -> tuple[float, float]:
-    new_cost = sum(sizing.environment_cost(new_config.get(env), prices).values())
-    if old_config is None or env not in old_config.environments:
-        return 0.0, new_cost
-    return sum(sizing.environment_cost(old_config.get(env), prices).values()), new_cost
+@dataclass(frozen=True)
+class CostRange:
+    """Fixed monthly USD of one environment: streaming jobs at their minimum and at their maximum workers."""
+
+    low: float
+    high: float
+
+    def __str__(self) -> str:
+        return f"{self.low:,.2f}" if abs(self.high - self.low) < 0.005 else f"{self.low:,.2f}–{self.high:,.2f}"
 
 
-def render_environment(env: str, changes: list[ResourceChange], old_cost: float, new_cost: float) -> str:
-    delta = new_cost - old_cost
+def network_cost(template: dict, prices: dict) -> float:
+    """Monthly USD of the template's NAT gateways and interface endpoints (one ENI-hour per subnet)."""
+    n, hours = prices["network"], prices["hours_per_month"]
+    resources = template.get("Resources", {}).values()
+    nat = sum(r["Type"] == "AWS::EC2::NatGateway" for r in resources)
+    endpoint_azs = sum(len(r.get("Properties", {}).get("SubnetIds", [])) for r in resources
+                       if r["Type"] == "AWS::EC2::VPCEndpoint" and r.get("Properties", {}).get("VpcEndpointType") == "Interface")
+    return nat * hours * n["nat_gateway_hour"] + endpoint_azs * hours * n["interface_endpoint_hour_per_az"]
+
+
+def environment_cost_range(config: ProjectConfig | None, env: str, template: dict, prices: dict) -> CostRange | None:
+    """Capacity from the config (sizing.environment_cost), network from the template."""
+    if config is None or env not in config.environments:
+        return None
+    settings = config.get(env)
+    network = network_cost(template, prices)
+    low = sum(sizing.environment_cost(settings, prices, streaming_workers="min").values()) + network
+    high = sum(sizing.environment_cost(settings, prices, streaming_workers="max").values()) + network
+    return CostRange(round(low, 2), round(high, 2))
+
+
+def cost_delta(old_config: ProjectConfig | None, new_config: ProjectConfig, env: str, old_template: dict,
+               new_template: dict, prices: dict) -> tuple[CostRange | None, CostRange]:
+    new = environment_cost_range(new_config, env, new_template, prices)
+    assert new is not None  # env comes from the new config
+    return environment_cost_range(old_config, env, old_template, prices), new
+
+
+def render_environment(env: str, changes: list[ResourceChange], old: CostRange | None, new: CostRange) -> str:
+    old_high = old.high if old else 0.0
+    delta = new.high - old_high
     sign = "+" if delta > 0 else ("-" if delta < 0 else "±")
     lines = [f"## {env}", ""]
-    if not changes and abs(delta) < 0.005:
+    if not changes and abs(delta) < 0.005 and (old is None or abs(new.low - old.low) < 0.005):
         return "\n".join(lines + ["No infrastructure changes.", ""])
     counts = {k: sum(c.kind == k for c in changes) for k in ("added", "removed", "replaced", "modified")}
     lines.append(", ".join(f"{n} {k}" for k, n in counts.items()) + "; " +
-                 f"fixed monthly cost {old_cost:,.2f} → {new_cost:,.2f} USD (**{sign}{abs(delta):,.2f}**)")
+                 f"fixed monthly cost at maximum workers {old_high:,.2f} → {new.high:,.2f} USD (**{sign}{abs(delta):,.2f}**)")
     lines.append("")
+    lines += [f"Auto scaling moves the streaming jobs between their minimum and maximum workers: "
+              f"{old or '0.00'} → {new} USD a month; the maximum is what the bill can reach.", ""]
     failing = [c for c in changes if c.deploy_fails]
     if failing:
         lines += [f"**⛔ {len(failing)} change(s) would fail to deploy**: "
@@ -222,12 +258,14 @@ def render_report(base_templates: dict[str, dict], new_templates: dict[str, dict
     parts = [f"# Infrastructure diff against `{ref}`", ""]
     for env in new_templates:
         changes = diff_templates(normalize(base_templates.get(env, {})), normalize(new_templates[env]))
-        old_cost, new_cost = cost_delta(base_config, new_config, env, prices)
+        old_cost, new_cost = cost_delta(base_config, new_config, env, base_templates.get(env, {}),
+                                        new_templates[env], prices)
         parts.append(render_environment(env, changes, old_cost, new_cost))
     for env in sorted(set(base_templates) - set(new_templates)):
         parts.append(f"## {env}\n\nEnvironment removed from the config: `cdk destroy '{env}/*'` to delete it.\n")
-    parts.append(f"_Costs: fixed capacity at maximum workers from config/prices.json "
-                 f"({prices['region']}, {prices['as_of']}); usage (PUT units, GB, requests) not included._")
+    parts.append(f"_Costs: fixed capacity from config/prices.json ({prices['region']}, {prices['as_of']}); streaming "
+                 f"jobs from {sizing.MIN_STREAMING_WORKERS} workers (unverified floor) to `max_workers`; usage "
+                 f"(PUT units, GB, requests) not included._")
     return "\n".join(parts) + "\n"
 
 

@@ -1,10 +1,11 @@
 """Where the Glue workers that use a connection run: VPC, private subnets, security groups, endpoints.
 
 Only the Kafka/MSK job is attached to a Glue connection (Glue places its ENIs in the connection's
-subnet); Kinesis jobs run in Glue's own network. Such a job still calls AWS APIs (S3, Glue, CloudWatch
-Logs and metrics, KMS, STS, and Kinesis if it reads a stream), so the created VPC gets an S3 gateway
-endpoint and interface endpoints for those, reachable only from the Glue security group. The NAT
-gateway remains for everything else (e.g. Glue's own service endpoints that have no VPC endpoint).
+subnet), so the stack builds this construct only when the environment has MSK; Kinesis jobs run in
+Glue's own network and never use the VPC. The Kafka job still calls AWS APIs (S3, Glue, CloudWatch Logs
+and metrics, KMS, STS; no Kinesis), so the created VPC gets an S3 gateway endpoint and interface
+endpoints for those, reachable only from the Glue security group. The NAT gateway remains for
+everything else (e.g. Glue's own service endpoints that have no VPC endpoint).
 
 `mode: existing` imports the VPC with Vpc.from_vpc_attributes (no lookup, so synth needs no
 credentials). The VPC's owner provides routing and endpoints there; this construct adds only the
@@ -42,7 +43,6 @@ class Network(Construct):
         settings: NetworkConfig,
         flow_log_bucket: s3.IBucket,
         flow_log_prefix: str,
-        kinesis_endpoint: bool,
     ) -> None:
         super().__init__(scope, id_)
         self.mode = settings.mode
@@ -74,7 +74,7 @@ class Network(Construct):
         )
 
         if settings.mode == "create":
-            self._add_endpoints(kinesis_endpoint)
+            self._add_endpoints()
 
     def _create_vpc(self, settings: NetworkConfig, flow_log_bucket: s3.IBucket, flow_log_prefix: str) -> ec2.Vpc:
         stack = cdk.Stack.of(self)
@@ -105,7 +105,7 @@ class Network(Construct):
         )
         return vpc
 
-    def _add_endpoints(self, kinesis_endpoint: bool) -> None:
+    def _add_endpoints(self) -> None:
         self.endpoints["S3"] = self.vpc.add_gateway_endpoint(
             "S3Endpoint",
             service=ec2.GatewayVpcEndpointAwsService.S3,
@@ -121,10 +121,7 @@ class Network(Construct):
         self.endpoint_security_group.add_ingress_rule(
             self.glue_security_group, ec2.Port.tcp(443), "HTTPS from Glue workers"
         )
-        services = dict(INTERFACE_ENDPOINTS)
-        if kinesis_endpoint:
-            services["Kinesis"] = ec2.InterfaceVpcEndpointAwsService.KINESIS_STREAMS
-        for name, service in services.items():
+        for name, service in INTERFACE_ENDPOINTS.items():
             self.endpoints[name] = self.vpc.add_interface_endpoint(
                 f"{name}Endpoint",
                 service=service,

@@ -201,16 +201,28 @@ def load_cost(load: Load, rec: Recommendation, prices: dict, *, compaction_minut
     return {key: round(value, 2) for key, value in cost.items()}
 
 
-def environment_cost(env: EnvironmentConfig, prices: dict | None = None, *, compaction_minutes: float = 5.0) -> dict[str, float]:
-    """Fixed monthly capacity cost of an environment's config, at maximum workers (usage not included).
+# The fewest workers an auto-scaled streaming run is billed for: its driver and one executor. AWS's
+# auto-scaling pages say idle executors and their workers are removed but name no floor, so this
+# figure is unverified; it only sets the low end of the range `make diff` shows.
+MIN_STREAMING_WORKERS = 2
 
-    Used by `make diff` for the cost delta of a config change: shard-hours, on-demand stream-hours,
-    Glue DPU-hours (streaming 24x7 at max workers, hourly compaction), MSK broker-hours and storage,
-    NAT gateways and interface endpoints.
+
+def environment_cost(env: EnvironmentConfig, prices: dict | None = None, *, compaction_minutes: float = 5.0,
+                     streaming_workers: str = "max") -> dict[str, float]:
+    """Fixed monthly capacity cost of an environment's config (usage not included).
+
+    Used by `make diff` for the cost of a config change: shard-hours, on-demand stream-hours, Glue
+    DPU-hours (streaming 24x7, hourly compaction), MSK broker-hours and storage. The network (NAT
+    gateways, interface endpoints) is priced from the template instead (infra/diff.py), since what the
+    stack builds there follows from code as much as from config. Auto scaling decides
+    the streaming workers: `streaming_workers="max"` prices every job at `max_workers`, "min" at
+    MIN_STREAMING_WORKERS (or max_workers if that is lower).
     """
+    if streaming_workers not in ("max", "min"):
+        raise ValueError(f"streaming_workers: {streaming_workers!r} is not 'max' or 'min'")
     p = prices or load_prices()
     hours = p["hours_per_month"]
-    k, g, m, n = p["kinesis"], p["glue"], p["msk"], p["network"]
+    k, g, m = p["kinesis"], p["glue"], p["msk"]
     cost: dict[str, float] = {}
     for s in env.kinesis_streams:
         if s.capacity_mode == "provisioned":
@@ -218,8 +230,11 @@ def environment_cost(env: EnvironmentConfig, prices: dict | None = None, *, comp
         else:
             cost[f"kinesis:{s.name}"] = hours * k["on_demand_stream_hour"]
     dpu = g["dpu_per_worker"]
+    workers = env.streaming.max_workers
+    if streaming_workers == "min":
+        workers = min(workers, MIN_STREAMING_WORKERS)
     for source in env.source_names:
-        cost[f"glue_streaming:{source}"] = env.streaming.max_workers * dpu[env.streaming.worker_type] * hours * g["dpu_hour"]
+        cost[f"glue_streaming:{source}"] = workers * dpu[env.streaming.worker_type] * hours * g["dpu_hour"]
     rate = g["flex_dpu_hour"] if env.compaction.flex else g["dpu_hour"]
     run_hours = max(compaction_minutes, g["minimum_billed_minutes"]) / 60
     cost["glue_compaction"] = env.compaction.workers * dpu[env.compaction.worker_type] * run_hours * hours * rate
@@ -234,13 +249,6 @@ def environment_cost(env: EnvironmentConfig, prices: dict | None = None, *, comp
         cost["msk_storage"] = env.msk.broker_count * env.msk.broker_volume_gb * m["storage_gb_month"]
     elif env.msk.mode == "serverless":
         cost["msk_serverless"] = hours * (m["serverless_cluster_hour"] + env.msk.topic_partitions * m["serverless_partition_hour"])
-    if env.network.mode == "create":
-        cost["nat_gateways"] = env.network.nat_gateways * hours * n["nat_gateway_hour"]
-        azs = env.network.max_azs
-    else:
-        azs = len(env.network.private_subnet_ids)
-    interface_endpoints = 5 + (1 if env.kinesis_streams else 0)  # Glue, Logs, Monitoring, KMS, STS (+ Kinesis)
-    cost["vpc_endpoints"] = interface_endpoints * azs * hours * n["interface_endpoint_hour_per_az"]
     return {key: round(value, 2) for key, value in cost.items()}
 
 

@@ -45,13 +45,18 @@ class StreamingLakeStack(cdk.Stack):
             encryption_key=self.storage.data_key,
             removal_policy=self.removal_policy,
         )
-        self.network = Network(
-            self,
-            "Network",
-            settings=config.network,
-            flow_log_bucket=self.storage.access_log_bucket,
-            flow_log_prefix=self.storage.flow_log_prefix,
-            kinesis_endpoint=bool(config.kinesis_streams),
+        # Only a Glue connection puts workers in a VPC, and only the MSK job has one: an environment
+        # without MSK gets no VPC, NAT gateway or endpoints (docs/infrastructure.md "Network").
+        self.network = (
+            Network(
+                self,
+                "Network",
+                settings=config.network,
+                flow_log_bucket=self.storage.access_log_bucket,
+                flow_log_prefix=self.storage.flow_log_prefix,
+            )
+            if config.msk.enabled
+            else None
         )
         self.msk = (
             KafkaSourceInfrastructure(
@@ -183,8 +188,6 @@ class StreamingLakeStack(cdk.Stack):
             "JobAssetsBucketName": (storage.job_assets_bucket.bucket_name, "job scripts, jars, Spark UI logs"),
             "AccessLogBucketName": (storage.access_log_bucket.bucket_name, "S3 access logs and VPC flow logs"),
             "DataKeyArn": (storage.data_key.key_arn, "KMS key for data at rest"),
-            "VpcId": (self.network.vpc.vpc_id, "VPC of the Glue connection"),
-            "GlueSecurityGroupId": (self.network.glue_security_group.security_group_id, "security group of Glue workers"),
             "CatalogDatabaseName": (catalog.database_name, "Data Catalog database"),
             "LakeTableName": (catalog.lake_table_name, "lake table (partition projection)"),
             "SchemaRegistryName": (catalog.registry_name, "Glue Schema Registry"),
@@ -205,6 +208,9 @@ class StreamingLakeStack(cdk.Stack):
             outputs[f"SourceTableName{pascal(source)}"] = (table, f"catalog source table of {source}")
         for source, table in catalog.dead_letter_table_names.items():
             outputs[f"DeadLetterTableName{pascal(source)}"] = (table, f"dead-letter table of {source}")
+        if self.network is not None:
+            outputs["VpcId"] = (self.network.vpc.vpc_id, "VPC of the Glue connections")
+            outputs["GlueSecurityGroupId"] = (self.network.glue_security_group.security_group_id, "security group of Glue workers")
         if self.msk is not None:
             outputs["MskClusterArn"] = (self.msk.cluster_arn, f"MSK cluster ({self.msk.mode})")
             outputs["MskClusterName"] = (self.msk.cluster_name, "MSK cluster name (CloudWatch dimension)")

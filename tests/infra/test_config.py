@@ -54,6 +54,7 @@ BAD_VALUES = [
     ("dev", "account", "12345", "dev.account: '12345' is not a 12-digit AWS account id"),
     ("dev", "region", "eu-west-1", "dev.account: null must be set when region is set"),
     ("dev", "network.mode", "existing", "dev.network.vpc_id: null is required when mode is 'existing'"),
+    ("dev", "network.mode", "existing", "dev.network.mode: 'existing' names a VPC no job would use: only the MSK job runs in a VPC"),
     ("dev", "network.vpc_cidr", "10.0.0.0/8", "dev.network.vpc_cidr: '10.0.0.0/8' is not an IPv4 CIDR from /16 to /28"),
     ("dev", "streaming.window_sise_seconds", 30, "dev.streaming.window_sise_seconds: unknown field; allowed:"),
     ("dev", "alarms.iterator_age_ms", 50_000_000, "dev.alarms.iterator_age_ms: 50000000 must be under half of stream 'clickstream' retention"),

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from infra import diff
 from infra.config import DEFAULT_CONFIG_PATH, load_config, parse_config, update_raw
 from infra.snapshot import synth_templates
@@ -42,7 +44,7 @@ def test_security_changes_are_listed_first_and_replacements_detected():
     changes = {c.logical_id: c for c in diff.diff_templates(old, new)}
     assert {k: c.kind for k, c in changes.items()} == {"New": "added", "Old": "removed", "Role": "modified", "Stream": "replaced"}
     assert changes["Role"].changes == [("Properties.PolicyDocument.Statement[0].Action", "s3:GetObject", "s3:*")]
-    text = diff.render_environment("dev", list(changes.values()), 10.0, 10.0)
+    text = diff.render_environment("dev", list(changes.values()), diff.CostRange(5.0, 10.0), diff.CostRange(5.0, 10.0))
     assert text.index("IAM, security group and policy changes") < text.index("### Replaced") < text.index("### Removed")
     assert "(**±0.00**)" in text
 
@@ -72,7 +74,7 @@ def test_a_create_only_change_to_a_named_resource_is_labelled_deploy_will_fail()
     assert (changes["Brokers"].kind, changes["Brokers"].replacing, changes["Brokers"].deploy_fails) == (
         "replaced", ["KafkaVersionsList"], True)
     assert (changes["Stream"].kind, changes["Stream"].deploy_fails) == ("modified", False)
-    text = diff.render_environment("prod", list(changes.values()), 1.0, 1.0)
+    text = diff.render_environment("prod", list(changes.values()), diff.CostRange(1.0, 1.0), diff.CostRange(1.0, 1.0))
     assert "⛔ 2 change(s) would fail to deploy" in text
     assert "`Stream` (AWS::Kinesis::Stream): in place" in text
     assert "replacement (create-only `KafkaVersionsList`) — ⛔ **deploy will fail**" in text
@@ -104,10 +106,31 @@ def test_table_columns_are_compared_by_name():
     (change,) = diff.diff_templates(old, new)
     assert (change.kind, change.columns) == ("modified", ["column `probe` added (string)", "column `b` type bigint → double"])
     assert change.changes == []  # no index-by-index column lines
-    assert "  - column `probe` added (string)" in diff.render_environment("dev", [change], 0.0, 0.0)
+    assert "  - column `probe` added (string)" in diff.render_environment("dev", [change], None, diff.CostRange(0.0, 0.0))
 
 
 def test_diff_writes_its_report_where_no_cdk_out_exists_yet(tmp_path, capsys):
     out = tmp_path / "cdk.out" / "diff.md"
     assert diff.main(["--out", str(out)]) == 0
     assert out.read_text().startswith("# Infrastructure diff against `HEAD`")
+
+
+def test_network_cost_is_priced_from_the_template(templates):
+    """NAT gateways and interface endpoints (one ENI-hour per subnet) come from the synthesized template, so a
+    code change that drops the VPC shows in the cost delta although the config did not change."""
+    prices = {"hours_per_month": 730, "network": {"nat_gateway_hour": 0.045, "interface_endpoint_hour_per_az": 0.01}}
+    template = {"Resources": {
+        "Nat": {"Type": "AWS::EC2::NatGateway", "Properties": {}},
+        "Glue": {"Type": "AWS::EC2::VPCEndpoint", "Properties": {"VpcEndpointType": "Interface", "SubnetIds": ["a", "b"]}},
+        "S3": {"Type": "AWS::EC2::VPCEndpoint", "Properties": {"VpcEndpointType": "Gateway", "RouteTableIds": ["a", "b"]}},
+    }}
+    assert diff.network_cost(template, prices) == 730 * 0.045 + 2 * 730 * 0.01
+    # dev has no MSK, so no VPC at all; prod has three AZs: 3 NAT gateways and 5 interface endpoints in each
+    assert diff.network_cost(templates["dev"], prices) == 0
+    assert diff.network_cost(templates["prod"], prices) == pytest.approx(3 * 730 * 0.045 + 5 * 3 * 730 * 0.01)
+
+
+def test_the_cost_line_gives_the_auto_scaling_range_and_calls_out_the_maximum():
+    text = diff.render_environment("dev", [], diff.CostRange(100.0, 200.0), diff.CostRange(150.0, 300.0))
+    assert "fixed monthly cost at maximum workers 200.00 → 300.00 USD (**+100.00**)" in text
+    assert "100.00–200.00 → 150.00–300.00 USD a month; the maximum is what the bill can reach" in text

@@ -16,11 +16,11 @@ from tests.infra.bare import bare_stack
 INTERFACE_SERVICES = {"glue", "logs", "monitoring", "kms", "sts"}
 
 
-def _build(network_settings, kinesis_endpoint: bool = True, **stack_kwargs):
+def _build(network_settings, **stack_kwargs):
     stack = bare_stack("Network", **stack_kwargs)
     logs = s3.Bucket(stack, "Logs")
     network = Network(stack, "Network", settings=network_settings, flow_log_bucket=logs,
-                      flow_log_prefix="vpc-flow-logs", kinesis_endpoint=kinesis_endpoint)
+                      flow_log_prefix="vpc-flow-logs")
     return stack, network, assertions.Template.from_stack(stack)
 
 
@@ -67,7 +67,8 @@ def test_endpoints_s3_gateway_and_interface_endpoints_open_to_glue_only(prod):
     interface = [e for e in endpoints if e.get("VpcEndpointType") == "Interface"]
     assert [_service(e) for e in gateway] == ["s3"]
     assert len(gateway[0]["RouteTableIds"]) == 3  # the private route tables
-    assert {_service(e) for e in interface} == INTERFACE_SERVICES | {"kinesis-streams"}
+    # No Kinesis endpoint: the Kinesis jobs have no connection, so they never run in this VPC.
+    assert {_service(e) for e in interface} == INTERFACE_SERVICES
     endpoint_sg = {"Fn::GetAtt": [stack.get_logical_id(network.endpoint_security_group.node.default_child), "GroupId"]}
     assert all(e["PrivateDnsEnabled"] and e["SecurityGroupIds"] == [endpoint_sg] for e in interface)
     glue_sg = {"Fn::GetAtt": [stack.get_logical_id(network.glue_security_group.node.default_child), "GroupId"]}
@@ -77,12 +78,6 @@ def test_endpoints_s3_gateway_and_interface_endpoints_open_to_glue_only(prod):
     # no CIDR ingress on the endpoint security group (open=False)
     sg = template.to_json()["Resources"][endpoint_sg["Fn::GetAtt"][0]]["Properties"]
     assert "SecurityGroupIngress" not in sg
-
-
-def test_no_kinesis_endpoint_without_streams():
-    _, _, template = _build(load_config().get("dev").network, kinesis_endpoint=False)
-    services = {_service(e["Properties"]) for e in template.find_resources("AWS::EC2::VPCEndpoint").values()}
-    assert services == INTERFACE_SERVICES | {"s3"}
 
 
 def test_existing_vpc_is_imported_without_lookup_and_gets_only_the_glue_security_group():

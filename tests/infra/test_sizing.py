@@ -61,9 +61,13 @@ def test_environment_cost_of_the_shipped_dev_config():
         "kinesis:clickstream": round(730 * 0.04, 2),  # one on-demand stream
         "glue_streaming:clickstream": round(4 * 0.25 * 730 * 0.44, 2),  # 4 x G.025X at 0.25 DPU
         "glue_compaction": round(2 * 1 * (5 / 60) * 730 * 0.29, 2),  # flex
-        "nat_gateways": round(1 * 730 * 0.045, 2),
-        "vpc_endpoints": round(6 * 2 * 730 * 0.01, 2),
     }
+    low = sizing.environment_cost(dev, PRICES, streaming_workers="min")
+    assert low["glue_streaming:clickstream"] == round(2 * 0.25 * 730 * 0.44, 2)  # auto scaling's floor
+    assert {k: v for k, v in low.items() if k != "glue_streaming:clickstream"} == {
+        k: v for k, v in cost.items() if k != "glue_streaming:clickstream"}
+    with pytest.raises(ValueError, match="'most' is not 'max' or 'min'"):
+        sizing.environment_cost(dev, PRICES, streaming_workers="most")
 
 
 def test_more_shards_cost_more():

@@ -10,7 +10,7 @@ from infra.config import load_config
 
 COMMON_OUTPUTS = {
     "LakeBucketName", "DeadLetterBucketName", "CheckpointBucketName", "JobAssetsBucketName", "AccessLogBucketName",
-    "DataKeyArn", "VpcId", "GlueSecurityGroupId", "CatalogDatabaseName", "LakeTableName", "SchemaRegistryName",
+    "DataKeyArn", "CatalogDatabaseName", "LakeTableName", "SchemaRegistryName",
     "EventSchemaName",
 }
 PER_SOURCE = ("SourceTableName", "DeadLetterTableName", "DeadLetterPath", "CheckpointPath")
@@ -25,7 +25,7 @@ WILDCARD_ONLY_ACTIONS = {
     "ec2:DescribeSecurityGroups", "ec2:DescribeSubnets", "ec2:DescribeVpcs", "ec2:DescribeVpcAttribute",
     "ec2:DescribeVpcEndpoints", "ec2:DescribeRouteTables",
 }
-MSK_OUTPUTS = {"MskClusterArn", "MskClusterName", "MskBootstrapServers", "MskTopicName", "GlueKafkaConnectionName"}
+MSK_OUTPUTS = {"VpcId", "GlueSecurityGroupId", "MskClusterArn", "MskClusterName", "MskBootstrapServers", "MskTopicName", "GlueKafkaConnectionName"}
 
 
 @pytest.mark.parametrize("environment", list(load_config().environments))
