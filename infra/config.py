@@ -70,6 +70,26 @@ _BOOTSTRAP_RE = re.compile(r"^[A-Za-z0-9.-]+:\d{2,5}(,[A-Za-z0-9.-]+:\d{2,5})*$"
 _TAG_KEY_RE = re.compile(r"^[\w .:/=+\-@]{1,128}$")
 
 
+# How long a compaction run may wait for capacity before it starts, by execution class (Glue "Job run
+# statuses" page, docs.aws.amazon.com/glue/latest/dg/job-run-statuses.html): a Flex run stays WAITING
+# for up to 20 minutes; a Standard run waiting for resources is retried for up to 15 minutes.
+COMPACTION_START_WAIT_MINUTES = {True: 20, False: 15}
+# Room left between a run's latest possible end and the next trigger.
+COMPACTION_SCHEDULE_MARGIN_MINUTES = 5
+
+
+def schedule_interval_minutes(schedule: str) -> int | None:
+    """Minutes between two firings of a compaction schedule of the supported shapes: minute fixed, and
+    hour '*' (hourly), '*/N' or '0/N' with N dividing 24 (every N hours), day/month/weekday/year unset.
+    None for any other cron expression."""
+    match = re.fullmatch(r"cron\((\d{1,2}) (\*|\*/\d{1,2}|0/\d{1,2}) \* \* \? \*\)", schedule)
+    if not match or int(match.group(1)) > 59:
+        return None
+    hours = match.group(2)
+    step = 1 if hours == "*" else int(hours.split("/")[1])
+    return step * 60 if step >= 1 and 24 % step == 0 else None
+
+
 class ConfigError(ValueError):
     """One or more configuration values are invalid; the message lists each one on its own line."""
 
@@ -581,11 +601,38 @@ def _cross_checks(env: EnvironmentConfig, problems: list[str]) -> None:
                 f"{n}.alarms.no_records_minutes: {alarms.no_records_minutes} must cover at least two windows "
                 f"(streaming.window_size_seconds is {sj.window_size_seconds})"
             )
+    _compaction_schedule_checks(n, env.compaction, problems)
     allowed = streaming_worker_types(n)
     if sj.worker_type in STREAMING_WORKER_TYPES and sj.worker_type not in allowed:
         problems.append(
             f"{n}.streaming.worker_type: {sj.worker_type!r} is for low-volume streams; {n} must use "
             f"{' or '.join(allowed)}"
+        )
+
+
+def _compaction_schedule_checks(n: str, c: CompactionConfig, problems: list[str]) -> None:
+    """A run must end before the next trigger: with MaxConcurrentRuns 1 a trigger that finds a run still
+    going fails its own run (and the failure alarm pages). Its latest end is the start wait of its
+    execution class plus timeout_minutes."""
+    if not isinstance(c.schedule, str) or not _CRON_RE.match(c.schedule):
+        return  # already reported
+    interval = schedule_interval_minutes(c.schedule)
+    if interval is None:
+        problems.append(
+            f"{n}.compaction.schedule: {c.schedule!r} is not a supported shape: a fixed minute and every hour or "
+            "every N hours (N dividing 24), like 'cron(15 * * * ? *)' or 'cron(15 */2 * * ? *)'"
+        )
+        return
+    if not isinstance(c.timeout_minutes, int) or not isinstance(c.flex, bool):
+        return
+    wait = COMPACTION_START_WAIT_MINUTES[c.flex]
+    latest_end = wait + c.timeout_minutes + COMPACTION_SCHEDULE_MARGIN_MINUTES
+    if latest_end > interval:
+        problems.append(
+            f"{n}.compaction.timeout_minutes: {c.timeout_minutes} is too long for a run every {interval} minutes: "
+            f"a {'Flex' if c.flex else 'Standard'} run may wait {wait} minutes to start, so the timeout must be at "
+            f"most {interval - wait - COMPACTION_SCHEDULE_MARGIN_MINUTES} (the next trigger would find it running "
+            "and fail)"
         )
 
 

@@ -6,7 +6,14 @@ import json
 
 import pytest
 
-from infra.config import DEFAULT_CONFIG_PATH, ConfigError, load_config, parse_config, update_raw
+from infra.config import (
+    DEFAULT_CONFIG_PATH,
+    ConfigError,
+    load_config,
+    parse_config,
+    schedule_interval_minutes,
+    update_raw,
+)
 
 
 @pytest.fixture(scope="module")
@@ -41,6 +48,9 @@ BAD_VALUES = [
     ("staging", "streaming.window_size_seconds", 4.5, "staging.streaming.window_size_seconds: 4.5 must be a whole number from 1 to 3600"),
     ("dev", "compaction.worker_type", "G.025X", "dev.compaction.worker_type: 'G.025X' is not one of G.1X, G.2X"),
     ("dev", "compaction.flex", "yes", "dev.compaction.flex: 'yes' must be true or false"),
+    ("dev", "compaction.timeout_minutes", 50, "dev.compaction.timeout_minutes: 50 is too long for a run every 60 minutes: a Flex run may wait 20 minutes to start, so the timeout must be at most 35"),
+    ("prod", "compaction.timeout_minutes", 41, "prod.compaction.timeout_minutes: 41 is too long for a run every 60 minutes: a Standard run may wait 15 minutes to start, so the timeout must be at most 40"),
+    ("dev", "compaction.schedule", "cron(15 8 * * ? *)", "dev.compaction.schedule: 'cron(15 8 * * ? *)' is not a supported shape"),
     ("dev", "compaction.schedule", "rate(1 hour)", "dev.compaction.schedule: 'rate(1 hour)' is not an EventBridge/Glue cron expression"),
     ("prod", "removal_policy", "destroy", "prod.removal_policy: 'destroy' is not allowed in prod"),
     ("dev", "removal_policy", "keep", "dev.removal_policy: 'keep' is not one of retain, destroy"),
@@ -132,3 +142,17 @@ def test_existing_network_and_msk_accept_complete_settings(raw):
 def test_unknown_environment_selection_is_an_error():
     with pytest.raises(ConfigError, match="qa: unknown environment; configured: dev, staging, prod"):
         load_config().get("qa")
+
+
+@pytest.mark.parametrize("schedule,minutes", [
+    ("cron(15 * * * ? *)", 60), ("cron(0 */2 * * ? *)", 120), ("cron(5 0/3 * * ? *)", 180),
+    ("cron(15 */5 * * ? *)", None), ("cron(75 * * * ? *)", None), ("cron(15 * * * MON *)", None),
+])
+def test_schedule_interval_of_the_supported_shapes(schedule, minutes):
+    assert schedule_interval_minutes(schedule) == minutes
+
+
+def test_a_longer_interval_allows_a_longer_timeout(raw):
+    doc = update_raw(raw, "dev", "compaction.schedule", "cron(15 */2 * * ? *)")
+    doc = update_raw(doc, "dev", "compaction.timeout_minutes", 95)
+    assert parse_config(doc).get("dev").compaction.timeout_minutes == 95

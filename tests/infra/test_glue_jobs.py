@@ -96,7 +96,7 @@ def test_compaction_job_flex_outside_prod_hourly_one_at_a_time(dev, prod):
     d, p = _job(dev, "Compaction"), _job(prod, "Compaction")
     assert d["Command"]["Name"] == p["Command"]["Name"] == "glueetl"
     assert (d.get("ExecutionClass"), p.get("ExecutionClass", "STANDARD")) == ("FLEX", "STANDARD")
-    assert (d["GlueVersion"], d["WorkerType"], d["NumberOfWorkers"], d["Timeout"]) == ("5.0", "G.1X", 2, 50)
+    assert (d["GlueVersion"], d["WorkerType"], d["NumberOfWorkers"], d["Timeout"]) == ("5.0", "G.1X", 2, 35)
     assert d["ExecutionProperty"] == {"MaxConcurrentRuns": 1} and d["MaxRetries"] == 0
     assert d["DefaultArguments"]["--target_file_mb"] == "128"
     dev.has_resource_properties("AWS::Glue::Trigger", {
