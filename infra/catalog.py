@@ -31,7 +31,9 @@ SCHEMA_COMPATIBILITY = "BACKWARD"
 # The registry version the MSK source table reads. CloudFormation creates version 1 with the schema;
 # an evolved .avsc becomes a new AWS::Glue::SchemaVersion and this number moves with it.
 SCHEMA_VERSION_NUMBER = 1
-# The event contract accepts event_time from 2000-01-01 to processing time + 1 day (DESIGN.md).
+# The event contract accepts event_time from 2000-01-01 to processing time + 1 day (DESIGN.md), so the
+# projection starts there: a later start would hide valid events from Athena. The cost, an unfiltered query
+# enumerating every hour since 2000, is documented (docs/infrastructure.md "Catalog and partition visibility").
 LAKE_PROJECTION_DATE_RANGE = "2000-01-01,NOW+1DAYS"
 
 PARQUET_STORAGE = {

@@ -446,8 +446,13 @@ def _msk(r: _Reader) -> MskConfig:
         topic=r.string("topic", pattern=_KAFKA_TOPIC_RE, allowed="a Kafka topic name (letters, digits, '.', '_', '-')"),
         topic_partitions=r.integer("topic_partitions", minimum=1, maximum=1000),
         kafka_version=r.string("kafka_version", choices=MSK_KAFKA_VERSIONS),
+        # Standard brokers only (kafka.*): the cluster is built with EBS storage (StorageInfo), and MSK's
+        # Express brokers (express.m7g.*) have no customer storage to provision ("With Express brokers, you
+        # don't need to provision or manage any storage", MSK developer guide, storage management).
         broker_instance_type=r.string(
-            "broker_instance_type", pattern=re.compile(r"^(express\.)?kafka\.[a-z0-9]+\.[a-z0-9]+$"), allowed="an MSK broker type like kafka.m7g.large"
+            "broker_instance_type", pattern=re.compile(r"^kafka\.[a-z0-9]+\.[a-z0-9]+$"),
+            allowed="a Standard MSK broker type like kafka.m7g.large (Express brokers have no EBS storage to provision; "
+            "this stack builds Standard brokers)",
         ),
         broker_count=r.integer("broker_count", minimum=2, maximum=30),
         broker_volume_gb=r.integer("broker_volume_gb", minimum=1, maximum=16384),

@@ -56,6 +56,7 @@ BAD_VALUES = [
     ("dev", "removal_policy", "keep", "dev.removal_policy: 'keep' is not one of retain, destroy"),
     ("dev", "msk.mode", "cluster", "dev.msk.mode: 'cluster' is not one of none, provisioned, serverless, existing"),
     ("dev", "msk.mode", "existing", "dev.msk.bootstrap_servers: null is required when mode is 'existing'"),
+    ("dev", "msk.broker_instance_type", "express.m7g.large", "dev.msk.broker_instance_type: 'express.m7g.large' is not a Standard MSK broker type"),
     ("dev", "msk.kafka_version", "2.8.1", "dev.msk.kafka_version: '2.8.1' is not one of"),
     ("dev", "msk.kafka_version", "3.6.0", "dev.msk.kafka_version: '3.6.0' is not one of 3.7.x, 3.8.x, 3.9.x"),
     ("dev", "msk.broker_log_retention_days", 10, "dev.msk.broker_log_retention_days: 10 is not a CloudWatch Logs retention: one of 1, 3, 5"),
