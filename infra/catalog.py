@@ -26,6 +26,7 @@ from constructs import Construct
 
 from glue_jobs import schema
 from infra.constants import pascal
+from infra.naming import retained_name
 
 SCHEMA_COMPATIBILITY = "BACKWARD"
 # The registry version the MSK source table reads. CloudFormation creates version 1 with the schema;
@@ -87,7 +88,11 @@ class Catalog(Construct):
         super().__init__(scope, id_)
         stack = cdk.Stack.of(self)
         self._catalog_id = stack.account
-        self._removal_policy = removal_policy
+        # The database and its tables hold no data (the lake stays in its retained bucket) and are rebuilt
+        # from this template, so they are destroyed with the stack in every environment and keep their
+        # readable names; a retained database would block creating the environment again (infra/naming.py).
+        # Tables someone adds to this database by hand go with it: keep them in a database of your own.
+        self._removal_policy = cdk.RemovalPolicy.DESTROY
 
         self.database_name = f"{project}_{environment}".replace("-", "_")
         self.database = glue.Database(
@@ -95,10 +100,12 @@ class Catalog(Construct):
             "Database",
             database_name=self.database_name,
             description=f"{project} {environment}: stream sources, lake and dead letters",
-            removal_policy=removal_policy,
+            removal_policy=self._removal_policy,
         )
 
-        self.registry_name = f"{project}-{environment}"
+        # Registered schema versions are data: the registry is retained where the environment retains, so
+        # its name carries the stack instance suffix there (infra/naming.py).
+        self.registry_name = retained_name(f"{project}-{environment}", removal_policy)
         self.registry = glue.CfnRegistry(
             self, "Registry", name=self.registry_name, description=f"{project} {environment} event schemas"
         )

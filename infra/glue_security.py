@@ -47,6 +47,9 @@ class GlueJobSecurity(Construct):
             cloud_watch_encryption=glue.CloudWatchEncryption.kms(self.logs_key),
             job_bookmarks_encryption=glue.JobBookmarksEncryption.client_side_kms(self.logs_key),
         )
+        # The construct retains by default; a security configuration holds no data, and a retained one keeps
+        # its fixed name and so blocks creating the environment again (infra/naming.py).
+        self.configuration.apply_removal_policy(cdk.RemovalPolicy.DESTROY)
 
     def grant_job(self, role: iam.IRole) -> None:
         """What a job role needs to write encrypted S3 objects, logs and bookmarks."""

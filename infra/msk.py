@@ -25,6 +25,7 @@ from constructs import Construct
 
 from infra.config import MskConfig
 from infra.nag import acknowledge
+from infra.naming import retained_name
 
 IAM_TLS_PORT = 9098  # SASL/IAM over TLS from inside the VPC
 MAX_REPLICATION_FACTOR = 3
@@ -98,7 +99,7 @@ class KafkaSourceInfrastructure(Construct):
                 self._provisioned(name, settings, subnet_ids, encryption_key, removal_policy)
             else:
                 self._serverless(name, subnet_ids, removal_policy)
-            self.cluster_name = name
+            self.cluster_name = retained_name(name, removal_policy)
             self.cluster_arn = self.cluster.attr_arn
             self.bootstrap_servers = self._bootstrap_brokers()
 
@@ -151,7 +152,8 @@ class KafkaSourceInfrastructure(Construct):
         removal_policy: cdk.RemovalPolicy,
     ) -> None:
         stack = cdk.Stack.of(self)
-        log_group_name = f"/aws/msk/{name}"
+        # Retained with the cluster, so named per stack instance where the environment retains (infra/naming.py).
+        log_group_name = retained_name(f"/aws/msk/{name}", removal_policy)
         # Broker logs are encrypted with the data key; CloudWatch Logs may use it for this group only.
         encryption_key.add_to_resource_policy(
             iam.PolicyStatement(
@@ -183,15 +185,17 @@ class KafkaSourceInfrastructure(Construct):
             # KafkaVersionsList and Name are create-only (AWS::MSK::Configuration resource schema): a new Kafka
             # version replaces the configuration, and the replacement must have a name of its own, or
             # CloudFormation cannot create it beside the one it replaces.
-            name=f"{name}-brokers-{settings.kafka_version.replace('.', '-')}",
+            name=retained_name(f"{name}-brokers-{settings.kafka_version.replace('.', '-')}", removal_policy),
             description="Topics from AWS::MSK::Topic only; replication sized to the broker count",
             kafka_versions_list=[settings.kafka_version],
             server_properties=broker_server_properties(settings),
         )
+        # Kept with the retained cluster that uses it (a configuration in use cannot go before its cluster).
+        configuration.apply_removal_policy(removal_policy)
         self.cluster = msk.CfnCluster(
             self,
             "Cluster",
-            cluster_name=name,
+            cluster_name=retained_name(name, removal_policy),
             kafka_version=settings.kafka_version,
             # MSK spreads brokers evenly over the client subnets (one per AZ); config validation
             # keeps broker_count a multiple of the AZ count.
@@ -239,7 +243,7 @@ class KafkaSourceInfrastructure(Construct):
         self.cluster = msk.CfnServerlessCluster(
             self,
             "Cluster",
-            cluster_name=name,
+            cluster_name=retained_name(name, removal_policy),
             client_authentication=msk.CfnServerlessCluster.ClientAuthenticationProperty(
                 sasl=msk.CfnServerlessCluster.SaslProperty(iam=msk.CfnServerlessCluster.IamProperty(enabled=True))
             ),

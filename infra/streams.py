@@ -12,6 +12,7 @@ from constructs import Construct
 from infra.config import KinesisStreamConfig
 from infra.constants import pascal
 from infra.nag import acknowledge
+from infra.naming import retained_name
 
 _MODES = {"on_demand": kinesis.StreamMode.ON_DEMAND, "provisioned": kinesis.StreamMode.PROVISIONED}
 
@@ -39,7 +40,7 @@ class Streams(Construct):
             stream = kinesis.Stream(
                 self,
                 pascal(settings.name),
-                stream_name=stream_name(project, environment, settings.name),
+                stream_name=retained_name(stream_name(project, environment, settings.name), removal_policy),
                 stream_mode=_MODES[settings.capacity_mode],
                 shard_count=settings.shard_count if settings.capacity_mode == "provisioned" else None,
                 retention_period=cdk.Duration.hours(settings.retention_hours),

@@ -24,6 +24,8 @@ PSEUDO = {
     "AWS::Partition": "aws",
     "AWS::URLSuffix": "amazonaws.com",
     "AWS::StackName": "rehearsal",
+    # arn:<partition>:cloudformation:<region>:<account>:stack/<name>/<uuid> (CloudFormation pseudo parameters)
+    "AWS::StackId": f"arn:aws:cloudformation:{REGION}:{ACCOUNT}:stack/rehearsal/5f1e2d3c-0a1b-4c2d-9e8f-123456789abc",
     "AWS::NoValue": None,
 }
 _SUB_VARIABLE = re.compile(r"\$\{([^}!][^}]*)\}")
@@ -90,8 +92,8 @@ class Assembly:
         properties = resources[name].get("Properties", {})
         named = properties.get("DatabaseInput", properties)  # AWS::Glue::Database's Ref is DatabaseInput.Name
         for key in ("Name", "BucketName", "StreamName", "TopicName"):
-            if isinstance(named.get(key), str):
-                return named[key]
+            if named.get(key) is not None:
+                return self.resolve(named[key])
         return f"rehearsal-{name.lower()}"
 
     def get_att(self, resource: str, attribute: str) -> str:

@@ -11,7 +11,7 @@ from aws_cdk import aws_s3 as s3
 
 from glue_jobs import schema
 from infra.catalog import Catalog, KafkaTableSource
-from tests.infra.bare import bare_stack
+from tests.infra.bare import bare_stack, instance_named
 
 PARQUET_SERDE = "org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe"
 
@@ -48,7 +48,8 @@ def _s3(bucket_id: str, suffix: str) -> dict:
 def test_names_exposed_for_jobs_tools_and_alarms(built):
     _, catalog, _, _ = built
     assert catalog.database_name == "streamlake_qa"
-    assert (catalog.registry_name, catalog.schema_name) == ("streamlake-qa", "com.streamlake.events.Event")
+    assert catalog.schema_name == "com.streamlake.events.Event"
+    assert cdk.Stack.of(catalog).resolve(catalog.registry_name) == instance_named("streamlake-qa")
     assert catalog.source_table_names == {"clickstream": "source_clickstream", "orders": "source_orders"}
     assert catalog.lake_table_name == "events"
     assert catalog.dead_letter_table_names == {"clickstream": "dead_letters_clickstream", "orders": "dead_letters_orders"}
@@ -57,7 +58,8 @@ def test_names_exposed_for_jobs_tools_and_alarms(built):
 def test_database_registry_and_backward_compatible_avro_schema(built):
     stack, catalog, template, _ = built
     template.has_resource_properties("AWS::Glue::Database", {"DatabaseInput": assertions.Match.object_like({"Name": "streamlake_qa"})})
-    template.has_resource_properties("AWS::Glue::Registry", {"Name": "streamlake-qa"})
+    # retained: named per stack instance (infra/naming.py)
+    template.has_resource_properties("AWS::Glue::Registry", {"Name": instance_named("streamlake-qa")})
     (schema_resource,) = template.find_resources("AWS::Glue::Schema").values()
     assert schema_resource["Properties"] == {
         "Name": "com.streamlake.events.Event",
@@ -67,8 +69,12 @@ def test_database_registry_and_backward_compatible_avro_schema(built):
         "SchemaDefinition": schema.avro_schema_definition(),
         "Description": "Generated from schemas/event.avsc",
     }
-    assert {r["DeletionPolicy"] for r in template.to_json()["Resources"].values()
-            if r["Type"].startswith("AWS::Glue::")} == {"Retain"}
+    # Registered schema versions are kept with a retaining environment; the database and tables hold no data
+    # and are rebuilt from the template, so they go with the stack (a kept one would block re-creating it).
+    policies = {r["Type"]: r["DeletionPolicy"] for r in template.to_json()["Resources"].values()
+                if r["Type"].startswith("AWS::Glue::")}
+    assert policies == {"AWS::Glue::Registry": "Retain", "AWS::Glue::Schema": "Retain",
+                        "AWS::Glue::Database": "Delete", "AWS::Glue::Table": "Delete"}
 
 
 def test_kinesis_source_table(built):
@@ -101,7 +107,7 @@ def test_msk_source_table_reads_avro_through_the_registry_schema(built):
     resource = _tables(template)["source_orders"]
     descriptor = resource["Properties"]["TableInput"]["StorageDescriptor"]
     assert descriptor["SchemaReference"] == {
-        "SchemaId": {"RegistryName": "streamlake-qa", "SchemaName": "com.streamlake.events.Event"},
+        "SchemaId": {"RegistryName": instance_named("streamlake-qa"), "SchemaName": "com.streamlake.events.Event"},
         "SchemaVersionNumber": 1,
     }
     assert "Columns" not in descriptor  # the registry schema version defines them

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 
 import aws_cdk as cdk
 import pytest
@@ -13,7 +12,7 @@ from aws_cdk import aws_kms as kms
 
 from infra.config import load_config
 from infra.msk import KafkaSourceInfrastructure, broker_server_properties
-from tests.infra.bare import bare_stack
+from tests.infra.bare import bare_stack, instance_named
 
 EXISTING_ARN = "arn:aws:kafka:eu-west-1:111122223333:cluster/shared-kafka/0a1b2c3d-4e5f-6789-abcd-ef0123456789-2"
 
@@ -55,7 +54,7 @@ def test_provisioned_cluster_tls_iam_encrypted_logged_across_private_subnets(pro
     cluster = _only(template, "AWS::MSK::Cluster")
     props = cluster["Properties"]
     assert cluster["DeletionPolicy"] == "Retain"
-    assert props["ClusterName"] == "streamlake-prod"
+    assert props["ClusterName"] == instance_named("streamlake-prod")
     assert props["KafkaVersion"] == "3.8.x"
     assert props["NumberOfBrokerNodes"] == 2
     assert props["BrokerNodeGroupInfo"] == {
@@ -73,7 +72,7 @@ def test_provisioned_cluster_tls_iam_encrypted_logged_across_private_subnets(pro
     log_group_id = stack.get_logical_id(msk.log_group.node.default_child)
     assert props["LoggingInfo"] == {"BrokerLogs": {"CloudWatchLogs": {"Enabled": True, "LogGroup": {"Ref": log_group_id}}}}
     assert template.find_resources("AWS::Logs::LogGroup")[log_group_id]["Properties"] == {
-        "KmsKeyId": {"Fn::GetAtt": [ids["key"], "Arn"]}, "LogGroupName": "/aws/msk/streamlake-prod", "RetentionInDays": 30,
+        "KmsKeyId": {"Fn::GetAtt": [ids["key"], "Arn"]}, "LogGroupName": instance_named("/aws/msk/streamlake-prod"), "RetentionInDays": 30,
     }
 
 
@@ -160,7 +159,7 @@ def test_serverless_cluster_uses_iam_and_the_private_subnets():
     stack, msk, template, ids = _build(mode="serverless")
     props = _only(template, "AWS::MSK::ServerlessCluster")["Properties"]
     assert props == {
-        "ClusterName": "streamlake-prod",
+        "ClusterName": instance_named("streamlake-prod"),
         "ClientAuthentication": {"Sasl": {"Iam": {"Enabled": True}}},
         "VpcConfigs": [{
             "SubnetIds": [{"Ref": s} for s in ids["subnets"]],
@@ -190,4 +189,5 @@ def test_log_key_policy_lets_cloudwatch_logs_use_the_key_for_the_broker_log_grou
     statements = template.to_json()["Resources"][ids["key"]]["Properties"]["KeyPolicy"]["Statement"]
     logs = [s for s in statements if "Service" in s["Principal"]]
     assert len(logs) == 1
-    assert json.dumps(logs[0]["Condition"]).endswith(':log-group:/aws/msk/streamlake-prod"]]}}}')
+    arn = logs[0]["Condition"]["ArnEquals"]["kms:EncryptionContext:aws:logs:arn"]["Fn::Join"][1]
+    assert arn[-2:] == [":log-group:", instance_named("/aws/msk/streamlake-prod")]

@@ -70,3 +70,38 @@ def test_identity_policies_use_wildcard_resources_only_where_aws_allows_nothing_
                 if "*" in (resources if isinstance(resources, list) else [resources]) and not set(actions) <= WILDCARD_ONLY_ACTIONS:
                     offenders.append((logical_id, actions))
     assert offenders == [], json.dumps(offenders)
+
+
+# Names that are unique only inside a retained parent that is itself named per stack instance.
+SCOPED_NAMES = {"AWS::Glue::Schema": "inside its registry", "AWS::MSK::Topic": "inside its cluster"}
+# Names the schemas' create-only list does not reach: CDK writes a database's name into DatabaseInput.Name.
+EXTRA_NAME_PATHS = {"AWS::Glue::Database": (("DatabaseInput", "Name"),)}
+
+
+@pytest.mark.parametrize("environment", ["dev", "staging", "prod"])
+def test_no_retained_resource_keeps_a_fixed_name(templates, environment):
+    """A resource kept on stack delete still holds its name, so a fixed name would make creating the
+    environment again fail: every retained resource's name (a create-only property ending in Name, from
+    the CloudFormation resource schemas) is generated or ends in the stack instance suffix."""
+    from infra import cfn_schema
+
+    fixed = []
+    for logical_id, resource in templates[environment]["Resources"].items():
+        if resource.get("DeletionPolicy") != "Retain" or resource["Type"] in SCOPED_NAMES:
+            continue
+        for path in cfn_schema.name_paths(resource["Type"]) + EXTRA_NAME_PATHS.get(resource["Type"], ()):
+            value = resource.get("Properties", {})
+            for step in path:
+                value = value.get(step) if isinstance(value, dict) else None
+            if isinstance(value, str):
+                fixed.append(f"{logical_id} ({resource['Type']}) {'.'.join(path)}={value}")
+            elif value is not None:
+                # the stack instance suffix, or a resource name CloudFormation generates (a Ref to a resource
+                # the template does not name, like CDK's provider Lambda behind its managed log group)
+                text = json.dumps(value)
+                refs = [ref for ref in templates[environment]["Resources"] if f'"Ref": "{ref}"' in text]
+                generated = refs and all(
+                    not any(k.endswith("Name") for k in templates[environment]["Resources"][ref].get("Properties", {}))
+                    for ref in refs)
+                assert '"AWS::StackId"' in text or generated, (logical_id, value)
+    assert fixed == []

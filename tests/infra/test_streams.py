@@ -8,7 +8,7 @@ from aws_cdk import aws_kms as kms
 
 from infra.config import KinesisStreamConfig
 from infra.streams import Streams
-from tests.infra.bare import bare_stack
+from tests.infra.bare import bare_stack, instance_named
 
 
 def test_streams_are_encrypted_with_the_data_key_and_sized_from_config():
@@ -24,16 +24,17 @@ def test_streams_are_encrypted_with_the_data_key_and_sized_from_config():
     )
     template = assertions.Template.from_stack(stack)
     key_arn = {"Fn::GetAtt": [stack.get_logical_id(key.node.default_child), "Arn"]}
-    found = {r["Properties"]["Name"]: r for r in template.find_resources("AWS::Kinesis::Stream").values()}
+    # Retained streams are named per stack instance, so the environment can be created again (infra/naming.py).
+    found = {r["Properties"]["Name"]["Fn::Join"][1][0]: r for r in template.find_resources("AWS::Kinesis::Stream").values()}
     assert found["streamlake-qa-clickstream"]["Properties"] == {
-        "Name": "streamlake-qa-clickstream",
+        "Name": instance_named("streamlake-qa-clickstream"),
         "RetentionPeriodHours": 168,
         "ShardCount": 4,
         "StreamEncryption": {"EncryptionType": "KMS", "KeyId": key_arn},
         "StreamModeDetails": {"StreamMode": "PROVISIONED"},
     }
     assert found["streamlake-qa-web-clicks"]["Properties"] == {
-        "Name": "streamlake-qa-web-clicks",
+        "Name": instance_named("streamlake-qa-web-clicks"),
         "RetentionPeriodHours": 24,
         "StreamEncryption": {"EncryptionType": "KMS", "KeyId": key_arn},
         "StreamModeDetails": {"StreamMode": "ON_DEMAND"},
@@ -41,3 +42,12 @@ def test_streams_are_encrypted_with_the_data_key_and_sized_from_config():
     assert {r["DeletionPolicy"] for r in found.values()} == {"Retain"}
     assert sorted(streams.streams) == ["clickstream", "web-clicks"]
     assert sorted(streams.stream_names) == ["clickstream", "web-clicks"]
+
+
+def test_a_stream_destroyed_with_its_stack_keeps_its_plain_name():
+    stack = bare_stack("Streams")
+    Streams(stack, "Streams", project="streamlake", environment="dev",
+            streams=(KinesisStreamConfig("clickstream", "on_demand", None, 24),),
+            encryption_key=kms.Key(stack, "DataKey"), removal_policy=cdk.RemovalPolicy.DESTROY)
+    (stream,) = assertions.Template.from_stack(stack).find_resources("AWS::Kinesis::Stream").values()
+    assert stream["Properties"]["Name"] == "streamlake-dev-clickstream"
