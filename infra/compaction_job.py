@@ -74,6 +74,7 @@ class CompactionJob(Construct):
             max_retries=0,
             timeout=cdk.Duration.minutes(settings.timeout_minutes),
             **job_assets.common_job_props(
+                self,
                 "compaction",
                 glue_version=settings.glue_version,
                 worker_type=settings.worker_type,

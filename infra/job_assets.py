@@ -21,6 +21,10 @@ import zipfile
 from pathlib import Path
 
 from aws_cdk import aws_glue as glue
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_s3_assets as s3_assets
+from constructs import Construct
 
 from infra.config import REPO_ROOT
 
@@ -69,14 +73,44 @@ def entrypoint(package: str, module: str = "glue_entry") -> Path:
     return path
 
 
+class AssetObjectCode(glue.Code):
+    """Job code uploaded as a CDK asset, readable by the job role as that one object.
+
+    `glue.Code.from_asset` grants the role the S3 read helper (s3:GetObject*, s3:GetBucket*, s3:List*) on
+    the whole bootstrap asset bucket, i.e. on every asset of every CDK app in the account and region.
+    Glue loads the script and --extra-py-files objects with the job role; reading an object takes
+    s3:GetObject on it, so that is the grant.
+    """
+
+    def __init__(self, asset: s3_assets.Asset) -> None:
+        super().__init__()
+        self._asset = asset
+
+    def bind(self, scope: Construct, grantable: iam.IGrantable) -> glue.CodeConfig:
+        grantable.grant_principal.add_to_principal_policy(
+            iam.PolicyStatement(actions=["s3:GetObject"], resources=[self._asset.bucket.arn_for_objects(self._asset.s3_object_key)])
+        )
+        return glue.CodeConfig(
+            s3_location=s3.Location(bucket_name=self._asset.s3_bucket_name, object_key=self._asset.s3_object_key)
+        )
+
+
 def common_job_props(
-    package: str, *, glue_version: str, worker_type: str, workers: int, security_configuration: glue.ISecurityConfiguration
+    scope: Construct,
+    package: str,
+    *,
+    glue_version: str,
+    worker_type: str,
+    workers: int,
+    security_configuration: glue.ISecurityConfiguration,
 ) -> dict:
-    """What every job of this app shares: its entrypoint and the package zip, runtime and workers,
-    encryption, continuous logging, metrics and observability metrics, one run at a time."""
+    """What every job of this app shares: its entrypoint and the package zip (as assets under `scope`),
+    runtime and workers, encryption, continuous logging, metrics and observability metrics, one run at a time."""
+    script = s3_assets.Asset(scope, "ScriptAsset", path=str(entrypoint(package)))
+    package_zip = s3_assets.Asset(scope, "PackageAsset", path=str(build_package_zip()))
     return {
-        "script": glue.Code.from_asset(str(entrypoint(package))),
-        "extra_python_files": [glue.Code.from_asset(str(build_package_zip()))],
+        "script": AssetObjectCode(script),
+        "extra_python_files": [AssetObjectCode(package_zip)],
         "glue_version": GLUE_VERSIONS[glue_version],
         "worker_configuration": glue.WorkerConfiguration(worker_type=WORKER_TYPES[worker_type], number_of_workers=workers),
         "security_configuration": security_configuration,

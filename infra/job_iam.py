@@ -13,10 +13,6 @@ from aws_cdk import aws_s3 as s3
 
 from infra.nag import acknowledge, acknowledge_wildcard_resource
 
-# The Glue L2 grants the role read access to the job's script and extra-files assets in the CDK
-# bootstrap bucket with the s3 grant helper's wildcard actions.
-_ASSET_BUCKET_OBJECTS = "arn:<AWS::Partition>:s3:::cdk-hnb659fds-assets-<AWS::AccountId>-<AWS::Region>/*"
-
 # What Hadoop's S3 filesystem does under a prefix: list, read, write (incl. multipart), delete.
 OBJECT_ACTIONS = ("s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload")
 KEY_ACTIONS = ("kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey")
@@ -56,11 +52,6 @@ def grant_key(role: iam.IRole, key: kms.IKey) -> None:
 
 def acknowledge_glue_job_role(role: iam.IRole, *, uses_connection: bool) -> None:
     """The wildcards every Glue job role carries, each for a reason the action or service imposes."""
-    for action in ("s3:GetBucket*", "s3:GetObject*", "s3:List*"):
-        acknowledge(role, f"AwsSolutions-IAM5[Action::{action}]",
-                    "granted by the Glue L2 (Code.from_asset) to read the job's own script assets from the CDK asset bucket")
-    acknowledge(role, f"AwsSolutions-IAM5[Resource::{_ASSET_BUCKET_OBJECTS}]",
-                "asset object keys are content hashes chosen at synth; the Glue L2 scopes the grant to the bootstrap asset bucket")
     acknowledge(role, "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:logs:<AWS::Region>:<AWS::AccountId>:log-group:/aws-glue/*]",
                 "Glue continuous logging creates its log groups and streams under /aws-glue/ with names derived from the job run and security configuration")
     star = "cloudwatch:PutMetricData supports no resource-level permissions; a cloudwatch:namespace condition restricts it"

@@ -159,6 +159,7 @@ class StreamingLakeStack(cdk.Stack):
                     connections=self.msk.job_connections,
                     connection_subnet_ids=self.msk.connection_subnet_ids,
                     connection_security_group_ids=self.msk.connection_security_group_ids,
+                    connection_vpc_id=self.network.vpc.vpc_id,
                     registry_arn=catalog.registry_arn,
                     schema_arn=catalog.schema_arn,
                 ),

@@ -33,7 +33,7 @@ def _stack(env_name: str):
                    glue.Connection.from_connection_name(stack, "NetB", "net-b"))
     kafka = KafkaSource("arn:aws:kafka:eu-west-1:111122223333:cluster/lake/abc-1", "orders-events", connections,
                         "arn:aws:glue:eu-west-1:111122223333:registry/lake", "arn:aws:glue:eu-west-1:111122223333:schema/lake/event",
-                        ("subnet-0a1", "subnet-0b1"), ("sg-0b2",))
+                        ("subnet-0a1", "subnet-0b1"), ("sg-0b2",), "vpc-0c3")
     StreamingJob(stack, "OrderJob", environment=env_name, source_name="orders", settings=env.streaming,
                  locations=locations, catalog=CatalogNames("lake_db", "src_orders", "events"),
                  security=security, kafka=kafka)
@@ -139,7 +139,7 @@ def test_streaming_roles_are_scoped_to_their_own_source_and_prefixes(dev):
     # only actions with no resource-level permissions, and glue:GetSchemaVersion, which the Avro deserializer
     # calls with a SchemaVersionId that names no registry or schema (AWS's consumer example grants it on *)
     allowed = {"glue:GetSchemaVersion", "cloudwatch:PutMetricData", "ec2:DescribeNetworkInterfaces", "ec2:DescribeSecurityGroups", "ec2:DescribeSubnets", "ec2:DescribeVpcs",
-               "ec2:DescribeVpcAttribute", "ec2:DescribeVpcEndpoints", "ec2:DescribeRouteTables"}
+               "ec2:DescribeVpcEndpoints", "ec2:DescribeRouteTables"}
     for statement in wildcard:
         assert _actions(statement) <= allowed, statement
     assert [s["Sid"] for s in wildcard if "glue:GetSchemaVersion" in _actions(s)] == ["ReadSchemaVersionsById"]
@@ -157,6 +157,8 @@ def test_connection_network_interfaces_are_scoped_to_the_connection_subnet_and_s
     assert [a for a in arns if ":security-group/sg-0b2" in a]
     assert len(arns) == 4 and ":network-interface/*" in arns[0]
     assert ":network-interface/*" in json.dumps(delete["Resource"])
+    attribute = statements["GlueConnectionVpcAttribute"]
+    assert _actions(attribute) == {"ec2:DescribeVpcAttribute"} and ":vpc/vpc-0c3" in json.dumps(attribute["Resource"])
 
 
 def test_prefix_grants_cover_the_prefix_key_and_its_folder_marker(dev):

@@ -20,9 +20,10 @@ WILDCARD_ONLY_ACTIONS = {
     "cloudwatch:PutMetricData",  # no resource-level permissions; narrowed by a namespace condition
     # Looked up by SchemaVersionId, which names no registry or schema: AWS's deserializer example grants it on *.
     "glue:GetSchemaVersion",
-    # Glue's connection: the Describe calls support no resource-level permissions (ENI create/delete are scoped).
+    # Glue's connection: these Describe calls support no resource-level permissions (ENI create/delete and
+    # DescribeVpcAttribute are scoped).
     "ec2:DescribeNetworkInterfaces",
-    "ec2:DescribeSecurityGroups", "ec2:DescribeSubnets", "ec2:DescribeVpcs", "ec2:DescribeVpcAttribute",
+    "ec2:DescribeSecurityGroups", "ec2:DescribeSubnets", "ec2:DescribeVpcs",
     "ec2:DescribeVpcEndpoints", "ec2:DescribeRouteTables",
 }
 MSK_OUTPUTS = {"VpcId", "GlueSecurityGroupId", "MskClusterArn", "MskClusterName", "MskBootstrapServers", "MskTopicName", "GlueKafkaConnectionName"}
