@@ -19,7 +19,7 @@ from importlib import resources
 STATEFUL_TYPES = frozenset({
     "AWS::S3::Bucket", "AWS::Kinesis::Stream", "AWS::MSK::Cluster", "AWS::MSK::ServerlessCluster",
     "AWS::KMS::Key", "AWS::Logs::LogGroup", "AWS::Glue::Registry", "AWS::Glue::Schema", "AWS::Glue::SchemaVersion",
-    "AWS::SQS::Queue", "AWS::DynamoDB::Table",
+    "AWS::SQS::Queue", "AWS::DynamoDB::Table", "AWS::MSK::Topic",
 })
 _INDEX = re.compile(r"\[\d+\]")
 
@@ -61,6 +61,12 @@ def replacing_path(resource_type: str, changed_path: str) -> tuple[str, ...] | N
     return None
 
 
+# Create-only properties ending in `Name` that name something else (a VPC endpoint's ServiceName is the
+# AWS service it connects to): replacing such a resource under the same value clashes with nothing.
+NOT_RESOURCE_NAMES = frozenset({"ServiceName"})
+
+
 def name_paths(resource_type: str) -> tuple[tuple[str, ...], ...]:
     """Create-only paths that name the resource (their last step ends in `Name`)."""
-    return tuple(p for p in replacement_paths(resource_type) if p and p[-1].endswith("Name"))
+    return tuple(p for p in replacement_paths(resource_type)
+                 if p and p[-1].endswith("Name") and p[-1] not in NOT_RESOURCE_NAMES)

@@ -125,12 +125,76 @@ def diff_templates(old: dict, new: dict) -> list[ResourceChange]:
         change.replacing = sorted(".".join(path) for path in reached)
         if rtype != old_r[lid]["Type"] or reached:
             change.kind = "replaced"
-            for name in cfn_schema.name_paths(rtype):
-                before, after = _get(old_r[lid], name), _get(new_r[lid], name)
-                if after is not None and before == after:
-                    change.fixed_name = f"{'.'.join(name)}={_show(after)}"
         changes.append(change)
+    _cascade_replacements(old_r, new_r, changes)
     return changes
+
+
+# Types whose name is unique only inside a parent named by a create-only property: when that parent is
+# replaced too, the new resource lives in the new parent and its name does not clash.
+SCOPED_NAMES = {
+    "AWS::Glue::Schema": ("Registry",),
+    "AWS::MSK::Topic": ("ClusterArn",),
+    "AWS::Glue::Table": ("DatabaseName",),
+}
+
+
+def _keeps_name(rtype: str, old: dict, new: dict, replaced: set[str]) -> str | None:
+    """"Name=value" when a replacement of this resource would need the name the old one still holds."""
+    parent = SCOPED_NAMES.get(rtype)
+    if parent is not None and _references(_get(new, parent)) & replaced:
+        return None
+    for name in cfn_schema.name_paths(rtype):
+        before, after = _get(old, name), _get(new, name)
+        if after is not None and before == after:
+            return f"{'.'.join(name)}={_show(after)}"
+    return None
+
+
+def _references(value: Any) -> set[str]:
+    """Logical ids a template value refers to with Ref or Fn::GetAtt (at any depth)."""
+    if isinstance(value, dict):
+        if set(value) == {"Ref"} and isinstance(value["Ref"], str):
+            return {value["Ref"]}
+        if set(value) == {"Fn::GetAtt"}:
+            target = value["Fn::GetAtt"]
+            return {target[0] if isinstance(target, list) else str(target).split(".")[0]}
+        return set().union(*(_references(v) for v in value.values())) if value else set()
+    if isinstance(value, list):
+        return set().union(*(_references(v) for v in value)) if value else set()
+    return set()
+
+
+def _cascade_replacements(old_r: dict, new_r: dict, changes: list[ResourceChange]) -> None:
+    """A replaced resource gets a new physical id, so a create-only property that refers to it changes at
+    deploy time although the template text does not (a new VPC's subnets replace the MSK cluster whose
+    ClientSubnets name them). Such resources are replaced too, to a fixpoint."""
+    by_id = {c.logical_id: c for c in changes}
+    replaced = {c.logical_id for c in changes if c.kind in ("replaced", "removed")}
+    grew = True
+    while grew:
+        grew = False
+        for lid in sorted(set(old_r) & set(new_r)):
+            if lid in replaced:
+                continue
+            rtype = new_r[lid]["Type"]
+            reached = [path for path in cfn_schema.replacement_paths(rtype) if _references(_get(new_r[lid], path)) & replaced]
+            if not reached:
+                continue
+            change = by_id.get(lid) or ResourceChange(lid, rtype, "modified")
+            if lid not in by_id:
+                changes.append(change)
+                by_id[lid] = change
+            causes = sorted(_references(_get(new_r[lid], reached[0])) & replaced)
+            change.kind = "replaced"
+            change.replacing = sorted(set(change.replacing) | {".".join(p) for p in reached})
+            change.changes.append((".".join(("Properties", *reached[0])), "(refers to replaced)", ", ".join(causes)))
+            replaced.add(lid)
+            grew = True
+    for change in changes:  # names last: whether a name clashes depends on whether its parent is replaced
+        if change.kind == "replaced":
+            change.fixed_name = _keeps_name(change.type, old_r[change.logical_id], new_r[change.logical_id], replaced)
+    changes.sort(key=lambda c: (c.kind != "added", c.kind != "removed", c.logical_id))
 
 
 def _show(value: Any) -> str:

@@ -7,6 +7,7 @@ they are written out here once, scoped to one prefix or one key.
 
 from __future__ import annotations
 
+import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
@@ -52,8 +53,11 @@ def grant_key(role: iam.IRole, key: kms.IKey) -> None:
 
 def acknowledge_glue_job_role(role: iam.IRole, *, uses_connection: bool) -> None:
     """The wildcards every Glue job role carries, each for a reason the action or service imposes."""
-    acknowledge(role, "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:logs:<AWS::Region>:<AWS::AccountId>:log-group:/aws-glue/*]",
-                "Glue continuous logging creates its log groups and streams under /aws-glue/ with names derived from the job run and security configuration")
+    # The ARN as the statement writes it: tokens in an environment-agnostic stack, literals once account and
+    # region are set (a fixed finding id here failed every synth of such an environment).
+    stack = cdk.Stack.of(role)
+    acknowledge_wildcard_resource(role, f"arn:{stack.partition}:logs:{stack.region}:{stack.account}:log-group:/aws-glue/*",
+                                  "Glue continuous logging creates its log groups and streams under /aws-glue/ with names derived from the job run and security configuration")
     star = "cloudwatch:PutMetricData supports no resource-level permissions; a cloudwatch:namespace condition restricts it"
     if uses_connection:
         star += ("; the EC2 Describe calls a Glue connection needs support none either"

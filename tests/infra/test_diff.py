@@ -134,3 +134,22 @@ def test_the_cost_line_gives_the_auto_scaling_range_and_calls_out_the_maximum():
     text = diff.render_environment("dev", [], diff.CostRange(100.0, 200.0), diff.CostRange(150.0, 300.0))
     assert "fixed monthly cost at maximum workers 200.00 → 300.00 USD (**+100.00**)" in text
     assert "100.00–200.00 → 150.00–300.00 USD a month; the maximum is what the bill can reach" in text
+
+
+def test_a_replacement_cascades_through_create_only_references():
+    """A new VPC CIDR replaces the VPC; its subnets (VpcId is create-only) and then the MSK cluster that names
+    them (ClientSubnets is create-only) get new physical ids although their template text is unchanged, and
+    the cluster keeps its name: the deploy fails."""
+    def template(cidr):
+        return {"Resources": {
+            "Vpc": {"Type": "AWS::EC2::VPC", "Properties": {"CidrBlock": cidr}},
+            "Subnet": {"Type": "AWS::EC2::Subnet", "Properties": {"VpcId": {"Ref": "Vpc"}, "CidrBlock": "10.0.0.0/20"}},
+            "Cluster": {"Type": "AWS::MSK::Cluster", "Properties": {
+                "ClusterName": "lake", "KafkaVersion": "3.8.x", "NumberOfBrokerNodes": 2,
+                "BrokerNodeGroupInfo": {"ClientSubnets": [{"Ref": "Subnet"}], "InstanceType": "kafka.m7g.large"}}},
+            "Alarm": {"Type": "AWS::CloudWatch::Alarm", "Properties": {"Dimensions": [{"Value": {"Ref": "Cluster"}}]}},
+        }}
+    changes = {c.logical_id: c for c in diff.diff_templates(template("10.0.0.0/16"), template("10.1.0.0/16"))}
+    assert {k: c.kind for k, c in changes.items()} == {"Vpc": "replaced", "Subnet": "replaced", "Cluster": "replaced"}
+    assert changes["Cluster"].replacing == ["BrokerNodeGroupInfo.ClientSubnets"]
+    assert changes["Cluster"].deploy_fails and not changes["Subnet"].deploy_fails
