@@ -188,6 +188,9 @@ def _produce(args) -> int:
         unknown = [r for r in args.reason if r not in REASON_CODES]
         if unknown:
             raise ToolError(f"--reason {unknown[0]!r} is not a reason code; known: {', '.join(REASON_CODES)}")
+    if args.unsent_file and not args.unsent_file.lower().endswith(".jsonl"):
+        # The unsent file is replayed with --dead-letters, which reads JSON Lines by their .jsonl name.
+        raise ToolError(f"--unsent-file {args.unsent_file!r}: must end in .jsonl (it is replayed with --dead-letters)")
     if args.file is not None:
         items = producer.NdjsonFile(args.file)  # checks the file exists before any AWS call
 

@@ -106,7 +106,14 @@ class DeadLetters:
             root = Path(self.location)
             if not root.exists():
                 raise ToolError(f"--dead-letters {self.location!r}: no such file or directory")
+            if root.is_file() and not _dead_letter_kind(root):
+                # Read by name, as every reader of the lake reads: a renamed unsent file would otherwise
+                # send nothing and succeed.
+                raise ToolError(f"--dead-letters {self.location!r}: not a dead-letter file name; expected "
+                                f"{', '.join(DEAD_LETTER_SUFFIXES)}")
             files = [root] if root.is_file() else _visible_files(root)
+            if not files:
+                raise ToolError(f"--dead-letters {self.location!r}: no Parquet or JSON Lines files under that folder")
             yield from _read_dead_letter_files(files, self.reasons, display_root=None)
 
 
@@ -114,11 +121,15 @@ def _is_hidden(relative: Path) -> bool:
     return any(part.startswith(("_", ".")) for part in relative.parts)
 
 
+JSON_LINES_SUFFIXES = (".jsonl", ".json", ".jsonl.gz", ".json.gz", ".ndjson", ".ndjson.gz")
+DEAD_LETTER_SUFFIXES = (".parquet", *JSON_LINES_SUFFIXES)
+
+
 def _dead_letter_kind(path: Path) -> str | None:
     name = path.name.lower()
     if name.endswith(".parquet"):
         return "parquet"
-    if name.endswith((".jsonl", ".json", ".jsonl.gz", ".json.gz", ".ndjson", ".ndjson.gz")):
+    if name.endswith(JSON_LINES_SUFFIXES):
         return "jsonl"
     return None
 
@@ -182,9 +193,17 @@ def _read_dead_letter_files(files: list[Path], reasons: tuple[str, ...],
 
 def _read_parquet_payloads(files: list[Path], reasons: tuple[str, ...], shown) -> Iterator[tuple[str, bytes]]:
     # pyarrow is not a project dependency; Spark (pinned in requirements-dev.txt, and what wrote
-    # these files) reads them. Started only when a replay actually contains Parquet.
-    from pyspark.sql import SparkSession
-    from pyspark.sql import functions as F
+    # these files) reads them. Started only when a replay actually contains Parquet, so the tools'
+    # own requirements (requirements.txt, no Spark) replay JSON Lines and say what Parquet needs.
+    try:
+        from pyspark.sql import SparkSession
+        from pyspark.sql import functions as F
+    except ImportError:
+        raise ToolError(
+            f"{len(files)} of the dead-letter files are Parquet ({shown(files[0])}, ...): reading Parquet needs "
+            "pyspark, which the tools' requirements.txt leaves out; run the tool from the development "
+            "environment (make bootstrap, then .venv/bin/python -m tools ...). Nothing was sent."
+        ) from None
 
     spark = (
         SparkSession.builder.master("local[1]").appName("streamlake-replay")
@@ -273,6 +292,7 @@ class SendResult:
     retried: int = 0  # entries resent after a per-record or whole-call failure
     unsent: int = 0
     unsent_path: Path | None = None
+    in_flight: list = field(default_factory=list, repr=False)  # the records of the PutRecords call under way
 
 
 class SendFailed(ToolError):
@@ -296,9 +316,8 @@ class Backoff:
 
 def send(kinesis, stream_name: str, records: Iterable[Record], *, total: int, max_attempts: int = 5,
          backoff: Backoff | None = None, unsent_path: Path, progress: Progress | None = None) -> SendResult:
-    """Send every record; raise SendFailed (after writing `unsent_path`) if some could not be sent."""
-    from botocore.exceptions import BotoCoreError, ClientError
-
+    """Send every record; raise SendFailed (after writing `unsent_path`) if some could not be sent or the
+    run was interrupted."""
     backoff = backoff or Backoff()
     progress = progress or Progress(total, enabled=False)
     result = SendResult()
@@ -315,8 +334,25 @@ def send(kinesis, stream_name: str, records: Iterable[Record], *, total: int, ma
             result,
         )
 
+    try:
+        _send_batches(kinesis, stream_name, batch_iter, result, progress, backoff, max_attempts, fail)
+    except KeyboardInterrupt:
+        # Ctrl-C: the call in flight may or may not have been written, so its records go to the unsent file
+        # marked as such (resending them may duplicate them), with every record not yet tried.
+        in_flight = result.in_flight
+        raise fail(f"interrupted (Ctrl-C) during PutRecords to {stream_name!r}; the {len(in_flight)} record(s) of "
+                   "the call in flight may already be on the stream (resending them may duplicate them)",
+                   in_flight, "interrupted_in_flight") from None
+    progress.finish()
+    return result
+
+
+def _send_batches(kinesis, stream_name, batch_iter, result, progress, backoff, max_attempts, fail) -> None:
+    from botocore.exceptions import BotoCoreError, ClientError
+
     for batch in batch_iter:
         pending = batch
+        result.in_flight = pending
         attempt = 1
         while True:
             result.requests += 1
@@ -352,11 +388,11 @@ def send(kinesis, stream_name: str, records: Iterable[Record], *, total: int, ma
                     [r for r, _ in failed], ",".join(codes),
                 )
             pending = [r for r, _ in failed]
+            result.in_flight = pending
             result.retried += len(pending)
             backoff.wait(attempt)
             attempt += 1
-    progress.finish()
-    return result
+    result.in_flight = []
 
 
 def _write_unsent(path: Path, failed: list[Record], rest: Iterator[Record], detail: str) -> int:

@@ -62,6 +62,12 @@ def test_arguments_are_validated_with_clear_errors(deployed, tmp_path):
          "--reason 'typo' is not a reason code; known: malformed_json, missing_required_field, invalid_type, "
          "out_of_range"),
         (("compact", *ENV, "--hour", "2024-5-1T3"), "--hour '2024-5-1T3': expected YYYY-MM-DDTHH in UTC"),
+        (("produce", *ENV, "--source", dev_env.SOURCE, "--file", __file__, "--unsent-file", "left.txt"),
+         "--unsent-file 'left.txt': must end in .jsonl (it is replayed with --dead-letters)"),
+        (("produce", *ENV, "--source", dev_env.SOURCE, "--dead-letters", __file__),
+         f"--dead-letters {__file__!r}: not a dead-letter file name; expected .parquet, .jsonl"),
+        (("produce", *ENV, "--source", dev_env.SOURCE, "--dead-letters", str(tmp_path)),
+         f"--dead-letters {str(tmp_path)!r}: no Parquet or JSON Lines files under that folder"),
     ]
     for args, message in checks:
         result = deployed.cli(*args)

@@ -143,6 +143,29 @@ def test_a_throttled_call_is_resent_whole_and_a_refused_call_stops_at_once(aws, 
     assert len((tmp_path / "u2.jsonl").read_text().splitlines()) == 4
 
 
+def test_ctrl_c_writes_the_in_flight_and_untried_records_to_the_unsent_file(aws, tmp_path):
+    """Ctrl-C in the middle of the second of three calls: the first batch is on the stream, the second's
+    outcome is unknown (marked so in the unsent file), the third was never tried; nothing is lost."""
+    lines = _lines(1200)
+    real_put = aws.kinesis.put_records
+    calls = []
+
+    def interrupted(**kwargs):
+        calls.append(len(kwargs["Records"]))
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real_put(**kwargs)
+
+    aws.kinesis.put_records = interrupted
+    with pytest.raises(producer.SendFailed, match=r"interrupted \(Ctrl-C\).*the 500 record\(s\) of the call in flight may"):
+        _send(aws, producer.NdjsonFile(_write(tmp_path / "e.ndjson", lines)), tmp_path)
+    unsent = [json.loads(line) for line in (tmp_path / "unsent.jsonl").read_text().splitlines()]
+    assert [u["payload"] for u in unsent] == lines[500:]
+    assert {u["detail"] for u in unsent[:500]} == {"interrupted_in_flight"}
+    assert {u["detail"] for u in unsent[500:]} == {"not_attempted"}
+    assert len(read_stream(aws.kinesis)) == 500
+
+
 def test_batches_hold_at_most_500_records_and_5_mib():
     def record(i, size):
         return producer.Record(f"line {i}", b"x" * size, "k")
@@ -241,6 +264,20 @@ def test_dead_letters_replay_reads_parquet_written_by_spark(aws, tmp_path):
 
     assert result.sent == 3
     assert sorted(d for _, d in read_stream(aws.kinesis)) == sorted(p.encode() for p in payloads)
+
+
+def test_parquet_dead_letters_without_pyspark_are_an_error_line_and_nothing_is_sent(aws, tmp_path, monkeypatch):
+    """requirements.txt (the tools' requirements) has no Spark: Parquet needs the development environment."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "pyspark.sql", None)  # `from pyspark.sql import ...` raises ImportError
+    folder = tmp_path / "dead_letters" / "clickstream" / "ingest_date=2024-05-01"
+    folder.mkdir(parents=True)
+    _write(folder / "a.jsonl", [json.dumps({"payload": _lines(1)[0], "reason": "invalid_type"})])
+    (folder / "part-0.parquet").write_bytes(b"PAR1")
+    with pytest.raises(ToolError, match=r"1 of the dead-letter files are Parquet .*part-0.parquet.*needs pyspark.*Nothing was sent"):
+        _send(aws, producer.DeadLetters(str(tmp_path / "dead_letters"), ()), tmp_path)
+    assert read_stream(aws.kinesis) == []
 
 
 def test_progress_goes_to_stderr_in_tenths_when_not_a_terminal():
