@@ -13,9 +13,16 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
-# Adaptive retries for throttled control-plane calls; the producer does its own per-record retries
-# on top (PutRecords reports partial failures in a 200 response, which botocore never retries).
-_CLIENT_CONFIG = Config(retries={"mode": "standard", "max_attempts": 5})
+# botocore's "standard" retry mode (not "adaptive"): up to 5 attempts in all of a call that failed with a
+# throttling error, a 5xx or a connection error, with backoff. Right for the control-plane calls
+# (Glue, CloudFormation, CloudWatch, S3 reads). `total_max_attempts` counts the first attempt; the
+# retries dict's `max_attempts` would count retries only (5 meant 6 calls).
+_CLIENT_CONFIG = Config(retries={"mode": "standard", "total_max_attempts": 5})
+# Kinesis is used for PutRecords only, and the producer retries it itself (tools/producer.py): botocore
+# would resend a call that failed with a 5xx after the service may already have written part of it,
+# invisibly, so a possible duplicate could not be counted. One attempt here; every retry is the tool's.
+_DATA_PLANE_CONFIG = Config(retries={"mode": "standard", "total_max_attempts": 1})
+_CONFIGS = {"kinesis": _DATA_PLANE_CONFIG}
 
 
 @dataclass
@@ -32,7 +39,7 @@ class Clients:
 
     def client(self, service: str):
         if service not in self._cache:
-            kwargs: dict[str, Any] = {"config": _CLIENT_CONFIG}
+            kwargs: dict[str, Any] = {"config": _CONFIGS.get(service, _CLIENT_CONFIG)}
             if self.endpoint_url:
                 kwargs["endpoint_url"] = self.endpoint_url
             self._cache[service] = self.session.client(service, **kwargs)

@@ -221,7 +221,8 @@ def _produce(args) -> int:
     result = producer.send(clients.kinesis, stream, records, total=total, max_attempts=args.max_attempts,
                            backoff=backoff, unsent_path=unsent, progress=progress)
     print(f"sent {result.sent} of {total} records to {stream} in {result.requests} PutRecords call(s)"
-          f"{f', {result.retried} entries retried' if result.retried else ''}")
+          f"{f', {result.retried} entries retried' if result.retried else ''}"
+          f"{f', up to {result.possible_duplicates} possibly written twice (resent after a server error)' if result.possible_duplicates else ''}")
     return 0
 
 

@@ -14,6 +14,13 @@ Guarantees:
   run stops and every record not confirmed sent (the failed ones and all not yet tried) is written
   to the unsent file, in the dead-letter JSON Lines layout, so `--dead-letters <that file>` sends
   exactly the rest.
+
+Who retries what: botocore makes one attempt per PutRecords call (tools/aws.py); this module makes
+every retry, so each is counted. A whole call refused by throttling wrote nothing and is resent whole.
+A whole call that failed with a server error (InternalFailureException, 5xx) may have written some of
+its records: it is resent whole too, and its records are counted as possible duplicates (at-least-once,
+as every Kinesis producer; the lake deduplicates event_id). A timeout or connection error stops the run,
+and the call's records go to the unsent file marked outcome_unknown.
 """
 
 from __future__ import annotations
@@ -37,11 +44,19 @@ MAX_RECORD_BYTES = 1024 * 1024
 MAX_PARTITION_KEY_CHARS = 256
 DEFAULT_PARTITION_KEY_FIELD = "event_id"
 
-# Whole-call errors after which nothing was written, so resending the whole batch is safe.
-RETRYABLE_CALL_ERRORS = frozenset({
+# Whole-call errors the tool resends the batch after (botocore makes one attempt, tools/aws.py).
+# Throttling: the request was refused, so nothing of it was written and a resend duplicates nothing.
+THROTTLED_CALL_ERRORS = frozenset({
     "ProvisionedThroughputExceededException", "KMSThrottlingException", "LimitExceededException",
-    "InternalFailure", "InternalServerError", "ServiceUnavailable", "ThrottlingException",
+    "ThrottlingException",
 })
+# Server errors: the outcome is unknown (Kinesis may have written some records before failing), so a
+# resend may duplicate them; they are counted as possible duplicates. InternalFailureException is the
+# 500 the Kinesis API models; the others are the generic spellings.
+SERVER_CALL_ERRORS = frozenset({
+    "InternalFailureException", "InternalFailure", "InternalServerError", "ServiceUnavailable",
+})
+RETRYABLE_CALL_ERRORS = THROTTLED_CALL_ERRORS | SERVER_CALL_ERRORS
 
 
 @dataclass(frozen=True)
@@ -290,6 +305,9 @@ class SendResult:
     sent: int = 0
     requests: int = 0
     retried: int = 0  # entries resent after a per-record or whole-call failure
+    # entries resent after a server error, which Kinesis may have written already: at most this many
+    # records are on the stream twice (the lake deduplicates them by event_id)
+    possible_duplicates: int = 0
     unsent: int = 0
     unsent_path: Path | None = None
     in_flight: list = field(default_factory=list, repr=False)  # the records of the PutRecords call under way
@@ -369,11 +387,15 @@ def _send_batches(kinesis, stream_name, batch_iter, result, progress, backoff, m
                     raise fail(f"PutRecords to {stream_name!r} still failing after {attempt} attempts ({code})",
                                pending, code) from None
                 result.retried += len(pending)
+                if code in SERVER_CALL_ERRORS:
+                    result.possible_duplicates += len(pending)
                 backoff.wait(attempt)
                 attempt += 1
                 continue
             except BotoCoreError as exc:
-                raise fail(f"PutRecords to {stream_name!r} failed: {exc}", pending, type(exc).__name__) from None
+                # A timeout or broken connection: the call may have been written; the unsent file says so.
+                raise fail(f"PutRecords to {stream_name!r} failed: {exc}; the {len(pending)} record(s) of that call "
+                           "may already be on the stream", pending, f"outcome_unknown:{type(exc).__name__}") from None
 
             failed = [(r, e) for r, e in zip(pending, response["Records"], strict=True) if e.get("ErrorCode")]
             result.sent += len(pending) - len(failed)

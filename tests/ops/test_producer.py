@@ -143,6 +143,27 @@ def test_a_throttled_call_is_resent_whole_and_a_refused_call_stops_at_once(aws, 
     assert len((tmp_path / "u2.jsonl").read_text().splitlines()) == 4
 
 
+def test_a_server_error_is_resent_and_counted_as_possible_duplicates_a_throttle_is_not(aws, tmp_path):
+    """InternalFailureException (Kinesis' modelled 500) may follow a partial write: the resend can duplicate.
+    A throttled call was refused whole: its resend duplicates nothing. botocore makes one attempt only
+    (tools/aws.py), so every retry is the tool's and is counted."""
+    from tools.aws import Clients
+
+    assert Clients(region="eu-west-1").kinesis.meta.config.retries["total_max_attempts"] == 1
+    real_put = aws.kinesis.put_records
+    errors = iter(["InternalFailureException", "ProvisionedThroughputExceededException"])
+
+    def failing_twice(**kwargs):
+        code = next(errors, None)
+        if code:
+            raise ClientError({"Error": {"Code": code, "Message": "injected"}}, "PutRecords")
+        return real_put(**kwargs)
+
+    aws.kinesis.put_records = failing_twice
+    result = _send(aws, producer.NdjsonFile(_write(tmp_path / "e.ndjson", _lines(4))), tmp_path)
+    assert (result.sent, result.requests, result.retried, result.possible_duplicates) == (4, 3, 8, 4)
+
+
 def test_ctrl_c_writes_the_in_flight_and_untried_records_to_the_unsent_file(aws, tmp_path):
     """Ctrl-C in the middle of the second of three calls: the first batch is on the stream, the second's
     outcome is unknown (marked so in the unsent file), the third was never tried; nothing is lost."""
