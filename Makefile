@@ -4,16 +4,18 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 VENV33 := .venv-spark33
+VENV41 := .venv-spark41
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 STAMP33 := $(VENV33)/.installed
+STAMP41 := $(VENV41)/.installed
 # Node, npm and the CDK CLI all come from the virtualenv and node_modules, never from the system.
 export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/node_modules/.bin:$(PATH)
 export NPM_CONFIG_USERCONFIG := $(CURDIR)/.npmrc
 export PYSPARK_PYTHON := python
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help bootstrap test test-fast test-spark33 lint synth rehearse demo bench snapshots diff diagrams clean
+.PHONY: help bootstrap test test-fast test-spark33 test-spark41 lint synth rehearse demo bench snapshots diff diagrams clean
 
 help:
 	@echo "make demo       set up .venv, synthesize every environment (cdk-nag enforced), run the pipeline locally"
@@ -37,18 +39,28 @@ $(STAMP33): requirements-spark33.txt
 	$(VENV33)/bin/pip install --disable-pip-version-check -q -r requirements-spark33.txt
 	touch $@
 
-bootstrap: $(STAMP) $(STAMP33)
+$(STAMP41): requirements-spark41.txt
+	$(PYTHON) -m venv $(VENV41)
+	$(VENV41)/bin/pip install --disable-pip-version-check -q -r requirements-spark41.txt
+	touch $@
+
+bootstrap: $(STAMP) $(STAMP33) $(STAMP41)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
-test: $(STAMP) $(STAMP33) lint
+test: $(STAMP) $(STAMP33) $(STAMP41) lint
 	$(PY) -m pytest
 	$(MAKE) --no-print-directory test-spark33
+	$(MAKE) --no-print-directory test-spark41
 
 # The job code on the Glue 4.0 line (Spark 3.3): same tests, other pyspark.
 test-spark33: $(STAMP33)
 	$(VENV33)/bin/python -m pytest tests/spark -p no:cacheprovider
+
+# The job code on the Glue 6.0 line (Spark 4.1).
+test-spark41: $(STAMP41)
+	$(VENV41)/bin/python -m pytest tests/spark -p no:cacheprovider
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -m "not e2e"

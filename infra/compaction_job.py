@@ -42,8 +42,8 @@ class CompactionJob(Construct):
             self, "Role", assumed_by=iam.ServicePrincipal("glue.amazonaws.com"), description="Glue hourly compaction job"
         )
         # Compaction rewrites files in place: read, write and delete under the lake prefix only.
-        grant_prefix(self.role, lake_bucket, lake_prefix)
-        grant_prefix(self.role, temp_bucket, "glue-temp/compaction")
+        grant_prefix(self.role, lake_bucket, lake_prefix, glue_version=settings.glue_version)
+        grant_prefix(self.role, temp_bucket, "glue-temp/compaction", glue_version=settings.glue_version)
         security.grant_job(self.role)
         self.role.add_to_principal_policy(
             iam.PolicyStatement(

@@ -19,14 +19,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from infra.runtimes import BATCH_GLUE_VERSIONS, LOCAL_SPARK_LINES, RUNTIMES, STREAMING_GLUE_VERSIONS
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG_PATH = REPO_ROOT / "config" / "environments.json"
 
-# Glue runtime lines the project supports, with the Spark line the local tests must cover for each.
-# https://docs.aws.amazon.com/glue/latest/dg/release-notes.html
+# Glue versions, what each runs, and which job kinds may use which: infra/runtimes.py (with citations).
 GLUE_RUNTIMES: dict[str, dict[str, str]] = {
-    "4.0": {"spark": "3.3", "python": "3.10", "java": "8"},
-    "5.0": {"spark": "3.5", "python": "3.11", "java": "17"},
+    v: {"spark": r.spark, "python": r.python, "java": r.java}
+    for v, r in RUNTIMES.items() if v in BATCH_GLUE_VERSIONS or v in STREAMING_GLUE_VERSIONS
 }
 # G.025X exists for streaming jobs only; Flex (compaction) supports G.1X and G.2X.
 STREAMING_WORKER_TYPES = ("G.025X", "G.1X", "G.2X")
@@ -482,7 +483,7 @@ def _msk(r: _Reader) -> MskConfig:
 
 def _streaming(r: _Reader) -> StreamingJobConfig:
     cfg = StreamingJobConfig(
-        glue_version=r.string("glue_version", choices=tuple(GLUE_RUNTIMES)),
+        glue_version=r.string("glue_version", choices=tuple(RUNTIMES)),  # narrowed by _glue_version_checks
         worker_type=r.string("worker_type", choices=STREAMING_WORKER_TYPES),
         # With --enable-auto-scaling=true, NumberOfWorkers is the maximum; Glue needs at least 2.
         max_workers=r.integer("max_workers", minimum=2, maximum=299),
@@ -502,7 +503,7 @@ def _streaming(r: _Reader) -> StreamingJobConfig:
 
 def _compaction(r: _Reader) -> CompactionConfig:
     cfg = CompactionConfig(
-        glue_version=r.string("glue_version", choices=tuple(GLUE_RUNTIMES)),
+        glue_version=r.string("glue_version", choices=tuple(RUNTIMES)),  # narrowed by _glue_version_checks
         worker_type=r.string("worker_type", choices=BATCH_WORKER_TYPES),
         workers=r.integer("workers", minimum=2, maximum=299),
         flex=r.boolean("flex"),
@@ -607,11 +608,33 @@ def _cross_checks(env: EnvironmentConfig, problems: list[str]) -> None:
                 f"(streaming.window_size_seconds is {sj.window_size_seconds})"
             )
     _compaction_schedule_checks(n, env.compaction, problems)
+    _glue_version_checks(n, env, problems)
     allowed = streaming_worker_types(n)
     if sj.worker_type in STREAMING_WORKER_TYPES and sj.worker_type not in allowed:
         problems.append(
             f"{n}.streaming.worker_type: {sj.worker_type!r} is for low-volume streams; {n} must use "
             f"{' or '.join(allowed)}"
+        )
+
+
+def _glue_version_checks(n: str, env: EnvironmentConfig, problems: list[str]) -> None:
+    """Each job kind takes the Glue versions AWS documents for it and whose Spark line is tested here."""
+    for section, version, allowed, kind in (
+        ("streaming", env.streaming.glue_version, STREAMING_GLUE_VERSIONS, "streaming (gluestreaming)"),
+        ("compaction", env.compaction.glue_version, BATCH_GLUE_VERSIONS, "batch (glueetl)"),
+    ):
+        if version not in RUNTIMES or version in allowed:
+            continue  # an unknown version is already reported
+        runtime = RUNTIMES[version]
+        if section == "streaming" and not runtime.streaming:
+            why = "AWS documents no streaming jobs on it"
+        elif runtime.spark not in LOCAL_SPARK_LINES:
+            why = f"its Spark line {runtime.spark} is not among the lines make test runs the job code on"
+        else:
+            why = "it is not allowed"
+        problems.append(
+            f"{n}.{section}.glue_version: {version!r} is not allowed for {kind} jobs: {why} "
+            f"(allowed: {', '.join(allowed)}; infra/runtimes.py lists each version with its citations)"
         )
 
 

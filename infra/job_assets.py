@@ -28,7 +28,8 @@ from constructs import Construct
 
 from infra.config import REPO_ROOT
 
-GLUE_VERSIONS = {"4.0": glue.GlueVersion.V4_0, "5.0": glue.GlueVersion.V5_0}
+GLUE_VERSIONS = {"4.0": glue.GlueVersion.V4_0, "5.0": glue.GlueVersion.V5_0, "5.1": glue.GlueVersion.V5_1,
+                 "6.0": glue.GlueVersion.V6_0}
 WORKER_TYPES = {"G.025X": glue.WorkerType.G_025X, "G.1X": glue.WorkerType.G_1X, "G.2X": glue.WorkerType.G_2X}
 
 PACKAGES = ("glue_jobs", "compaction")

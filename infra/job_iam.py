@@ -13,6 +13,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 
 from infra.nag import acknowledge, acknowledge_wildcard_resource
+from infra.runtimes import emrfs
 
 # What Hadoop's S3 filesystem does under a prefix: list, read, write (incl. multipart), delete.
 OBJECT_ACTIONS = ("s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload")
@@ -20,9 +21,9 @@ KEY_ACTIONS = ("kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey")
 EMRFS_FOLDER_MARKER = "_$folder$"
 
 
-def grant_prefix(role: iam.IRole, bucket: s3.IBucket, prefix: str) -> None:
-    """List, read, write and delete objects under `prefix/` of `bucket` (and the prefix's own key and folder
-    marker), nothing else in it."""
+def grant_prefix(role: iam.IRole, bucket: s3.IBucket, prefix: str, *, glue_version: str) -> None:
+    """List, read, write and delete objects under `prefix/` of `bucket` (and the prefix's own key, and its
+    EMRFS folder marker where the job's Glue version reads S3 through EMRFS), nothing else in it."""
     prefix = prefix.strip("/")
     role.add_to_principal_policy(
         iam.PolicyStatement(
@@ -33,13 +34,14 @@ def grant_prefix(role: iam.IRole, bucket: s3.IBucket, prefix: str) -> None:
     )
     objects = bucket.arn_for_objects(f"{prefix}/*")
     # The prefix key itself too: Hadoop's file systems ask for it (exists, getFileStatus, mkdirs of the
-    # job's root folder), and EMRFS, Glue 4.0's and 5.0's S3 connector, writes `<folder>_$folder$` marker
-    # objects for the folders it creates (under prefix/ those are already covered). No S3 connector runs
-    # in the tests, so tests/infra/test_glue_jobs.py checks the synthesized statements.
-    role.add_to_principal_policy(iam.PolicyStatement(
-        actions=list(OBJECT_ACTIONS),
-        resources=[objects, bucket.arn_for_objects(prefix), bucket.arn_for_objects(f"{prefix}{EMRFS_FOLDER_MARKER}")],
-    ))
+    # job's root folder). EMRFS, the S3 connector of Glue 4.0 and 5.0, writes `<folder>_$folder$` marker
+    # objects for the folders it creates (under prefix/ those are already covered); S3A (5.1, 6.0) keeps
+    # `<folder>/` markers, under prefix/ too (infra/runtimes.py). No S3 connector runs in the tests, so
+    # tests/infra/test_glue_jobs.py checks the synthesized statements per version.
+    resources = [objects, bucket.arn_for_objects(prefix)]
+    if emrfs(glue_version):
+        resources.append(bucket.arn_for_objects(f"{prefix}{EMRFS_FOLDER_MARKER}"))
+    role.add_to_principal_policy(iam.PolicyStatement(actions=list(OBJECT_ACTIONS), resources=resources))
     acknowledge_wildcard_resource(
         role, objects, f"object keys under {prefix}/ are created at run time (batch and partition names); the job may touch nothing else in the bucket"
     )

@@ -26,6 +26,7 @@ from infra.config import (
     load_config,
     streaming_worker_types,
 )
+from infra.runtimes import RUNTIMES
 
 PRICES_PATH = REPO_ROOT / "config" / "prices.json"
 BENCH_RESULT_PATH = REPO_ROOT / "bench-output" / "bench.json"
@@ -36,11 +37,10 @@ KINESIS_SHARD_IN_RECORDS = 1_000  # 1,000 records/s write
 KINESIS_SHARD_OUT_BYTES = 2_000_000  # 2 MB/s read (shared by consumers without enhanced fan-out)
 # A Kafka partition is consumed by one Spark task; keep each partition well under what one core parses.
 KAFKA_PARTITION_TARGET_BYTES = 5_000_000
-# Spark executor cores per Glue worker (Glue 3.0 and later; unchanged in 4.0 and 5.0). One worker is the driver.
-CORES_PER_WORKER = {
-    "4.0": {"G.025X": 2, "G.1X": 4, "G.2X": 8},
-    "5.0": {"G.025X": 2, "G.1X": 4, "G.2X": 8},
-}
+# Spark executor cores per Glue worker (Glue 3.0 and later: G.025X 2 vCPUs, G.1X 4, G.2X 8, worker types in
+# the Glue API). One worker is the driver. The same for every version the config allows (infra/runtimes.py).
+_CORES = {"G.025X": 2, "G.1X": 4, "G.2X": 8}
+CORES_PER_WORKER = {version: dict(_CORES) for version in RUNTIMES}
 # Worker-type choice: G.025X suits small streams (AWS positions it for low-volume streaming); past
 # these executor counts a larger worker keeps the executor count (and shuffle fan-out) manageable.
 G025X_MAX_EXECUTORS = 4

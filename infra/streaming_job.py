@@ -96,7 +96,7 @@ class StreamingJob(Construct):
             assumed_by=iam.ServicePrincipal("glue.amazonaws.com"),
             description=f"Glue streaming job for source {source_name}",
         )
-        self._grant_storage(locations)
+        self._grant_storage(locations, settings.glue_version)
         self._grant_catalog(stack, catalog)
         security.grant_job(self.role)
         if stream is not None:
@@ -151,7 +151,7 @@ class StreamingJob(Construct):
             cfn_job = self.job.node.default_child
             cfn_job.add_property_override("MaintenanceWindow", _maintenance_window(settings.maintenance_window))
 
-    def _grant_storage(self, locations: LakeLocations) -> None:
+    def _grant_storage(self, locations: LakeLocations, glue_version: str) -> None:
         lake = locations.lake_prefix
         dead = f"{locations.dead_letter_prefix}/{self.source_name}"
         checkpoint = f"{locations.checkpoint_prefix}/{self.source_name}"
@@ -161,7 +161,7 @@ class StreamingJob(Construct):
             (locations.dead_letter_bucket, dead),
             (locations.checkpoint_bucket, checkpoint),
         ):
-            grant_prefix(self.role, bucket, prefix)
+            grant_prefix(self.role, bucket, prefix, glue_version=glue_version)
 
     def _grant_catalog(self, stack: cdk.Stack, catalog: CatalogNames) -> None:
         arn = f"arn:{stack.partition}:glue:{stack.region}:{stack.account}"

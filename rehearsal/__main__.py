@@ -1,7 +1,8 @@
 """python -m rehearsal --env dev [--cdk-out cdk.out] [--records 600] [--kill-after-batches N]
 
 Synthesizes nothing: reads the assembly `make synth` wrote. Each job runs on the Spark line of its Glue
-version: Glue 4.0 on .venv-spark33's Python (pyspark 3.3), 5.0 on .venv's (pyspark 3.5).
+version: Glue 4.0 on .venv-spark33's Python (pyspark 3.3), 5.0 and 5.1 on .venv's (pyspark 3.5). Glue 6.0
+cannot be rehearsed here: AWS's awsglue package for it needs Python 3.13 (infra/runtimes.py).
 Exit status 0 when every check holds; each problem is printed otherwise.
 """
 
@@ -12,12 +13,15 @@ import sys
 import tempfile
 from pathlib import Path
 
+from infra.runtimes import RUNTIMES
 from rehearsal import assembly as assembly_module
 from rehearsal.assembly import RehearsalError
 
 REPO = Path(__file__).resolve().parents[1]
-# Glue version -> the virtualenv Python with that version's Spark line (Makefile: .venv, .venv-spark33).
-SPARK_LINE_PYTHONS = {"4.0": REPO / ".venv-spark33" / "bin" / "python", "5.0": REPO / ".venv" / "bin" / "python"}
+# Spark line -> the virtualenv Python with that line's pyspark and AWS's awsglue (Makefile: .venv, .venv-spark33).
+_LINE_PYTHONS = {"3.3": REPO / ".venv-spark33" / "bin" / "python", "3.5": REPO / ".venv" / "bin" / "python"}
+# Glue version -> that Python, for every version the rehearsal can run (infra/runtimes.py `rehearsable`).
+SPARK_LINE_PYTHONS = {v: _LINE_PYTHONS[r.spark] for v, r in RUNTIMES.items() if r.rehearsable}
 
 
 def spark_lines(pythons=None) -> dict:

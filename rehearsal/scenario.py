@@ -244,6 +244,11 @@ def rehearse_environment(assembly: Assembly, *, lines: Mapping[str, SparkLine], 
 
 def _line(lines: Mapping[str, SparkLine], job: GlueJob) -> SparkLine:
     if job.glue_version not in lines:
-        raise RehearsalError(f"{job.logical_id} runs on Glue {job.glue_version}; no Spark line given for it "
-                             f"(have {sorted(lines)})")
+        from infra.runtimes import RUNTIMES
+
+        runtime = RUNTIMES.get(job.glue_version)
+        why = (f"AWS's awsglue package for Glue {job.glue_version} needs Python {runtime.python}, which this machine "
+               "cannot install (its job code runs in the Spark tests only)") if runtime and not runtime.rehearsable else \
+            "no Spark line given for it"
+        raise RehearsalError(f"{job.logical_id} runs on Glue {job.glue_version}: {why} (rehearsable: {sorted(lines)})")
     return lines[job.glue_version]

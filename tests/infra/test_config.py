@@ -157,3 +157,29 @@ def test_a_longer_interval_allows_a_longer_timeout(raw):
     doc = update_raw(raw, "dev", "compaction.schedule", "cron(15 */2 * * ? *)")
     doc = update_raw(doc, "dev", "compaction.timeout_minutes", 95)
     assert parse_config(doc).get("dev").compaction.timeout_minutes == 95
+
+
+def test_glue_versions_per_job_kind_and_the_refusal_message(raw, monkeypatch):
+    """Every documented version whose Spark line make test runs is allowed; one AWS documents no streaming
+    for, or whose Spark line is not tested here, is refused with the reason (infra/runtimes.py)."""
+    import dataclasses as dc
+
+    from infra import config as config_module
+    from infra import runtimes
+
+    assert runtimes.STREAMING_GLUE_VERSIONS == ("4.0", "5.0", "5.1", "6.0")
+    assert runtimes.BATCH_GLUE_VERSIONS == ("4.0", "5.0", "5.1", "6.0")
+    assert [v for v, r in runtimes.RUNTIMES.items() if not r.rehearsable] == ["6.0"]  # awsglue 6.0 needs Python 3.13
+    no_streaming = {**runtimes.RUNTIMES, "5.1": dc.replace(runtimes.RUNTIMES["5.1"], streaming=False)}
+    monkeypatch.setattr(config_module, "RUNTIMES", no_streaming)
+    monkeypatch.setattr(config_module, "STREAMING_GLUE_VERSIONS", ("4.0", "5.0", "6.0"))
+    monkeypatch.setattr(config_module, "BATCH_GLUE_VERSIONS", ("4.0", "5.0", "5.1"))
+    monkeypatch.setattr(config_module, "LOCAL_SPARK_LINES", {"3.3": "a.txt", "3.5": "b.txt"})
+    doc = update_raw(raw, "dev", "streaming.glue_version", "5.1")
+    doc = update_raw(doc, "dev", "compaction.glue_version", "6.0")
+    with pytest.raises(ConfigError) as refused:
+        parse_config(doc)
+    assert ("dev.streaming.glue_version: '5.1' is not allowed for streaming (gluestreaming) jobs: AWS documents no "
+            "streaming jobs on it (allowed: 4.0, 5.0, 6.0; infra/runtimes.py lists each version with its citations)") in str(refused.value)
+    assert ("dev.compaction.glue_version: '6.0' is not allowed for batch (glueetl) jobs: its Spark line 4.1 is not among "
+            "the lines make test runs the job code on") in str(refused.value)

@@ -96,7 +96,7 @@ def test_compaction_job_flex_outside_prod_hourly_one_at_a_time(dev, prod):
     d, p = _job(dev, "Compaction"), _job(prod, "Compaction")
     assert d["Command"]["Name"] == p["Command"]["Name"] == "glueetl"
     assert (d.get("ExecutionClass"), p.get("ExecutionClass", "STANDARD")) == ("FLEX", "STANDARD")
-    assert (d["GlueVersion"], d["WorkerType"], d["NumberOfWorkers"], d["Timeout"]) == ("5.0", "G.1X", 2, 35)
+    assert (d["GlueVersion"], d["WorkerType"], d["NumberOfWorkers"], d["Timeout"]) == ("5.1", "G.1X", 2, 35)
     assert d["ExecutionProperty"] == {"MaxConcurrentRuns": 1} and d["MaxRetries"] == 0
     assert d["DefaultArguments"]["--target_file_mb"] == "128"
     dev.has_resource_properties("AWS::Glue::Trigger", {
@@ -163,16 +163,33 @@ def test_connection_network_interfaces_are_scoped_to_the_connection_subnet_and_s
 
 def test_prefix_grants_cover_the_prefix_key_and_its_folder_marker(dev):
     """Hadoop asks for the job's root key itself and EMRFS writes `<folder>_$folder$` markers: a grant of
-    `prefix/*` alone would answer 403 to both."""
-    for role, prefixes in (("ClickJobRole", ("events", "dead_letters/clickstream", "checkpoints/clickstream")),
-                           ("CompactionRole", ("events",))):
+    `prefix/*` alone would answer 403 to both. The streaming job runs Glue 4.0 (EMRFS), compaction 5.1 (S3A)."""
+    for role, prefixes, marker in (("ClickJobRole", ("events", "dead_letters/clickstream", "checkpoints/clickstream"), True),
+                                   ("CompactionRole", ("events",), False)):
         object_statements = [s for s in _statements(dev, role) if "s3:PutObject" in _actions(s)]
         text = json.dumps(object_statements)
         for prefix in prefixes:
-            for key in (f"/{prefix}/*", f"/{prefix}\"", f"/{prefix}_$folder$"):
+            for key in (f"/{prefix}/*", f"/{prefix}\""):
                 assert key in text, (role, key)
+            assert (f"/{prefix}_$folder$" in text) is marker, role
 
 
 def test_compaction_role_touches_only_the_lake_prefix(dev):
     text = json.dumps(_statements(dev, "CompactionRole"))
     assert "events/*" in text and "kinesis" not in text and "kafka" not in text and "dead_letters" not in text
+
+
+@pytest.mark.parametrize("glue_version,marker", [("4.0", True), ("5.0", True), ("5.1", False), ("6.0", False)])
+def test_the_emrfs_folder_marker_is_granted_only_where_emrfs_is_the_s3_connector(glue_version, marker):
+    """EMRFS (Glue 4.0, 5.0) writes `<folder>_$folder$` objects; S3A (5.1, 6.0) does not (infra/runtimes.py)."""
+    from aws_cdk import aws_iam as iam
+
+    from infra.job_iam import grant_prefix
+    from tests.infra.bare import bare_stack
+
+    stack = bare_stack("Grants")
+    role = iam.Role(stack, "Role", assumed_by=iam.ServicePrincipal("glue.amazonaws.com"))
+    grant_prefix(role, s3.Bucket(stack, "Lake"), "events", glue_version=glue_version)
+    text = json.dumps(assertions.Template.from_stack(stack).find_resources("AWS::IAM::Policy"))
+    assert "/events/*" in text and '/events"' in text
+    assert ("/events_$folder$" in text) is marker
