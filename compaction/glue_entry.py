@@ -7,6 +7,7 @@ Job arguments (infra/compaction_job.py sets the required ones as default argumen
     --grace_minutes      an hour is closed this long after it ends
     --lookback_hours     how far back late data is looked for
     --metrics_namespace  CloudWatch namespace (StreamLake)
+    --metrics_region     the region to publish metrics in (the stack's region)
     --hour               optional, YYYY-MM-DDTHH: compact only that hour (a manual re-run)
 
 The script starts like Glue's own script template: a GlueContext over the job's SparkContext, then
@@ -23,7 +24,8 @@ from __future__ import annotations
 
 import sys
 
-JOB_ARGUMENTS = ("JOB_NAME", "lake_path", "environment", "target_file_mb", "grace_minutes", "lookback_hours", "metrics_namespace")
+JOB_ARGUMENTS = ("JOB_NAME", "lake_path", "environment", "target_file_mb", "grace_minutes", "lookback_hours", "metrics_namespace",
+                 "metrics_region")
 OPTIONAL_JOB_ARGUMENTS = ("hour",)
 
 
@@ -81,7 +83,7 @@ def main(argv: list[str] | None = None) -> None:
     glue_context = GlueContext(SparkContext.getOrCreate(job_spark_conf()))
     job = Job(glue_context)
     job.init(args["JOB_NAME"], args)
-    sink = CloudWatchMetricSink(settings.environment, namespace=args["metrics_namespace"])
+    sink = CloudWatchMetricSink(settings.environment, namespace=args["metrics_namespace"], region=args["metrics_region"])
     summary = Compactor(glue_context.spark_session, settings, sink=sink).run()
     for result in summary.results:
         logging.getLogger("compaction").info("%s", result)

@@ -57,20 +57,25 @@ class CloudWatchMetricSink:
     # PutMetricData accepts up to 1,000 metrics per call; a run sends a handful.
     _BATCH = 1000
 
-    def __init__(self, environment: str, namespace: str = NAMESPACE, client=None) -> None:
+    def __init__(self, environment: str, namespace: str = NAMESPACE, region: str | None = None, client=None) -> None:
         self.environment = environment
         self.namespace = namespace
+        self.region = region  # the job's region (--metrics_region), not boto3's environment-dependent default
         self._client = client
 
-    def publish(self, metrics: Sequence[Metric]) -> None:
+    @property
+    def client(self):
         if self._client is None:
             import boto3
 
-            self._client = boto3.client("cloudwatch")
+            self._client = boto3.client("cloudwatch", region_name=self.region)
+        return self._client
+
+    def publish(self, metrics: Sequence[Metric]) -> None:
         data = [
             {"MetricName": m.name, "Value": float(m.value), "Unit": m.unit,
              "Dimensions": [{"Name": "Environment", "Value": self.environment}]}
             for m in metrics
         ]
         for start in range(0, len(data), self._BATCH):
-            self._client.put_metric_data(Namespace=self.namespace, MetricData=data[start:start + self._BATCH])
+            self.client.put_metric_data(Namespace=self.namespace, MetricData=data[start:start + self._BATCH])

@@ -26,6 +26,7 @@ JOB_ARGUMENTS = (
     "window_size_seconds",
     "batch_max_retries",
     "metrics_namespace",
+    "metrics_region",
     "starting_position",
 )
 SOURCE_ARGUMENTS = {
@@ -121,7 +122,8 @@ def main(argv: list[str] | None = None) -> None:
         lake_path=args["lake_path"],
         dead_letter_path=args["dead_letter_path"],
         checkpoint_path=args["checkpoint_path"],
-        metrics=CloudWatchMetricsSink(environment=args["environment"], namespace=args["metrics_namespace"]),
+        metrics=CloudWatchMetricsSink(environment=args["environment"], namespace=args["metrics_namespace"],
+                                      region=args["metrics_region"]),
     )
 
     def process_batch(frame, batch_id) -> None:

@@ -61,17 +61,25 @@ class CloudWatchMetricsSink:
 
     A failure to publish is logged, never raised: metrics must not fail a batch that was written."""
 
-    def __init__(self, *, environment: str, namespace: str = METRICS_NAMESPACE, client=None) -> None:
+    def __init__(self, *, environment: str, namespace: str = METRICS_NAMESPACE, region: str | None = None,
+                 client=None) -> None:
         self.environment = environment
         self.namespace = namespace
+        # The job's region, passed by the stack (--metrics_region): boto3's default region depends on
+        # the process environment, which nothing here controls.
+        self.region = region
         self._client = client
+
+    @property
+    def client(self):
+        if self._client is None:
+            import boto3
+
+            self._client = boto3.client("cloudwatch", region_name=self.region)
+        return self._client
 
     def emit(self, stats) -> None:
         try:
-            if self._client is None:
-                import boto3
-
-                self._client = boto3.client("cloudwatch")
-            self._client.put_metric_data(Namespace=self.namespace, MetricData=metric_data(stats, self.environment))
+            self.client.put_metric_data(Namespace=self.namespace, MetricData=metric_data(stats, self.environment))
         except Exception:  # noqa: BLE001 - see class docstring
             log.exception("could not publish metrics for batch %s of %s", stats.batch_id, stats.source)

@@ -62,6 +62,7 @@ class CompactionJob(Construct):
             "--grace_minutes": str(settings.grace_minutes),
             "--lookback_hours": str(settings.lookback_hours),
             "--metrics_namespace": METRICS_NAMESPACE,
+            "--metrics_region": cdk.Aws.REGION,
             "--TempDir": f"s3://{temp_bucket.bucket_name}/glue-temp/compaction/",
         }
         job_class = glue.PySparkFlexEtlJob if settings.flex else glue.PySparkEtlJob

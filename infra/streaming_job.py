@@ -127,6 +127,7 @@ class StreamingJob(Construct):
             "--window_size_seconds": str(settings.window_size_seconds),
             "--batch_max_retries": str(settings.batch_max_retries),
             "--metrics_namespace": METRICS_NAMESPACE,
+            "--metrics_region": cdk.Aws.REGION,
             **source_options,
             "--enable-auto-scaling": "true",
         }

@@ -92,28 +92,40 @@ def stop(glue, job_name: str, *, wait: bool = True, timeout_s: float = 600, poll
     run = current_run(glue, job_name)
     if run is None:
         return None
-    try:
-        response = glue.batch_stop_job_run(JobName=job_name, JobRunIds=[run.run_id])
-    except ClientError as exc:
-        raise _job_error(exc, job_name) from None
-    errors = response.get("Errors", [])
-    if errors:
-        detail = errors[0].get("ErrorDetail", {})
-        raise ToolError(f"Glue refused to stop run {run.run_id} of {job_name!r}: "
-                        f"{detail.get('ErrorCode', '')}: {detail.get('ErrorMessage', '')}")
+    # A run already STOPPING needs no second request (Glue may refuse one for a run not in a stoppable
+    # state): wait for it like for any other.
+    if run.state != "STOPPING":
+        try:
+            response = glue.batch_stop_job_run(JobName=job_name, JobRunIds=[run.run_id])
+        except ClientError as exc:
+            raise _job_error(exc, job_name) from None
+        errors = response.get("Errors", [])
+        if errors:
+            # Refused because the run moved on meanwhile (stopping or ended on its own): not a failure.
+            state = _run_state(glue, job_name, run.run_id)
+            if state in ACTIVE_STATES and state != "STOPPING":
+                detail = errors[0].get("ErrorDetail", {})
+                raise ToolError(f"Glue refused to stop run {run.run_id} of {job_name!r} ({state}): "
+                                f"{detail.get('ErrorCode', '')}: {detail.get('ErrorMessage', '')}")
     if not wait:
         return run
     deadline = time.monotonic() + timeout_s
     while True:
-        try:
-            state = glue.get_job_run(JobName=job_name, RunId=run.run_id)["JobRun"]["JobRunState"]
-        except ClientError as exc:
-            raise _job_error(exc, job_name) from None
+        state = _run_state(glue, job_name, run.run_id)
         if state not in ACTIVE_STATES:
             return Run(run.run_id, state, run.started_on, run.arguments)
         if time.monotonic() >= deadline:
             raise ToolError(f"run {run.run_id} of {job_name!r} is still {state} after {timeout_s:.0f}s")
         sleep(poll_s)
+
+
+def _run_state(glue, job_name: str, run_id: str) -> str:
+    from botocore.exceptions import ClientError
+
+    try:
+        return glue.get_job_run(JobName=job_name, RunId=run_id)["JobRun"]["JobRunState"]
+    except ClientError as exc:
+        raise _job_error(exc, job_name) from None
 
 
 @dataclass(frozen=True)
@@ -220,14 +232,20 @@ def reset_checkpoint(glue, s3, job_name: str, checkpoint_uri: str, source: str, 
         answer = confirm(f"type the source name ({source}) to delete: ")
         if answer.strip() != source:
             raise ToolError("not confirmed; nothing deleted")
+    deleted = 0
     for start in range(0, len(keys), 1000):  # DeleteObjects takes at most 1000 keys
-        response = s3.delete_objects(
-            Bucket=bucket, Delete={"Objects": [{"Key": k} for k in keys[start:start + 1000]], "Quiet": True}
-        )
-        if response.get("Errors"):
-            first = response["Errors"][0]
-            raise ToolError(f"could not delete {len(response['Errors'])} object(s), e.g. {first['Key']}: "
-                            f"{first.get('Code')}: {first.get('Message')}")
+        chunk = keys[start:start + 1000]
+        response = s3.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": k} for k in chunk], "Quiet": True})
+        errors = response.get("Errors", [])
+        deleted += len(chunk) - len(errors)
+        if errors:
+            first = errors[0]
+            # A half-deleted checkpoint is neither the old position nor a clean start: the job must not
+            # start on it.
+            raise ToolError(f"could not delete {len(errors)} object(s), e.g. {first['Key']}: {first.get('Code')}: "
+                            f"{first.get('Message')}. {deleted} of {len(keys)} were deleted, so the checkpoint is "
+                            f"incomplete: run reset-checkpoint again until it succeeds, and do not start {job_name} "
+                            "before it has")
     print(f"deleted {len(keys)} object(s) from s3://{bucket}/{prefix}", file=out)
     return len(keys)
 

@@ -32,6 +32,21 @@ def test_start_status_stop(aws):
     assert jobs.stop(aws.glue, dev_env.STREAMING_JOB) is None  # nothing to stop
 
 
+def test_stopping_a_run_already_stopping_waits_for_it_without_a_second_request(aws):
+    run_id = jobs.start(aws.glue, dev_env.STREAMING_JOB)
+    (run,) = dev_env.glue_backend().jobs[dev_env.STREAMING_JOB].job_runs
+    run.status = "STOPPING"
+    requests = []
+    real = aws.glue.batch_stop_job_run
+    aws.glue.batch_stop_job_run = lambda **kw: requests.append(kw) or real(**kw)
+
+    def stop_completes(_seconds):
+        run.status = "STOPPED"
+
+    stopped = jobs.stop(aws.glue, dev_env.STREAMING_JOB, sleep=stop_completes)
+    assert (stopped.run_id, stopped.state, requests) == (run_id, "STOPPED", [])
+
+
 def test_status_shows_the_current_run_and_the_latest_consumer_lag(aws):
     run_id = jobs.start(aws.glue, dev_env.STREAMING_JOB)
     dev_env.mark_runs_running(dev_env.STREAMING_JOB)
@@ -136,3 +151,19 @@ def test_compaction_is_started_with_the_hour_argument(aws):
     assert run["Arguments"] == {"--hour": "2024-05-01T13"}
     with pytest.raises(ToolError, match="runs one compaction at a time; wait for it to finish"):
         jobs.compact(aws.glue, dev_env.COMPACTION_JOB, "2024-05-01T12")
+
+
+def test_a_partly_failed_checkpoint_reset_says_to_rerun_before_the_job_starts(aws):
+    _put_checkpoint(aws, count=3)
+    real = aws.s3.delete_objects
+
+    def one_denied(**kwargs):
+        objects = kwargs["Delete"]["Objects"]
+        real(**{**kwargs, "Delete": {**kwargs["Delete"], "Objects": objects[1:]}})
+        return {"Errors": [{"Key": objects[0]["Key"], "Code": "AccessDenied", "Message": "denied"}]}
+
+    aws.s3.delete_objects = one_denied
+    with pytest.raises(ToolError, match=r"AccessDenied: denied\. 2 of 3 were deleted, so the checkpoint is incomplete: run "
+                                        r"reset-checkpoint again until it succeeds, and do not start .* before it has"):
+        jobs.reset_checkpoint(aws.glue, aws.s3, dev_env.STREAMING_JOB, dev_env.CHECKPOINT_PATH, dev_env.SOURCE,
+                              assume_yes=True, out=io.StringIO())

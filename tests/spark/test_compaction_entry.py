@@ -55,7 +55,7 @@ def test_glue_arguments_resolve_to_settings():
     pytest.importorskip("awsglue")
     argv = ["script.py", "--JOB_NAME", "compaction", "--lake_path", "s3://lake-bucket/lake", "--environment", "prod",
             "--target_file_mb", "128", "--grace_minutes", "15", "--lookback_hours", "48",
-            "--metrics_namespace", "StreamLake", "--TempDir", "s3://temp/glue-temp/compaction/"]
+            "--metrics_namespace", "StreamLake", "--metrics_region", "eu-west-1", "--TempDir", "s3://temp/glue-temp/compaction/"]
     args = glue_entry.resolve_arguments(argv)
     assert glue_entry.settings_from_arguments(args) == CompactionSettings(
         lake_path="s3://lake-bucket/lake", target_file_bytes=128 * MB, grace_minutes=15, lookback_hours=48,
@@ -82,7 +82,7 @@ def test_glue_entry_imports_no_glue_or_spark_at_module_level():
     module_level = [line for line in source.splitlines() if line.startswith(("import ", "from "))]
     assert module_level == ["from __future__ import annotations", "import sys"]
     assert set(glue_entry.JOB_ARGUMENTS) == {"JOB_NAME", "lake_path", "environment", "target_file_mb", "grace_minutes",
-                                             "lookback_hours", "metrics_namespace"}
+                                             "lookback_hours", "metrics_namespace", "metrics_region"}
 
 
 def test_cloudwatch_sink_sends_the_environment_dimension():
@@ -117,3 +117,15 @@ def test_fault_hooks_see_every_phase_without_a_crash_spec():
     faults.point("after_plan", partition="p")
     faults.watch_staging(lambda: True)
     assert seen == [("after_plan", {"partition": "p"}), ("staging_write", {})]
+
+
+def test_metrics_clients_publish_in_the_jobs_region_not_the_process_default(monkeypatch):
+    """Both jobs get --metrics_region from the stack; boto3's default region comes from the environment."""
+    pytest.importorskip("boto3")
+    from glue_jobs.metrics import CloudWatchMetricsSink
+
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    assert CloudWatchMetricSink("dev", region="eu-west-1").client.meta.region_name == "eu-west-1"
+    assert CloudWatchMetricsSink(environment="dev", region="eu-west-1").client.meta.region_name == "eu-west-1"

@@ -133,7 +133,7 @@ def _argv(source_type: str, extra: dict[str, str]) -> list[str]:
               "catalog_database": "db", "source_table": "src", "lake_path": "s3://l/events",
               "dead_letter_path": "s3://d/dead_letters/clicks", "checkpoint_path": "s3://t/checkpoints/clicks/",
               "window_size_seconds": "60", "batch_max_retries": "3", "metrics_namespace": "StreamLake",
-              "starting_position": "TRIM_HORIZON", **extra}
+              "metrics_region": "eu-west-1", "starting_position": "TRIM_HORIZON", **extra}
     return ["script.py", *(x for k, v in values.items() for x in (f"--{k}", v)), "--enable-auto-scaling", "true"]
 
 
