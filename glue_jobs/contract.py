@@ -45,7 +45,7 @@ INVALID_TYPE = "invalid_type"
 OUT_OF_RANGE = "out_of_range"
 REASON_CODES = (MALFORMED_JSON, MISSING_REQUIRED_FIELD, INVALID_TYPE, OUT_OF_RANGE)
 
-# Field rules the .avsc cannot express. Names must exist in glue_jobs/schemas/event.avsc (checked at import).
+# Field rules the .avsc cannot express. Names must exist in the newest glue_jobs/schemas/event.v<N>.avsc (checked at import).
 EVENT_TIME_FIELD = "event_time"  # epoch milliseconds, stored as a timestamp, drives the partitions
 NORMALIZED_FIELDS = ("event_type",)  # stored lower-cased and trimmed
 JSON_TEXT_FIELDS = ("metadata",)  # any JSON value, stored as its JSON text
@@ -75,7 +75,7 @@ _FIELDS = contract_fields()
 _NAMES = tuple(f.name for f in _FIELDS)
 for _name in (EVENT_TIME_FIELD, *NORMALIZED_FIELDS, *JSON_TEXT_FIELDS):
     if _name not in _NAMES:
-        raise ValueError(f"glue_jobs.contract names field {_name!r}, which glue_jobs/schemas/event.avsc does not define")
+        raise ValueError(f"glue_jobs.contract names field {_name!r}, which the newest glue_jobs/schemas/event.v<N>.avsc does not define")
 
 # Envelope every source adapter produces (DESIGN "Sources in Glue"): the batch function sees only this.
 # `record` holds already-decoded columns (Avro from MSK); it is null for JSON text sources.

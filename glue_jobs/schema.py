@@ -1,21 +1,30 @@
-"""The event schema, read once from glue_jobs/schemas/event.avsc; everything else is derived from it.
+"""The event schema, one committed file per version; the newest is the schema the code uses.
 
-The schema is package data, read with importlib.resources: Glue imports the package from the
+`glue_jobs/schemas/event.v1.avsc`, `event.v2.avsc`, ...: each version is a file that never changes once
+committed (tests/infra/test_schema_agreement.py pins their digests). The stack registers version 1 as
+the AWS::Glue::Schema and each later one as an AWS::Glue::SchemaVersion, and pins the Kafka table to the
+newest (infra/catalog.py); the job package carries every file and validates with the newest, so the
+jobs and the registry cannot disagree about the schema (docs/operations.md "Schema evolution").
+
+The files are package data, read with importlib.resources: Glue imports the package from the
 `--extra-py-files` zip in place (the zip is on sys.path, nothing is extracted), where a path built from
-`__file__` points inside the zip and cannot be opened. Derived here: the contract fields (for validation), the Glue Schema Registry definition, the Data
-Catalog columns of the lake and source tables, and the Spark schemas the jobs read and write with.
-pyspark is imported lazily so the CDK app can use the Glue column lists without a JVM.
+`__file__` points inside the zip and cannot be opened. Derived here from the newest version: the
+contract fields (for validation), the Glue Schema Registry definition, the Data Catalog columns of the
+lake and source tables, and the Spark schemas the jobs read and write with. pyspark is imported lazily
+so the CDK app can use the Glue column lists without a JVM.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from importlib import resources
 
-# Package data of glue_jobs: the file the zip carries is the file the source tree holds.
-SCHEMA_RESOURCE = ("glue_jobs", "schemas", "event.avsc")
+# Package data of glue_jobs: the files the zip carries are the files the source tree holds.
+SCHEMA_PACKAGE, SCHEMA_FOLDER = "glue_jobs", "schemas"
+_VERSION_FILE = re.compile(r"^event\.v([1-9][0-9]*)\.avsc$")
 
 # Avro primitive -> (Glue/Hive column type, Spark type name)
 _AVRO_TYPES = {
@@ -65,23 +74,56 @@ class ContractField:
     doc: str
 
 
-SCHEMA_FILE = "/".join(SCHEMA_RESOURCE)
+def schema_file(version: int) -> str:
+    return f"{SCHEMA_PACKAGE}/{SCHEMA_FOLDER}/event.v{version}.avsc"
 
 
-def schema_text() -> str:
-    """The .avsc file as committed (from the source tree or from inside the deployed zip)."""
-    package, folder, name = SCHEMA_RESOURCE
-    return resources.files(package).joinpath(folder).joinpath(name).read_text(encoding="utf-8")
+def schema_folder():
+    """The folder of the version files, inside the package (a Traversable: a directory or a zip folder)."""
+    return resources.files(SCHEMA_PACKAGE).joinpath(SCHEMA_FOLDER)
+
+
+def schema_file_names() -> list[str]:
+    return [f"event.v{n}.avsc" for n in schema_versions()]
 
 
 @lru_cache(maxsize=1)
-def avro_schema() -> dict:
-    return json.loads(schema_text())
+def schema_versions() -> tuple[int, ...]:
+    """The committed version numbers, 1..N without gaps (a gap or a stray event*.avsc is an error)."""
+    folder = schema_folder()
+    names = sorted(entry.name for entry in folder.iterdir() if entry.name.startswith("event") and entry.name.endswith(".avsc"))
+    versions = []
+    for name in names:
+        match = _VERSION_FILE.match(name)
+        if not match:
+            raise ValueError(f"{SCHEMA_PACKAGE}/{SCHEMA_FOLDER}/{name}: schema files are named event.v<N>.avsc")
+        versions.append(int(match.group(1)))
+    versions.sort()
+    if versions != list(range(1, len(versions) + 1)):
+        raise ValueError(f"{SCHEMA_PACKAGE}/{SCHEMA_FOLDER}: schema versions must be 1..N without gaps, found {versions}")
+    return tuple(versions)
 
 
-def avro_schema_definition() -> str:
-    """The registry's SchemaDefinition: the .avsc file, compact and stable."""
-    return json.dumps(avro_schema(), separators=(",", ":"), sort_keys=False)
+def latest_version() -> int:
+    return schema_versions()[-1]
+
+
+def schema_text(version: int | None = None) -> str:
+    """A version's .avsc file as committed (default: the newest), from the source tree or the deployed zip."""
+    version = latest_version() if version is None else version
+    if version not in schema_versions():
+        raise ValueError(f"schema version {version} is not committed (have {list(schema_versions())})")
+    return schema_folder().joinpath(f"event.v{version}.avsc").read_text(encoding="utf-8")
+
+
+@cache
+def avro_schema(version: int | None = None) -> dict:
+    return json.loads(schema_text(version))
+
+
+def avro_schema_definition(version: int | None = None) -> str:
+    """The registry's SchemaDefinition of a version (default: the newest): the .avsc file, compact and stable."""
+    return json.dumps(avro_schema(version), separators=(",", ":"), sort_keys=False)
 
 
 @lru_cache(maxsize=1)
@@ -93,10 +135,10 @@ def contract_fields() -> tuple[ContractField, ...]:
         if isinstance(avro_type, list):
             non_null = [t for t in avro_type if t != "null"]
             if len(non_null) != 1 or "null" not in avro_type:
-                raise ValueError(f"{SCHEMA_FILE}: field {f['name']!r}: only ['null', T] unions are supported")
+                raise ValueError(f"{schema_file(latest_version())}: field {f['name']!r}: only ['null', T] unions are supported")
             avro_type, required = non_null[0], False
         if avro_type not in _AVRO_TYPES:
-            raise ValueError(f"{SCHEMA_FILE}: field {f['name']!r}: Avro type {avro_type!r} is not supported")
+            raise ValueError(f"{schema_file(latest_version())}: field {f['name']!r}: Avro type {avro_type!r} is not supported")
         glue_type, spark_type = _AVRO_TYPES[avro_type]
         fields.append(ContractField(f["name"], avro_type, required, glue_type, spark_type, f.get("doc", "")))
     return tuple(fields)

@@ -1,7 +1,10 @@
-"""Data Catalog and Schema Registry of one environment, all generated from glue_jobs/schemas/event.avsc.
+"""Data Catalog and Schema Registry of one environment, all generated from glue_jobs/schemas/event.v<N>.avsc.
 
-- Schema Registry: one registry, the event schema (Avro, BACKWARD) from
-  glue_jobs.schema.avro_schema_definition().
+- Schema Registry: one registry, the event schema (Avro, BACKWARD): version 1 is the AWS::Glue::Schema
+  (glue_jobs/schemas/event.v1.avsc, unchanged since creation, so the schema is never replaced), every
+  later committed file an AWS::Glue::SchemaVersion, registered in order; the MSK table is pinned to the
+  newest. Versions are create-only (Schema, SchemaDefinition) and files never change, so an evolution
+  deploys as "added", with no replacement.
 - Source tables the streaming jobs read: one per Kinesis stream (JSON, typeOfData=kinesis) and one for
   the MSK topic (Avro, typeOfData=kafka, columns taken from the registry via SchemaReference).
 - The lake table (Parquet under `events/`, partitioned by event_date/event_hour) and one dead-letter
@@ -29,9 +32,6 @@ from infra.constants import pascal
 from infra.naming import retained_name
 
 SCHEMA_COMPATIBILITY = "BACKWARD"
-# The registry version the MSK source table reads. CloudFormation creates version 1 with the schema;
-# an evolved .avsc becomes a new AWS::Glue::SchemaVersion and this number moves with it.
-SCHEMA_VERSION_NUMBER = 1
 # The event contract accepts event_time from 2000-01-01 to processing time + 1 day (DESIGN.md), so the
 # projection starts there: a later start would hide valid events from Athena. The cost, an unfiltered query
 # enumerating every hour since 2000, is documented (docs/infrastructure.md "Catalog and partition visibility").
@@ -119,11 +119,27 @@ class Catalog(Construct):
             registry=glue.CfnSchema.RegistryProperty(arn=self.registry.attr_arn),
             data_format="AVRO",
             compatibility=SCHEMA_COMPATIBILITY,
-            schema_definition=schema.avro_schema_definition(),
+            schema_definition=schema.avro_schema_definition(1),
             description="Generated from schemas/event.avsc",  # its text at creation, kept so the template does not change
         )
         self.schema.apply_removal_policy(removal_policy)
         self.schema_arn = self.schema.attr_arn
+        # Later versions, registered one after the other: the registry numbers them in creation order and
+        # checks each against the schema's compatibility mode (a refused one fails the deploy).
+        self.schema_versions: dict[int, glue.CfnSchemaVersion] = {}
+        previous: cdk.CfnResource = self.schema
+        for number in schema.schema_versions()[1:]:
+            version = glue.CfnSchemaVersion(
+                self,
+                f"EventSchemaVersion{number}",
+                schema=glue.CfnSchemaVersion.SchemaProperty(schema_arn=self.schema.attr_arn),
+                schema_definition=schema.avro_schema_definition(number),
+            )
+            version.apply_removal_policy(removal_policy)
+            version.node.add_dependency(previous)
+            self.schema_versions[number] = version
+            previous = version
+        self._latest_schema_resource = previous
 
         # {source name: table name} for every source a streaming job reads.
         self.source_table_names: dict[str, str] = {}
@@ -232,10 +248,12 @@ class Catalog(Construct):
             storage_parameters=params,
             schema_reference=glue.CfnTable.SchemaReferenceProperty(
                 schema_id=glue.CfnTable.SchemaIdProperty(registry_name=self.registry_name, schema_name=self.schema_name),
-                schema_version_number=SCHEMA_VERSION_NUMBER,
+                # the newest committed file: CloudFormation creates version 1 with the schema and each later
+                # file as an AWS::Glue::SchemaVersion with the next number
+                schema_version_number=schema.latest_version(),
             ),
         )
-        table.node.add_dependency(self.schema)
+        table.node.add_dependency(self._latest_schema_resource)  # the version it pins exists first
         self.source_table_names[kafka.source_name] = name
 
     def _table(

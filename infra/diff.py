@@ -294,6 +294,23 @@ def render_environment(env: str, changes: list[ResourceChange], old: CostRange |
     return "\n".join(lines)
 
 
+def schema_check() -> tuple[str, list[str]]:
+    """The committed event schema versions, each checked as the registry would be asked to accept it: against
+    the latest version before it and against the checkpoint version (tools/avro_compat.evolution_problems)."""
+    from glue_jobs import schema
+    from tools import avro_compat
+
+    versions = schema.schema_versions()
+    parsed = [avro_compat.parse(schema.schema_text(n), where=schema.schema_file(n)) for n in versions]
+    problems = []
+    for index in range(1, len(parsed)):
+        problems += [f"v{versions[index]}: {p}" for p in avro_compat.evolution_problems("BACKWARD", parsed[index], parsed[:index])]
+    line = (f"Event schema: versions {', '.join(f'v{n}' for n in versions)} committed; "
+            + ("each BACKWARD-compatible with the latest version before it and v1 (the checkpoint)" if not problems
+               else f"⛔ {len(problems)} compatibility problem(s): the deploy would fail"))
+    return line, problems
+
+
 def _git_show(ref: str, path: str) -> str | None:
     proc = subprocess.run(["git", "show", f"{ref}:{path}"], cwd=REPO_ROOT, capture_output=True, text=True)
     return proc.stdout if proc.returncode == 0 else None
@@ -327,6 +344,8 @@ def render_report(base_templates: dict[str, dict], new_templates: dict[str, dict
         parts.append(render_environment(env, changes, old_cost, new_cost))
     for env in sorted(set(base_templates) - set(new_templates)):
         parts.append(f"## {env}\n\nEnvironment removed from the config: `cdk destroy '{env}/*'` to delete it.\n")
+    line, problems = schema_check()
+    parts += [line, ""] + [f"- {p}" for p in problems] + ([""] if problems else [])
     parts.append(f"_Costs: fixed capacity from config/prices.json ({prices['region']}, {prices['as_of']}); streaming "
                  f"jobs from {sizing.MIN_STREAMING_WORKERS} workers (unverified floor) to `max_workers`; usage "
                  f"(PUT units, GB, requests) not included._")
@@ -361,6 +380,7 @@ def main(argv: list[str] | None = None) -> int:
         out.write_text(report, encoding="utf-8")
     failing = [c.logical_id for env, template in new_templates.items()
                for c in diff_templates(normalize(base_templates.get(env, {})), normalize(template)) if c.deploy_fails]
+    failing += [f"schema {p}" for p in schema_check()[1]]
     if failing:
         print(f"error: {len(failing)} change(s) would fail to deploy: {', '.join(failing)}", file=sys.stderr)
         return 3

@@ -11,7 +11,7 @@ stay out, and so does anything outside the two packages: the zip is imported in 
 it may depend on the repository layout (tests/infra/test_rehearsal.py imports it with no repository
 on the path).
 
-    glue_jobs/...      (glue_jobs/schemas/event.avsc as package data)
+    glue_jobs/...      (glue_jobs/schemas/event.v<N>.avsc, every version, as package data)
     compaction/...
 """
 
@@ -44,13 +44,18 @@ _FIXED_TIME = (1980, 1, 1, 0, 0, 0)
 
 
 def _entries() -> list[tuple[str, Path]]:
+    from glue_jobs import schema
+
     entries = []
     for package in PACKAGES:
         for pattern in PACKAGE_DATA:
             for path in (REPO_ROOT / package).glob(pattern):
                 name = path.relative_to(REPO_ROOT).as_posix()
-                if name not in LOCAL_ONLY:
+                if name not in LOCAL_ONLY and not name.startswith("glue_jobs/schemas/"):
                     entries.append((name, path))
+    # The schema versions exactly as glue_jobs.schema lists them (the stack registers the same ones).
+    folder = Path(str(schema.schema_folder()))
+    entries += [(f"glue_jobs/schemas/{name}", folder / name) for name in schema.schema_file_names()]
     return sorted(entries)
 
 

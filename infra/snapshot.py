@@ -22,9 +22,22 @@ _ASSET_HASH_RE = re.compile(r"\b[0-9a-f]{64}\b")
 
 
 def normalize(template: Any) -> Any:
-    """Return the template with every asset hash replaced by "<asset-hash>"."""
+    """Return the template with every asset hash replaced by "<asset-hash>", and IAM statements' Resource
+    lists in a stable order (CDK orders them by value, so a new asset hash could swap two asset ARNs;
+    the order of a Resource list means nothing to IAM)."""
     text = json.dumps(template, sort_keys=True)
-    return json.loads(_ASSET_HASH_RE.sub("<asset-hash>", text))
+    return _sort_resources(json.loads(_ASSET_HASH_RE.sub("<asset-hash>", text)))
+
+
+def _sort_resources(value: Any) -> Any:
+    if isinstance(value, dict):
+        out = {k: _sort_resources(v) for k, v in value.items()}
+        if isinstance(out.get("Resource"), list) and "Effect" in out:
+            out["Resource"] = sorted(out["Resource"], key=lambda r: json.dumps(r, sort_keys=True))
+        return out
+    if isinstance(value, list):
+        return [_sort_resources(v) for v in value]
+    return value
 
 
 def render(template: Any) -> str:

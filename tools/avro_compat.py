@@ -305,3 +305,24 @@ def compatibility_problems(mode: str, new: Schema, existing: list[Schema]) -> li
         if mode.startswith(("FORWARD", "FULL")):
             problems += [f"FORWARD vs version {number}: {p}" for p in read_problems(old, new)]
     return problems
+
+
+def evolution_problems(mode: str, new: Schema, existing: list[Schema], checkpoint: int = 1) -> list[str]:
+    """`compatibility_problems` against the latest version(s) AND against the checkpoint version.
+
+    Which version the registry compares a new one with is not settled by what AWS publishes: the Schema
+    Registry guide describes a checkpoint version (the first by default; GetSchema's SchemaCheckpoint)
+    that compatibility is checked against, and an AWS answer on re:Post says it moves to the most recent
+    version, while a user in the same thread saw it stay at version 1. So the offline check passes only
+    when the new version is compatible with both the latest and the checkpoint version; it assumes the
+    registry checks no other version (for a *_ALL mode, all of them are checked anyway).
+    """
+    problems = compatibility_problems(mode, new, existing)
+    if not existing or mode in ("NONE", "DISABLED") or mode.endswith("_ALL"):
+        return problems
+    if not 1 <= checkpoint <= len(existing):
+        raise ToolError(f"checkpoint version {checkpoint} is not among the {len(existing)} existing version(s)")
+    if checkpoint != len(existing):
+        at_checkpoint = compatibility_problems(mode, new, existing[:checkpoint])
+        problems += [p.replace(f"vs version {checkpoint}:", f"vs version {checkpoint} (checkpoint):") for p in at_checkpoint]
+    return problems

@@ -93,9 +93,11 @@ def build_parser() -> argparse.ArgumentParser:
     produce.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
 
     evolve = commands.add_parser(
-        "schema-evolve", parents=[common], help="register a schema version, update tables, restart jobs",
-        description="Check, register, stop jobs, update tables, restart jobs; then roll out producers.")
-    evolve.add_argument("--schema-file", required=True, help="Avro schema file, e.g. glue_jobs/schemas/event.avsc")
+        "schema-evolve", parents=[common], help="check a schema version, then restart the jobs once it is deployed",
+        description="Check the schema against the registry (latest and checkpoint version); before its deploy, say "
+                    "what to commit and deploy; after it, restart the streaming jobs; then roll out producers.")
+    evolve.add_argument("--schema-file", default=None,
+                        help="Avro schema file (default: the newest committed glue_jobs/schemas/event.v<N>.avsc)")
     evolve.add_argument("--dry-run", action="store_true", help="print the plan; call no mutating API")
     evolve.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     evolve.add_argument("--stop-timeout", type=_int_in(1, 3600), default=600,
@@ -227,9 +229,12 @@ def _produce(args) -> int:
 
 
 def _schema_evolve(args) -> int:
+    from glue_jobs import schema as event_schema
     from tools import schema_evolution
 
-    schema_evolution.read_schema_file(args.schema_file)  # a bad file fails before any AWS call
+    repo = Path(__file__).resolve().parents[1]
+    schema_file = args.schema_file or str(repo / event_schema.schema_file(event_schema.latest_version()))
+    schema_evolution.read_schema_file(schema_file)  # a bad file fails before any AWS call
     env, clients, outputs = _context(args)
     targets = schema_evolution.Targets(
         registry=outputs.schema_registry(),
@@ -239,19 +244,24 @@ def _schema_evolve(args) -> int:
         lake_table=outputs.lake_table(),
         streaming_jobs={s: outputs.streaming_job(s) for s in env.config.source_names},
     )
-    plan = schema_evolution.build_plan(clients.glue, targets, args.schema_file)
-    print(f"plan for {env.stack_name}{' (dry run: nothing will be changed)' if args.dry_run else ''}:")
+    plan = schema_evolution.build_plan(clients.glue, targets, schema_file)
+    print(f"plan for {env.stack_name} with {schema_file}{' (dry run: nothing will be changed)' if args.dry_run else ''}:")
     for line in plan.lines():
         print("  " + line)
     if plan.problems:
         raise ToolError(f"the new schema is not {plan.compatibility}-compatible with the registry; nothing was "
                         "changed (see step 1 above)")
+    if not plan.deployed:
+        print(f"nothing changed: commit the file as {plan.next_file}, deploy, then run this command again")
+        return 0
+    if plan.drift:
+        raise ToolError("the deployed catalog does not follow the schema; nothing was changed (see step 3 above)")
     if args.dry_run:
         return 0
-    if not plan.register and not plan.table_updates:
-        print("nothing to do: the registry and the tables already match the schema file")
+    if not plan.jobs_to_restart:
+        print("nothing to restart: no streaming job is running; they load the new schema when started")
         return 0
-    _confirm(args.yes, f"apply this plan to {env.stack_name}? type yes: ", "yes")
+    _confirm(args.yes, f"restart the streaming jobs of {env.stack_name}? type yes: ", "yes")
     schema_evolution.execute(clients.glue, plan, stop_timeout_s=args.stop_timeout)
     return 0
 

@@ -1,21 +1,23 @@
-"""Evolve the event schema: registry version, catalog tables, streaming jobs, in that order.
+"""Evolve the event schema: check, deploy, restart the jobs, then producers.
 
-The procedure (docs/operations.md "Schema evolution"):
-  1. check   the new schema file against the registry's versions under the schema's compatibility
-             mode, locally (tools/avro_compat.py): a refusal here changes nothing;
-  2. register the new version in the Glue Schema Registry and wait for its status; FAILURE (the
-             registry's own compatibility verdict) stops here, nothing else changed;
-  3. stop    the streaming jobs that are running, and wait until they have stopped;
-  4. update  the catalog tables' columns (each source table and the lake table) from the same
-             file, keeping partition keys, parameters, location and SerDe;
-  5. restart the jobs stopped in step 3 (a job reads its table's schema when it starts);
-  6. then    roll out producers that write the new schema (not done by this tool).
-Producers come last so that no record of the new shape reaches a job still running on the old
-table. Re-running the command after a failure is safe: every step first compares and skips what
-is already done.
-
-Catalog columns are derived from the schema file with the same rules as glue_jobs/schema.py
-(tests/ops/test_schema_evolution.py proves they agree on glue_jobs/schemas/event.avsc).
+The stack owns the schema versions (infra/catalog.py): every committed file
+glue_jobs/schemas/event.v<N>.avsc is a registry version (v1 the AWS::Glue::Schema, each later one an
+AWS::Glue::SchemaVersion), the MSK table is pinned to the newest, the other tables' columns come from
+it, and the job package carries the files. This tool does not register versions or edit tables (that
+would drift from the stack); it runs the procedure around the deploy (docs/operations.md "Schema
+evolution"):
+  1. check   the schema file against the registry's versions: its latest and its checkpoint version
+             (GetSchema SchemaCheckpoint; tools/avro_compat.evolution_problems says why both), and
+             that it is the newest committed file. A refusal here changes nothing.
+  2. deploy  if the registry does not have it yet: the tool prints what to commit and the deploy
+             command, and stops (nothing changed). `make diff` shows the version added, no replacement.
+  3. verify  once deployed: the registry's latest version is the file, the MSK table is pinned to it,
+             the other tables' columns match it.
+  4. restart the streaming jobs that are running (stop, wait, start): a job loads the new package and
+             table when it starts.
+  5. then    roll out producers that write the new schema (not done by this tool).
+Producers come last so that no record of the new shape reaches a job still running the old package.
+Re-running after a failure is safe: every step compares first.
 """
 
 from __future__ import annotations
@@ -29,14 +31,6 @@ from pathlib import Path
 from glue_jobs import schema as event_schema
 from tools import avro_compat, jobs
 from tools.errors import ToolError
-
-# TableInput keys UpdateTable accepts that GetTable returns (the rest are read-only metadata).
-_TABLE_INPUT_KEYS = (
-    "Name", "Description", "Owner", "LastAccessTime", "LastAnalyzedTime", "Retention", "StorageDescriptor",
-    "PartitionKeys", "ViewOriginalText", "ViewExpandedText", "TableType", "Parameters", "TargetTable",
-)
-_REGISTRY_WAIT_S = 60
-
 
 # ----------------------------------------------------------------------------------------------
 # Columns from a schema file (same mapping as glue_jobs/schema.py, applied to any file)
@@ -84,123 +78,6 @@ def read_schema_file(path: str) -> tuple[str, avro_compat.Schema]:
 # The plan
 
 
-@dataclass
-class TableChange:
-    """One catalog table and what the new schema changes in it.
-
-    A registry-backed table (StorageDescriptor.SchemaReference, the MSK source table) takes its
-    columns from the registry: its column list is left alone (empty) and a pinned
-    SchemaVersionNumber is moved to the new version instead.
-    """
-
-    database: str
-    name: str
-    current: dict  # GetTable's Table
-    new_columns: list[dict]
-    new_version: int | None = None  # set for registry-backed tables whose pin must move
-
-    @property
-    def descriptor(self) -> dict:
-        return self.current.get("StorageDescriptor", {})
-
-    @property
-    def current_columns(self) -> list[dict]:
-        return self.descriptor.get("Columns", [])
-
-    @property
-    def registry_backed(self) -> bool:
-        return "SchemaReference" in self.descriptor and not self.current_columns
-
-    @property
-    def pinned_version(self) -> int | str | None:
-        """The pinned SchemaVersionNumber (a long in the table API), or the pinned SchemaVersionId."""
-        reference = self.descriptor.get("SchemaReference", {})
-        return reference.get("SchemaVersionNumber") or reference.get("SchemaVersionId")
-
-    def diff_lines(self) -> list[str]:
-        if self.registry_backed:
-            return [f"schema version {self.pinned_version} -> {self.new_version}"] if self._pin_moves else []
-        old = {c["Name"]: c["Type"] for c in self.current_columns}
-        new = {c["Name"]: c["Type"] for c in self.new_columns}
-        lines = [f"+ {n} {t}" for n, t in new.items() if n not in old]
-        lines += [f"- {n} {t}" for n, t in old.items() if n not in new]
-        lines += [f"~ {n} {old[n]} -> {t}" for n, t in new.items() if n in old and old[n] != t]
-        if not lines and [c["Name"] for c in self.current_columns] != list(new):
-            lines.append("~ column order")
-        return lines
-
-    @property
-    def _pin_moves(self) -> bool:
-        return self.pinned_version is not None and self.new_version is not None and self.pinned_version != self.new_version
-
-    @property
-    def needed(self) -> bool:
-        if self.registry_backed:
-            return self._pin_moves
-        return [(c["Name"], c["Type"]) for c in self.current_columns] != [
-            (c["Name"], c["Type"]) for c in self.new_columns
-        ]
-
-    def table_input(self) -> dict:
-        table_input = {k: self.current[k] for k in _TABLE_INPUT_KEYS if k in self.current}
-        descriptor = dict(table_input.get("StorageDescriptor", {}))
-        if self.registry_backed:
-            reference = dict(descriptor["SchemaReference"])
-            reference["SchemaVersionNumber"] = self.new_version
-            reference.pop("SchemaVersionId", None)  # the reference takes a number or an id, not both
-            descriptor["SchemaReference"] = reference
-        else:
-            descriptor["Columns"] = self.new_columns
-        table_input["StorageDescriptor"] = descriptor
-        return table_input
-
-
-@dataclass
-class Plan:
-    registry: str
-    schema_name: str
-    compatibility: str
-    latest_version: int
-    definition: str
-    register: bool
-    tables: list[TableChange]
-    jobs_to_stop: dict[str, jobs.Run]  # job name -> its active run
-    idle_jobs: list[str]
-    problems: list[str] = field(default_factory=list)
-
-    @property
-    def table_updates(self) -> list[TableChange]:
-        return [t for t in self.tables if t.needed]
-
-    def lines(self) -> list[str]:
-        out = [f"schema {self.registry}/{self.schema_name} (compatibility {self.compatibility}, "
-               f"latest version {self.latest_version})"]
-        out.append(f"1. check compatibility ({self.compatibility}) against the registry: "
-                   + ("REFUSED" if self.problems else "ok"))
-        out += [f"     {p}" for p in self.problems]
-        out.append("2. register schema version " + (
-            f"{self.latest_version + 1}" if self.register else f"- skipped, version {self.latest_version} is identical"))
-        restart = bool(self.table_updates)
-        if restart and self.jobs_to_stop:
-            out.append("3. stop streaming jobs: " + ", ".join(
-                f"{name} (run {run.run_id})" for name, run in self.jobs_to_stop.items()))
-        else:
-            out.append("3. stop streaming jobs - skipped, " + (
-                "no table changes" if not restart else "none running"))
-        if self.table_updates:
-            out.append("4. update catalog tables:")
-            for table in self.table_updates:
-                out.append(f"     {table.database}.{table.name}: " + "; ".join(table.diff_lines()))
-        else:
-            out.append("4. update catalog tables - skipped, columns already match")
-        out.append("5. restart streaming jobs: " + (
-            ", ".join(self.jobs_to_stop) if restart and self.jobs_to_stop else "- skipped, none stopped"))
-        if self.idle_jobs:
-            out.append(f"     not running before, left stopped: {', '.join(self.idle_jobs)}")
-        out.append("6. then roll out producers writing the new schema (outside this tool)")
-        return out
-
-
 @dataclass(frozen=True)
 class Targets:
     """What the procedure touches, from the stack outputs."""
@@ -213,25 +90,68 @@ class Targets:
     streaming_jobs: dict[str, str]  # source -> job name
 
 
-def _registry_versions(glue, schema_id: dict, latest: int, need_all: bool) -> list[avro_compat.Schema]:
-    numbers = range(1, latest + 1) if need_all else [latest]
-    versions = []
-    for number in numbers:
-        try:
-            version = glue.get_schema_version(SchemaId=schema_id, SchemaVersionNumber={"VersionNumber": number})
-        except Exception as exc:  # deleted versions leave gaps in the numbering
-            if "EntityNotFound" in type(exc).__name__ or "EntityNotFound" in str(exc):
-                continue
-            raise
-        if version.get("Status", "AVAILABLE") == "AVAILABLE":
-            versions.append(avro_compat.parse(version["SchemaDefinition"], where=f"registry version {number}"))
-    return versions
+@dataclass
+class Plan:
+    registry: str
+    schema_name: str
+    compatibility: str
+    latest_version: int
+    checkpoint_version: int
+    definition: str
+    deployed: bool  # the registry's latest version is the file
+    next_file: str  # where the file is committed when it is not deployed yet
+    problems: list[str] = field(default_factory=list)  # compatibility refusals
+    drift: list[str] = field(default_factory=list)  # deployed, but a table does not follow it
+    jobs_to_restart: dict[str, jobs.Run] = field(default_factory=dict)  # job name -> its active run
+    idle_jobs: list[str] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        out = [f"schema {self.registry}/{self.schema_name} (compatibility {self.compatibility}, latest version "
+               f"{self.latest_version}, checkpoint version {self.checkpoint_version})"]
+        out.append(f"1. check compatibility ({self.compatibility}) against versions {self.latest_version} (latest) and "
+                   f"{self.checkpoint_version} (checkpoint): " + ("REFUSED" if self.problems else "ok"))
+        out += [f"     {p}" for p in self.problems]
+        if not self.deployed:
+            out.append(f"2. deploy: not in the registry yet. Commit the file as {self.next_file}, review `make diff` "
+                       "(a schema version added, no replacement), deploy (`npx cdk deploy '<env>/*'`), then run this "
+                       "command again to restart the jobs")
+            return out
+        out.append(f"2. deploy - done: registry version {self.latest_version} is the file")
+        out.append("3. verify the catalog tables follow it: " + ("DRIFT" if self.drift else "ok"))
+        out += [f"     {d}" for d in self.drift]
+        out.append("4. restart streaming jobs: " + (", ".join(
+            f"{name} (run {run.run_id})" for name, run in self.jobs_to_restart.items()) or "- none running"))
+        if self.idle_jobs:
+            out.append(f"     not running, left stopped (they load the new schema when started): {', '.join(self.idle_jobs)}")
+        out.append("5. then roll out producers writing the new schema (outside this tool)")
+        return out
+
+
+def _registry_version(glue, schema_id: dict, number: int) -> avro_compat.Schema | None:
+    try:
+        version = glue.get_schema_version(SchemaId=schema_id, SchemaVersionNumber={"VersionNumber": number})
+    except Exception as exc:  # deleted versions leave gaps in the numbering
+        if "EntityNotFound" in type(exc).__name__ or "EntityNotFound" in str(exc):
+            return None
+        raise
+    if version.get("Status", "AVAILABLE") != "AVAILABLE":
+        return None
+    return avro_compat.parse(version["SchemaDefinition"], where=f"registry version {number}")
+
+
+def committed_file_for(definition_root: dict) -> tuple[str, bool]:
+    """(the file this schema is, or would be, committed as; whether it is the newest committed version)."""
+    versions = event_schema.schema_versions()
+    for number in versions:
+        if event_schema.avro_schema(number) == definition_root:
+            return event_schema.schema_file(number), number == versions[-1]
+    return event_schema.schema_file(versions[-1] + 1), False
 
 
 def build_plan(glue, targets: Targets, schema_file: str) -> Plan:
     definition, new = read_schema_file(schema_file)
-    new_source = [_column(n, t, d) for n, t, d in source_columns(new, schema_file)]
-    new_lake = [_column(n, t, d) for n, t, d in lake_columns(new, schema_file)]
+    new_source = [(n, t) for n, t, _ in source_columns(new, schema_file)]
+    new_lake = [(n, t) for n, t, _ in lake_columns(new, schema_file)]
 
     schema_id = {"RegistryName": targets.registry, "SchemaName": targets.schema_name}
     info = glue.get_schema(SchemaId=schema_id)
@@ -239,50 +159,52 @@ def build_plan(glue, targets: Targets, schema_file: str) -> Plan:
         raise ToolError(f"schema {targets.schema_name!r} has data format {info.get('DataFormat')}, not AVRO")
     mode = info.get("Compatibility", "BACKWARD")
     latest = int(info.get("LatestSchemaVersion", 0))
-    existing = _registry_versions(glue, schema_id, latest, need_all=mode.endswith("_ALL")) if latest else []
-    latest_text = existing[-1].root if existing else None
-    register = latest_text != new.root
-    problems = avro_compat.compatibility_problems(mode, new, existing) if register else []
-
-    # The number the new version gets; execute() corrects it with the registry's answer.
-    next_version = latest + 1 if register else latest
-    tables = [
-        TableChange(targets.database, table, _get_table(glue, targets.database, table), new_source, next_version)
-        for table in targets.source_tables.values()
-    ]
-    tables.append(TableChange(targets.database, targets.lake_table,
-                              _get_table(glue, targets.database, targets.lake_table), new_lake))
-    for table in tables:
-        table.new_columns = _with_existing_comments(table.current_columns, table.new_columns)
-
-    to_stop, idle = {}, []
+    checkpoint = int(info.get("SchemaCheckpoint", 1) or 1)
+    by_number = {n: _registry_version(glue, schema_id, n) for n in range(1, latest + 1)}
+    existing = [v for v in by_number.values() if v is not None]
+    deployed = bool(latest) and by_number.get(latest) is not None and by_number[latest].root == new.root
+    next_file, newest = committed_file_for(new.root)
+    problems = []
+    if not deployed:
+        available = [n for n, v in by_number.items() if v is not None]
+        at = available.index(checkpoint) + 1 if checkpoint in available else 1
+        problems = avro_compat.evolution_problems(mode, new, existing, checkpoint=at) if existing else []
+    plan = Plan(targets.registry, targets.schema_name, mode, latest, checkpoint, definition, deployed, next_file, problems)
+    if not deployed:
+        return plan
+    if not newest:
+        committed = any(event_schema.avro_schema(n) == new.root for n in event_schema.schema_versions())
+        where = f"is {next_file}, not the newest committed version" if committed else \
+            f"is not committed in this checkout (it would be {next_file})"
+        plan.drift.append(f"the deployed file {where}: run the tool from the checkout that was deployed")
+    for table in targets.source_tables.values():
+        plan.drift += _table_drift(glue, targets.database, table, new_source, latest)
+    plan.drift += _table_drift(glue, targets.database, targets.lake_table, new_lake, None)
     for job_name in targets.streaming_jobs.values():
         run = jobs.current_run(glue, job_name)
         if run is not None:
-            to_stop[job_name] = run
+            plan.jobs_to_restart[job_name] = run
         else:
-            idle.append(job_name)
-    return Plan(targets.registry, targets.schema_name, mode, latest, definition, register, tables, to_stop, idle,
-                problems)
+            plan.idle_jobs.append(job_name)
+    return plan
 
 
-def _column(name: str, glue_type: str, doc: str) -> dict:
-    column = {"Name": name, "Type": glue_type}
-    if doc:
-        column["Comment"] = doc[:255]
-    return column
-
-
-def _with_existing_comments(current: list[dict], new: list[dict]) -> list[dict]:
-    """Keep a column's existing comment when its name and type are unchanged."""
-    existing = {c["Name"]: c for c in current}
-    out = []
-    for column in new:
-        old = existing.get(column["Name"])
-        if old is not None and old.get("Type") == column["Type"] and "Comment" in old:
-            column = {**column, "Comment": old["Comment"]}
-        out.append(column)
-    return out
+def _table_drift(glue, database: str, name: str, expected: list[tuple[str, str]], version: int | None) -> list[str]:
+    """What a deployed table does not follow. A registry-backed table (the MSK source table) is checked by its
+    pinned version: GetTable returns its SchemaReference AND the Columns Glue derived from it (Glue developer
+    guide, Schema Registry integrations, "AWS Glue Data Catalog"), so the reference decides, not the columns."""
+    table = _get_table(glue, database, name)
+    descriptor = table.get("StorageDescriptor", {})
+    reference = descriptor.get("SchemaReference")
+    if reference is not None:
+        if version is None:
+            return []
+        pinned = reference.get("SchemaVersionNumber")
+        return [] if pinned == version else [f"{database}.{name} is pinned to schema version {pinned}, not {version}: "
+                                             "the deploy has not updated it (re-deploy)"]
+    columns = [(c["Name"], c["Type"]) for c in descriptor.get("Columns", [])]
+    return [] if columns == expected else [f"{database}.{name} columns do not match the file: the deploy has not "
+                                           "updated it (re-deploy)"]
 
 
 def _get_table(glue, database: str, name: str) -> dict:
@@ -306,61 +228,14 @@ def execute(glue, plan: Plan, *, say: Callable[[str], None] = print, sleep: Call
             f"the new schema is not {plan.compatibility}-compatible with the registry; nothing was changed:\n  "
             + "\n  ".join(plan.problems)
         )
-    if plan.register:
-        version = register_version(glue, plan, sleep=sleep)
-        say(f"2. registered {plan.registry}/{plan.schema_name} version {version}")
-        for table in plan.tables:
-            if table.new_version is not None:
-                table.new_version = version
-    updates = plan.table_updates
-    if not updates:
-        say("catalog tables already match the schema; jobs left as they are")
+    if not plan.deployed:
+        say(f"nothing changed: commit the file as {plan.next_file} and deploy first (step 2 above)")
         return
-    stopped = []
-    for job_name, run in plan.jobs_to_stop.items():
+    if plan.drift:
+        raise ToolError("the deployed catalog does not follow the schema; nothing was changed:\n  " + "\n  ".join(plan.drift))
+    for job_name, run in plan.jobs_to_restart.items():
         final = jobs.stop(glue, job_name, wait=True, timeout_s=stop_timeout_s, sleep=sleep)
-        if final is not None:
-            stopped.append(job_name)
-            say(f"3. stopped {job_name} (run {run.run_id}: {final.state})")
-    try:
-        for table in updates:
-            glue.update_table(DatabaseName=table.database, TableInput=table.table_input())
-            say(f"4. updated {table.database}.{table.name}: " + "; ".join(table.diff_lines()))
-    except Exception:
-        if stopped:
-            say("tables NOT all updated; these jobs are stopped and were left stopped: " + ", ".join(stopped)
-                + ". Fix the cause and re-run this command, then start them with `python -m tools job start`.")
-        raise
-    for job_name in stopped:
+        say(f"4. stopped {job_name} (run {run.run_id}: {final.state if final else 'already ended'})")
         run_id = jobs.start(glue, job_name)
-        say(f"5. restarted {job_name}: run {run_id}")
-    say("6. now roll out producers writing the new schema")
-
-
-def register_version(glue, plan: Plan, *, sleep: Callable[[float], None] = time.sleep) -> int:
-    from botocore.exceptions import ClientError
-
-    schema_id = {"RegistryName": plan.registry, "SchemaName": plan.schema_name}
-    try:
-        response = glue.register_schema_version(SchemaId=schema_id, SchemaDefinition=plan.definition)
-    except ClientError as exc:
-        error = exc.response.get("Error", {})
-        raise ToolError(f"the registry refused the new version: {error.get('Code')}: {error.get('Message')}; "
-                        "nothing else was changed") from None
-    version_id, number, status = response["SchemaVersionId"], response.get("VersionNumber"), response.get("Status")
-    waited = 0.0
-    # The registry checks compatibility asynchronously: PENDING, then AVAILABLE or FAILURE.
-    while status == "PENDING" and waited < _REGISTRY_WAIT_S:
-        sleep(1)
-        waited += 1
-        status = glue.get_schema_version(SchemaVersionId=version_id).get("Status")
-    if status == "FAILURE":
-        raise ToolError(
-            f"the registry marked version {number} FAILURE: not {plan.compatibility}-compatible with the "
-            f"existing versions. Nothing else was changed. (The failed version stays listed in the registry; "
-            f"delete it with `aws glue delete-schema-versions` if you want the number back.)"
-        )
-    if status != "AVAILABLE":
-        raise ToolError(f"version {number} is still {status} after {_REGISTRY_WAIT_S}s; nothing else was changed. "
-                        "Re-run once the registry shows it AVAILABLE.")
-    return int(number)
+        say(f"4. restarted {job_name}: run {run_id}")
+    say("5. now roll out producers writing the new schema")

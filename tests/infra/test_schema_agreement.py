@@ -1,5 +1,6 @@
-"""One schema file, three consumers: the registry definition, the catalog columns and the Spark schema
-are all generated from glue_jobs/schemas/event.avsc and agree on field names, types and order."""
+"""One schema, three consumers: the registry, the catalog columns and the Spark schema are all generated
+from the committed versions glue_jobs/schemas/event.v<N>.avsc and agree on field names, types and order;
+committed versions never change, and each is compatible with the ones before it."""
 
 from __future__ import annotations
 
@@ -11,7 +12,13 @@ import pytest
 from glue_jobs import schema
 
 # Read by path here, not through glue_jobs.schema, so the check does not share the code it checks.
-SCHEMA_FILE = Path(__file__).resolve().parents[2] / "glue_jobs" / "schemas" / "event.avsc"
+SCHEMA_DIR = Path(__file__).resolve().parents[2] / "glue_jobs" / "schemas"
+# sha256 of each committed version: a registered version is immutable (AWS::Glue::SchemaVersion's
+# SchemaDefinition is create-only), so its file must never change. A new version adds its line here.
+COMMITTED_DIGESTS = {
+    1: "b6abd24071f3d537d3011a02197529c23e0907e6e36ad79be6a4a458019f4857",
+}
+SCHEMA_FILE = SCHEMA_DIR / f"event.v{max(COMMITTED_DIGESTS)}.avsc"  # the newest: what the code uses
 
 # The type correspondence this project relies on, stated once here as the check (not imported).
 AVRO_TO_GLUE = {"string": "string", "long": "bigint", "int": "int", "double": "double", "float": "float", "boolean": "boolean"}
@@ -44,10 +51,37 @@ def _spark(struct) -> list[tuple[str, str]]:
     return [(f.name, f.dataType.simpleString()) for f in struct.fields]
 
 
-def test_registry_definition_is_the_avsc_file(templates):
-    (definition,) = {r["Properties"]["SchemaDefinition"] for r in templates["prod"]["Resources"].values()
-                     if r["Type"] == "AWS::Glue::Schema"}
-    assert json.loads(definition) == json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
+def test_committed_versions_never_change_and_the_newest_is_the_codes_schema():
+    import hashlib
+
+    files = sorted(p.name for p in SCHEMA_DIR.glob("*.avsc"))
+    assert files == [f"event.v{n}.avsc" for n in sorted(COMMITTED_DIGESTS)]
+    for number, digest in COMMITTED_DIGESTS.items():
+        assert hashlib.sha256((SCHEMA_DIR / f"event.v{number}.avsc").read_bytes()).hexdigest() == digest, number
+    assert schema.schema_versions() == tuple(sorted(COMMITTED_DIGESTS))
+    assert schema.avro_schema() == json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
+
+
+def test_each_version_is_compatible_with_the_latest_before_it_and_the_checkpoint():
+    from tools import avro_compat
+
+    versions = [avro_compat.parse((SCHEMA_DIR / f"event.v{n}.avsc").read_text(encoding="utf-8"), where=f"v{n}")
+                for n in sorted(COMMITTED_DIGESTS)]
+    for index in range(1, len(versions)):
+        assert avro_compat.evolution_problems("BACKWARD", versions[index], versions[:index]) == [], index + 1
+
+
+def test_registry_holds_every_committed_version_and_the_table_pins_the_newest(templates):
+    resources = templates["prod"]["Resources"].values()
+    (definition,) = {r["Properties"]["SchemaDefinition"] for r in resources if r["Type"] == "AWS::Glue::Schema"}
+    assert json.loads(definition) == json.loads((SCHEMA_DIR / "event.v1.avsc").read_text(encoding="utf-8"))
+    later = [json.loads(r["Properties"]["SchemaDefinition"]) for r in resources if r["Type"] == "AWS::Glue::SchemaVersion"]
+    assert later == [json.loads((SCHEMA_DIR / f"event.v{n}.avsc").read_text(encoding="utf-8"))
+                     for n in sorted(COMMITTED_DIGESTS)[1:]]
+    (pinned,) = [r["Properties"]["TableInput"]["StorageDescriptor"]["SchemaReference"]["SchemaVersionNumber"]
+                 for r in resources if r["Type"] == "AWS::Glue::Table"
+                 and "SchemaReference" in r["Properties"]["TableInput"]["StorageDescriptor"]]
+    assert pinned == max(COMMITTED_DIGESTS)
 
 
 def test_catalog_columns_follow_the_avsc_fields_in_order(templates):

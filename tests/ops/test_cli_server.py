@@ -95,7 +95,7 @@ def test_schema_evolve_refuses_an_incompatible_schema(deployed, tmp_path):
     result = deployed.cli("schema-evolve", *ENV, "--schema-file", str(schema), "--yes")
 
     assert result.returncode == 1
-    assert "1. check compatibility (BACKWARD) against the registry: REFUSED" in result.stdout
+    assert "1. check compatibility (BACKWARD) against versions 1 (latest) and 1 (checkpoint): REFUSED" in result.stdout
     assert "Event.country: field added without a default" in result.stdout
     assert "error: the new schema is not BACKWARD-compatible with the registry; nothing was changed" in result.stderr
     glue = deployed.client("glue")
@@ -103,39 +103,43 @@ def test_schema_evolve_refuses_an_incompatible_schema(deployed, tmp_path):
     assert [r["JobRunState"] for r in glue.get_job_runs(JobName=dev_env.STREAMING_JOB)["JobRuns"]] == ["RUNNING"]
 
 
-def test_schema_evolve_dry_run_changes_nothing_then_the_real_run_does(deployed, tmp_path):
+def test_schema_evolve_before_the_deploy_says_what_to_commit_and_changes_nothing(deployed, tmp_path):
     run_id = _start_running_job(deployed)
     schema = tmp_path / "event.avsc"
     schema.write_text(json.dumps(dev_env.schema_with([{"name": "country", "type": ["null", "string"], "default": None}])))
     glue = deployed.client("glue")
-    tables_before = {t: glue.get_table(DatabaseName=dev_env.DATABASE, Name=t)["Table"]["StorageDescriptor"]
-                     for t in (dev_env.SOURCE_TABLE, dev_env.LAKE_TABLE)}
 
-    dry = deployed.cli("schema-evolve", *ENV, "--schema-file", str(schema), "--dry-run")
+    result = deployed.cli("schema-evolve", *ENV, "--schema-file", str(schema), "--yes")
 
-    assert dry.returncode == 0, dry.stderr
-    assert "(dry run: nothing will be changed)" in dry.stdout
-    assert f"3. stop streaming jobs: {dev_env.STREAMING_JOB} (run {run_id})" in dry.stdout
+    assert result.returncode == 0, result.stderr
+    assert "Commit the file as glue_jobs/schemas/event.v2.avsc, review `make diff`" in result.stdout
+    assert result.stdout.splitlines()[-1] == ("nothing changed: commit the file as glue_jobs/schemas/event.v2.avsc, "
+                                              "deploy, then run this command again")
     assert glue.get_schema(SchemaId=SCHEMA_ID)["LatestSchemaVersion"] == 1
-    assert {t: glue.get_table(DatabaseName=dev_env.DATABASE, Name=t)["Table"]["StorageDescriptor"]
-            for t in tables_before} == tables_before
+    assert [(r["Id"], r["JobRunState"]) for r in glue.get_job_runs(JobName=dev_env.STREAMING_JOB)["JobRuns"]] == [
+        (run_id, "RUNNING")]
+
+
+def test_schema_evolve_with_the_deployed_committed_schema_restarts_the_jobs(deployed):
+    """The committed newest version is what the registry holds (the dev env registers it): the tool's default
+    file, a dry run, then the restart."""
+    run_id = _start_running_job(deployed)
+    dry = deployed.cli("schema-evolve", *ENV, "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert "2. deploy - done: registry version 1 is the file" in dry.stdout
+    assert f"4. restart streaming jobs: {dev_env.STREAMING_JOB} (run {run_id})" in dry.stdout
+    glue = deployed.client("glue")
     assert [r["JobRunState"] for r in glue.get_job_runs(JobName=dev_env.STREAMING_JOB)["JobRuns"]] == ["RUNNING"]
 
-    unconfirmed = deployed.cli("schema-evolve", *ENV, "--schema-file", str(schema))
+    unconfirmed = deployed.cli("schema-evolve", *ENV)
     assert unconfirmed.returncode == 1 and "confirmation needed" in unconfirmed.stderr
 
-    real = deployed.cli("schema-evolve", *ENV, "--schema-file", str(schema), "--yes")
+    real = deployed.cli("schema-evolve", *ENV, "--yes")
     assert real.returncode == 0, real.stderr
-    assert real.stdout.splitlines()[-6:-1] == [
-        f"2. registered {dev_env.REGISTRY}/{dev_env.SCHEMA} version 2",
-        f"3. stopped {dev_env.STREAMING_JOB} (run {run_id}: STOPPED)",
-        f"4. updated {dev_env.DATABASE}.{dev_env.SOURCE_TABLE}: + country string",
-        f"4. updated {dev_env.DATABASE}.{dev_env.LAKE_TABLE}: + country string",
-        real.stdout.splitlines()[-2],
-    ]
-    assert real.stdout.splitlines()[-2].startswith(f"5. restarted {dev_env.STREAMING_JOB}: run jr_")
-    assert real.stdout.splitlines()[-1] == "6. now roll out producers writing the new schema"
-    assert glue.get_schema(SchemaId=SCHEMA_ID)["LatestSchemaVersion"] == 2
+    lines = real.stdout.splitlines()
+    assert lines[-3] == f"4. stopped {dev_env.STREAMING_JOB} (run {run_id}: STOPPED)"
+    assert lines[-2].startswith(f"4. restarted {dev_env.STREAMING_JOB}: run jr_")
+    assert lines[-1] == "5. now roll out producers writing the new schema"
 
 
 def test_job_start_status_stop(deployed):

@@ -55,58 +55,96 @@ def test_unsupported_types_are_refused_naming_the_field(tmp_path):
         schema_evolution.build_plan(None, TARGETS, bad)
 
 
-def test_compatible_change_registers_stops_updates_restarts_in_that_order(aws, tmp_path):
-    old_run = _running_job(aws)
+@pytest.fixture
+def committed(tmp_path, monkeypatch):
+    """Commit schema versions for the test: glue_jobs.schema reads them from a temporary folder."""
+    def commit(*schemas: dict) -> None:
+        folder = tmp_path / "committed"
+        folder.mkdir(exist_ok=True)
+        for number, definition in enumerate((json.loads(event_schema.schema_text(1)), *schemas), start=1):
+            (folder / f"event.v{number}.avsc").write_text(json.dumps(definition), encoding="utf-8")
+        monkeypatch.setattr(event_schema, "schema_folder", lambda: folder)
+        for cached in (event_schema.schema_versions, event_schema.avro_schema):
+            cached.cache_clear()
+
+    yield commit
+    for cached in (event_schema.schema_versions, event_schema.avro_schema):
+        cached.cache_clear()
+
+
+def _deploy(aws, schema: dict, *, tables: bool = True) -> None:
+    """What the stack's deploy does with a new committed version (infra/catalog.py): AWS::Glue::SchemaVersion
+    registers it, and the tables' columns follow the file (the MSK table's pin, in the pin test)."""
+    aws.glue.register_schema_version(SchemaId={"RegistryName": dev_env.REGISTRY, "SchemaName": dev_env.SCHEMA},
+                                     SchemaDefinition=json.dumps(schema, separators=(",", ":")))
+    if not tables:
+        return
+    parsed = avro_compat.parse(schema)
+    for table, columns in ((dev_env.SOURCE_TABLE, schema_evolution.source_columns(parsed, "x")),
+                           (dev_env.LAKE_TABLE, schema_evolution.lake_columns(parsed, "x"))):
+        current = aws.glue.get_table(DatabaseName=dev_env.DATABASE, Name=table)["Table"]
+        table_input = {k: current[k] for k in ("Name", "TableType", "Parameters", "PartitionKeys", "StorageDescriptor")
+                       if k in current}
+        table_input["StorageDescriptor"] = {**current["StorageDescriptor"],
+                                            "Columns": [{"Name": n, "Type": t} for n, t, _ in columns]}
+        aws.glue.update_table(DatabaseName=dev_env.DATABASE, TableInput=table_input)
+
+
+def test_before_the_deploy_it_says_what_to_commit_and_changes_nothing(aws, tmp_path):
+    run_id = _running_job(aws)
     calls = _record_calls(aws.glue)
     plan = schema_evolution.build_plan(aws.glue, TARGETS, _schema_file(tmp_path, dev_env.schema_with([COUNTRY])))
     said: list[str] = []
     schema_evolution.execute(aws.glue, plan, say=said.append, sleep=lambda s: None)
 
-    mutating = [c for c in calls if c not in READ_ONLY]
-    assert mutating == ["RegisterSchemaVersion", "BatchStopJobRun", "UpdateTable", "UpdateTable", "StartJobRun"]
-    assert said[0] == f"2. registered {dev_env.REGISTRY}/{dev_env.SCHEMA} version 2"
-    assert said[-1] == "6. now roll out producers writing the new schema"
+    assert set(calls) <= READ_ONLY
+    assert plan.lines() == [
+        f"schema {dev_env.REGISTRY}/{dev_env.SCHEMA} (compatibility BACKWARD, latest version 1, checkpoint version 1)",
+        "1. check compatibility (BACKWARD) against versions 1 (latest) and 1 (checkpoint): ok",
+        "2. deploy: not in the registry yet. Commit the file as glue_jobs/schemas/event.v2.avsc, review `make diff` "
+        "(a schema version added, no replacement), deploy (`npx cdk deploy '<env>/*'`), then run this command again "
+        "to restart the jobs",
+    ]
+    assert said == ["nothing changed: commit the file as glue_jobs/schemas/event.v2.avsc and deploy first (step 2 above)"]
+    assert [(r["Id"], r["JobRunState"]) for r in aws.glue.get_job_runs(JobName=dev_env.STREAMING_JOB)["JobRuns"]] == [
+        (run_id, "RUNNING")]
 
-    latest = aws.glue.get_schema_version(SchemaId={"RegistryName": dev_env.REGISTRY, "SchemaName": dev_env.SCHEMA},
-                                         SchemaVersionNumber={"LatestVersion": True})
-    assert (latest["VersionNumber"], json.loads(latest["SchemaDefinition"])) == (2, dev_env.schema_with([COUNTRY]))
-    assert _columns(aws, dev_env.SOURCE_TABLE) == event_schema.source_columns() + [("country", "string")]
-    lake = aws.glue.get_table(DatabaseName=dev_env.DATABASE, Name=dev_env.LAKE_TABLE)["Table"]
-    contract = [c for c in event_schema.lake_columns() if c[0] not in {n for n, _, _ in event_schema.INGESTION_COLUMNS}]
-    ingestion = [(n, t) for n, t, _ in event_schema.INGESTION_COLUMNS]
-    assert [(c["Name"], c["Type"]) for c in lake["StorageDescriptor"]["Columns"]] == (
-        contract + [("country", "string")] + ingestion)
-    assert lake["StorageDescriptor"]["Columns"][len(contract)]["Comment"] == "ISO 3166 code"
-    # Partition keys, parameters, location and SerDe survive the update.
-    assert [(p["Name"], p["Type"]) for p in lake["PartitionKeys"]] == event_schema.lake_partition_columns()
-    assert lake["Parameters"] == {"classification": "parquet", "projection.enabled": "true"}
-    assert lake["StorageDescriptor"]["Location"] == f"s3://{dev_env.LAKE_BUCKET}/events/"
 
+def test_after_the_deploy_it_restarts_the_running_jobs_then_names_producers(aws, tmp_path, committed):
+    old_run = _running_job(aws)
+    evolved = dev_env.schema_with([COUNTRY])
+    committed(evolved)
+    _deploy(aws, evolved)
+    calls = _record_calls(aws.glue)
+    plan = schema_evolution.build_plan(aws.glue, TARGETS, _schema_file(tmp_path, evolved))
+    assert plan.lines()[1:] == [
+        "1. check compatibility (BACKWARD) against versions 2 (latest) and 1 (checkpoint): ok",
+        "2. deploy - done: registry version 2 is the file",
+        "3. verify the catalog tables follow it: ok",
+        f"4. restart streaming jobs: {dev_env.STREAMING_JOB} (run {old_run})",
+        "5. then roll out producers writing the new schema (outside this tool)",
+    ]
+    said: list[str] = []
+    schema_evolution.execute(aws.glue, plan, say=said.append, sleep=lambda s: None)
+
+    assert [c for c in calls if c not in READ_ONLY] == ["BatchStopJobRun", "StartJobRun"]
+    assert said[0] == f"4. stopped {dev_env.STREAMING_JOB} (run {old_run}: STOPPED)"
+    assert said[-1] == "5. now roll out producers writing the new schema"
     runs = {r["Id"]: r["JobRunState"] for r in aws.glue.get_job_runs(JobName=dev_env.STREAMING_JOB)["JobRuns"]}
     assert runs.pop(old_run) == "STOPPED"
     assert list(runs.values()) == ["STARTING"]  # the restarted run
 
-    again = schema_evolution.build_plan(aws.glue, TARGETS, _schema_file(tmp_path, dev_env.schema_with([COUNTRY])))
-    assert (again.register, again.table_updates) == (False, [])  # re-running is a no-op
 
-
-def test_dry_run_plan_calls_no_mutating_api_and_shows_every_step(aws, tmp_path):
-    run_id = _running_job(aws)
-    calls = _record_calls(aws.glue)
-    plan = schema_evolution.build_plan(aws.glue, TARGETS, _schema_file(tmp_path, dev_env.schema_with([COUNTRY])))
-
-    assert set(calls) <= READ_ONLY
-    assert plan.lines() == [
-        f"schema {dev_env.REGISTRY}/{dev_env.SCHEMA} (compatibility BACKWARD, latest version 1)",
-        "1. check compatibility (BACKWARD) against the registry: ok",
-        "2. register schema version 2",
-        f"3. stop streaming jobs: {dev_env.STREAMING_JOB} (run {run_id})",
-        "4. update catalog tables:",
-        f"     {dev_env.DATABASE}.{dev_env.SOURCE_TABLE}: + country string",
-        f"     {dev_env.DATABASE}.{dev_env.LAKE_TABLE}: + country string",
-        f"5. restart streaming jobs: {dev_env.STREAMING_JOB}",
-        "6. then roll out producers writing the new schema (outside this tool)",
-    ]
+def test_a_deploy_that_left_a_table_behind_is_drift_and_nothing_restarts(aws, tmp_path, committed):
+    _running_job(aws)
+    evolved = dev_env.schema_with([COUNTRY])
+    committed(evolved)
+    _deploy(aws, evolved, tables=False)
+    plan = schema_evolution.build_plan(aws.glue, TARGETS, _schema_file(tmp_path, evolved))
+    assert f"     {dev_env.DATABASE}.{dev_env.SOURCE_TABLE} columns do not match the file: the deploy has not updated it (re-deploy)" in plan.lines()
+    with pytest.raises(ToolError, match="the deployed catalog does not follow the schema; nothing was changed"):
+        schema_evolution.execute(aws.glue, plan, say=lambda s: None)
+    assert [r["JobRunState"] for r in aws.glue.get_job_runs(JobName=dev_env.STREAMING_JOB)["JobRuns"]] == ["RUNNING"]
 
 
 def test_incompatible_change_is_refused_before_anything_changes(aws, tmp_path):
@@ -119,39 +157,51 @@ def test_incompatible_change_is_refused_before_anything_changes(aws, tmp_path):
                                         "Event.country: field added without a default"):
         schema_evolution.execute(aws.glue, plan, say=lambda s: None)
     assert set(calls) <= READ_ONLY
-    assert aws.glue.get_schema(SchemaId={"RegistryName": dev_env.REGISTRY, "SchemaName": dev_env.SCHEMA})[
-        "LatestSchemaVersion"] == 1
-    assert _columns(aws, dev_env.SOURCE_TABLE) == event_schema.source_columns()
     assert [r["JobRunState"] for r in aws.glue.get_job_runs(JobName=dev_env.STREAMING_JOB)["JobRuns"]] == ["RUNNING"]
 
 
-def test_a_failure_status_from_the_registry_stops_the_procedure(aws, tmp_path):
-    """The registry's own verdict (what AWS returns for an incompatible version) after a PENDING."""
-    _running_job(aws)
-    plan = schema_evolution.build_plan(aws.glue, TARGETS, _schema_file(tmp_path, dev_env.schema_with([COUNTRY])))
-    real_register = aws.glue.register_schema_version
-    aws.glue.register_schema_version = lambda **kw: {**real_register(**kw), "Status": "PENDING"}
-    aws.glue.get_schema_version = lambda **kw: {"Status": "FAILURE"}
-    calls = _record_calls(aws.glue)
-
-    with pytest.raises(ToolError, match="registry marked version 2 FAILURE: not BACKWARD-compatible .* Nothing else"):
-        schema_evolution.execute(aws.glue, plan, say=lambda s: None, sleep=lambda s: None)
-    assert [c for c in calls if c not in READ_ONLY] == ["RegisterSchemaVersion"]  # no stop, no table update
-    assert _columns(aws, dev_env.SOURCE_TABLE) == event_schema.source_columns()
+def test_the_checkpoint_version_is_checked_as_well_as_the_latest(aws, tmp_path):
+    """v2 adds `country` with a default, v3 drops the default: fine against v2, not against v1 (the checkpoint)."""
+    with_default = dev_env.schema_with([{"name": "country", "type": "string", "default": "none"}])
+    _deploy(aws, with_default)
+    plan = schema_evolution.build_plan(aws.glue, TARGETS, _schema_file(tmp_path, dev_env.schema_with([
+        {"name": "country", "type": "string"}])))
+    assert [p.split(",")[0] for p in plan.problems] == [
+        "BACKWARD vs version 1 (checkpoint): Event.country: field added without a default"]
 
 
-def test_registry_backed_table_moves_its_pinned_version(aws, tmp_path):
+def test_a_registry_backed_table_is_checked_by_its_pin_not_its_columns(aws, tmp_path, committed):
+    """GetTable on AWS returns a registry-backed table's SchemaReference AND the Columns Glue derived from it
+    (Glue developer guide, Schema Registry integrations, "AWS Glue Data Catalog"); moto returns no columns, so
+    the AWS-shaped response is built here. The pin decides."""
     aws.glue.create_table(DatabaseName=dev_env.DATABASE, TableInput={
         "Name": "source_orders", "Parameters": {"typeOfData": "kafka"},
         "StorageDescriptor": {"Columns": [], "Location": "orders-events", "SchemaReference": {
             "SchemaId": {"RegistryName": dev_env.REGISTRY, "SchemaName": dev_env.SCHEMA},
             "SchemaVersionNumber": 1}},
     })
-    targets = schema_evolution.Targets(**{**TARGETS.__dict__, "source_tables": {"orders": "source_orders"}})
-    plan = schema_evolution.build_plan(aws.glue, targets, _schema_file(tmp_path, dev_env.schema_with([COUNTRY])))
-    assert f"     {dev_env.DATABASE}.source_orders: schema version 1 -> 2" in plan.lines()
+    real_get_table = aws.glue.get_table
 
-    schema_evolution.execute(aws.glue, plan, say=lambda s: None, sleep=lambda s: None)
-    descriptor = aws.glue.get_table(DatabaseName=dev_env.DATABASE, Name="source_orders")["Table"]["StorageDescriptor"]
-    assert descriptor.get("Columns", []) == []
-    assert descriptor["SchemaReference"]["SchemaVersionNumber"] == 2
+    def aws_shaped(**kwargs):
+        table = real_get_table(**kwargs)
+        if kwargs["Name"] == "source_orders":
+            table["Table"]["StorageDescriptor"]["Columns"] = [{"Name": n, "Type": t} for n, t in event_schema.source_columns()]
+        return table
+
+    aws.glue.get_table = aws_shaped
+    evolved = dev_env.schema_with([COUNTRY])
+    committed(evolved)
+    _deploy(aws, evolved)
+    targets = schema_evolution.Targets(**{**TARGETS.__dict__, "source_tables": {"orders": "source_orders"}})
+    plan = schema_evolution.build_plan(aws.glue, targets, _schema_file(tmp_path, evolved))
+    assert plan.drift == [f"{dev_env.DATABASE}.source_orders is pinned to schema version 1, not 2: the deploy has not "
+                          "updated it (re-deploy)"]
+
+
+def test_a_deployed_file_that_is_not_the_newest_committed_version_is_drift(aws, tmp_path):
+    """Deployed from another checkout: the registry has it, this tree does not commit it as its newest file."""
+    evolved = dev_env.schema_with([COUNTRY])
+    _deploy(aws, evolved)
+    plan = schema_evolution.build_plan(aws.glue, TARGETS, _schema_file(tmp_path, evolved))
+    assert plan.drift == ["the deployed file is not committed in this checkout (it would be "
+                          "glue_jobs/schemas/event.v2.avsc): run the tool from the checkout that was deployed"]

@@ -1,0 +1,105 @@
+"""Schema evolution as the stack deploys it: a new committed version file is an added registry version,
+the tables change in place, the job package carries it, and `make diff` shows no replacement.
+
+The version files are read through `glue_jobs.schema.schema_folder()`; these tests point it at a
+temporary folder holding the committed event.v1.avsc plus a v2, so nothing in the repository changes.
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+
+import pytest
+
+from glue_jobs import schema
+from infra import job_assets
+from infra.diff import diff_templates
+from infra.snapshot import normalize, synth_templates
+from tools import avro_compat
+
+V1 = json.loads(schema.schema_text(1))
+
+
+def _v2(extra_fields=(), required=()) -> dict:
+    fields = []
+    for f in V1["fields"]:
+        if f["name"] in required and isinstance(f["type"], list):
+            f = {k: v for k, v in f.items() if k != "default"} | {"type": next(t for t in f["type"] if t != "null")}
+        fields.append(f)
+    return {**V1, "fields": fields + list(extra_fields)}
+
+
+@pytest.fixture
+def with_versions(tmp_path, monkeypatch):
+    def use(*versions: dict):
+        folder = tmp_path / "schemas"
+        folder.mkdir(exist_ok=True)
+        for number, definition in enumerate(versions, start=1):
+            (folder / f"event.v{number}.avsc").write_text(json.dumps(definition, indent=2) + "\n", encoding="utf-8")
+        monkeypatch.setattr(schema, "schema_folder", lambda: folder)
+        for cached in (schema.schema_versions, schema.avro_schema, schema.contract_fields):
+            cached.cache_clear()
+        return folder
+
+    yield use
+    for cached in (schema.schema_versions, schema.avro_schema, schema.contract_fields):
+        cached.cache_clear()
+
+
+OPTIONAL_FIELD = {"name": "campaign", "type": ["null", "string"], "default": None, "doc": "marketing campaign id"}
+
+
+@pytest.mark.e2e
+def test_adding_an_optional_field_deploys_as_a_new_version_with_no_replacement(templates, with_versions, tmp_path):
+    v2 = _v2([OPTIONAL_FIELD])
+    with_versions(V1, v2)
+    assert avro_compat.evolution_problems("BACKWARD", avro_compat.parse(v2), [avro_compat.parse(V1)]) == []
+
+    evolved = normalize(synth_templates(["staging"])["staging"])
+    changes = diff_templates(normalize(templates["staging"]), evolved)
+    kinds = {(c.type, c.kind) for c in changes}
+    assert ("AWS::Glue::SchemaVersion", "added") in kinds
+    assert not [c for c in changes if c.kind in ("replaced", "removed") or c.deploy_fails or c.data_loss]
+    (version,) = [r for r in evolved["Resources"].values() if r["Type"] == "AWS::Glue::SchemaVersion"]
+    assert json.loads(version["Properties"]["SchemaDefinition"]) == v2
+    tables = {c.logical_id: c for c in changes if c.type == "AWS::Glue::Table"}
+    assert any("column `campaign` added (string)" in c.columns for c in tables.values())  # lake and source tables
+    (pinned,) = [c for c in tables.values() if any("SchemaVersionNumber" in path for path, _, _ in c.changes)]
+    assert [(a, b) for path, a, b in pinned.changes if path.endswith("SchemaVersionNumber")] == [(1, 2)]
+
+    package = job_assets.build_package_zip(tmp_path / "package.zip")
+    with zipfile.ZipFile(package) as archive:
+        assert json.loads(archive.read("glue_jobs/schemas/event.v2.avsc")) == v2
+        assert json.loads(archive.read("glue_jobs/schemas/event.v1.avsc")) == V1
+
+
+def test_making_a_field_required_is_refused_with_the_rule_that_refuses_it():
+    v2 = _v2(required=("user_id",))
+    problems = avro_compat.evolution_problems("BACKWARD", avro_compat.parse(v2), [avro_compat.parse(V1)])
+    assert problems and all(p.startswith("BACKWARD vs version 1") for p in problems)
+    assert "user_id" in problems[0]
+
+
+def test_the_check_covers_the_checkpoint_version_too():
+    """v3 is compatible with v2 (its latest) but not with v1 (the checkpoint, the registry's default)."""
+    with_field = _v2([{"name": "campaign", "type": "string", "default": "none"}])
+    without_default = {**with_field, "fields": [
+        {k: v for k, v in f.items() if not (f["name"] == "campaign" and k == "default")} for f in with_field["fields"]]}
+    v1, v2, v3 = (avro_compat.parse(s) for s in (V1, with_field, without_default))
+    assert avro_compat.compatibility_problems("BACKWARD", v3, [v1, v2]) == []  # the latest only: no problem
+    problems = avro_compat.evolution_problems("BACKWARD", v3, [v1, v2])
+    assert problems and all("vs version 1 (checkpoint)" in p for p in problems)
+
+
+def test_make_diff_checks_every_committed_version(with_versions):
+    from infra import diff
+
+    with_versions(V1, _v2([OPTIONAL_FIELD]))
+    line, problems = diff.schema_check()
+    assert (line, problems) == ("Event schema: versions v1, v2 committed; each BACKWARD-compatible with the latest "
+                                "version before it and v1 (the checkpoint)", [])
+    with_versions(V1, _v2(required=("user_id",)))
+    line, problems = diff.schema_check()
+    assert "⛔ 1 compatibility problem(s): the deploy would fail" in line
+    assert problems == ["v2: BACKWARD vs version 1: Event.user_id: a value of writer branch null cannot be read as string"]
