@@ -26,6 +26,7 @@ UNMODELLED_BY_MOTO = {
     "AWS::Glue::Table",  # created below through the Glue API
     "AWS::Glue::Registry",  # created below through the Glue API
     "AWS::Glue::Schema",  # created below through the Glue API
+    "AWS::Glue::SchemaVersion",  # registered below through the Glue API (versions after the first)
     "AWS::Glue::Connection",  # KAFKA connection: needs the MSK bootstrap brokers
     "AWS::MSK::Cluster",
     "AWS::MSK::Configuration",
@@ -44,7 +45,8 @@ UNMODELLED_BY_MOTO = {
 # the AwsCustomResource's policy names the MSK cluster ARN.
 # The EventBridge rule names the Glue jobs and the dashboard lists the alarms.
 REMOVED_WITH_UNMODELLED = {"AWS::IAM::Policy", "AWS::Events::Rule", "AWS::CloudWatch::Dashboard"}
-GLUE_API_CREATED = ("AWS::Glue::Database", "AWS::Glue::Registry", "AWS::Glue::Schema", "AWS::Glue::Table")
+GLUE_API_CREATED = ("AWS::Glue::Database", "AWS::Glue::Registry", "AWS::Glue::Schema", "AWS::Glue::SchemaVersion",
+                    "AWS::Glue::Table")
 
 
 def _modelled_types() -> set[str]:
@@ -137,6 +139,11 @@ class _Resolver:
             if attribute == "Arn" and logical in self.removed and self.removed[logical]["Type"] == "AWS::Glue::Registry":
                 name = self(self.removed[logical]["Properties"]["Name"])
                 return self.glue.get_registry(RegistryId={"RegistryName": name})["RegistryArn"]
+            if attribute == "Arn" and logical in self.removed and self.removed[logical]["Type"] == "AWS::Glue::Schema":
+                props = self.removed[logical]["Properties"]
+                (registry,) = [self(r["Properties"]["Name"]) for r in self.removed.values()
+                               if r["Type"] == "AWS::Glue::Registry"]
+                return self.glue.get_schema(SchemaId={"RegistryName": registry, "SchemaName": props["Name"]})["SchemaArn"]
             assert attribute == "Arn", value
             return self.kinesis.describe_stream_summary(StreamName=self.physical[logical])["StreamDescriptionSummary"]["StreamARN"]
         if set(value) == {"Fn::Join"}:
@@ -153,7 +160,12 @@ class _Resolver:
 
 @pytest.mark.parametrize("environment", list(load_config().environments))
 def test_template_creates_in_moto_and_resources_are_found(templates, environment):
-    template = templates[environment]
+    _create_in_moto(templates[environment], environment)
+
+
+def _create_in_moto(template: dict, environment: str, then=None) -> None:
+    """Create the template in moto's CloudFormation (the Glue catalog through the Glue API), check what every
+    environment must have, then run `then(glue, outputs)` inside the same moto session."""
     config = load_config().get(environment)
     present = {r["Type"] for r in template["Resources"].values()}
     modelled = _modelled_types()
@@ -202,6 +214,9 @@ def test_template_creates_in_moto_and_resources_are_found(templates, environment
                         RegistryId={"RegistryArn": props["Registry"]["Arn"]}, SchemaName=props["Name"],
                         DataFormat=props["DataFormat"], Compatibility=props["Compatibility"],
                         SchemaDefinition=props["SchemaDefinition"])
+                elif type_ == "AWS::Glue::SchemaVersion":
+                    glue.register_schema_version(SchemaId={"SchemaArn": props["Schema"]["SchemaArn"]},
+                                                 SchemaDefinition=props["SchemaDefinition"])
                 else:
                     glue.create_table(CatalogId=props["CatalogId"], DatabaseName=props["DatabaseName"],
                                       TableInput=props["TableInput"])
@@ -229,3 +244,45 @@ def test_template_creates_in_moto_and_resources_are_found(templates, environment
         assert [k["Name"] for k in lake["PartitionKeys"]] == ["event_date", "event_hour"]
         found = glue.get_schema(SchemaId={"RegistryName": outputs["SchemaRegistryName"], "SchemaName": "com.streamlake.events.Event"})
         assert (found["DataFormat"], found["Compatibility"]) == ("AVRO", "BACKWARD")
+        if then is not None:
+            then(glue, outputs)
+
+
+@pytest.mark.e2e
+def test_an_evolved_schema_deploys_on_moto_as_version_2_with_the_table_pinned(tmp_path, monkeypatch):
+    """A new committed version (an optional field added), deployed: version 2 registered after version 1,
+    the MSK table pinned to 2, the lake table with the new column. (The make-diff side of the same change
+    is tests/infra/test_schema_evolution_deploy.py.)"""
+    import json
+
+    from glue_jobs import schema
+    from infra.snapshot import synth_templates
+
+    v1 = json.loads(schema.schema_text(1))
+    v2 = {**v1, "fields": [*v1["fields"], {"name": "campaign", "type": ["null", "string"], "default": None}]}
+    folder = tmp_path / "schemas"
+    folder.mkdir()
+    for number, definition in ((1, v1), (2, v2)):
+        (folder / f"event.v{number}.avsc").write_text(json.dumps(definition), encoding="utf-8")
+    monkeypatch.setattr(schema, "schema_folder", lambda: folder)
+    for cached in (schema.schema_versions, schema.avro_schema, schema.contract_fields):
+        cached.cache_clear()
+    try:
+        template = json.loads(json.dumps(synth_templates(["staging"])["staging"]))
+    finally:
+        monkeypatch.undo()
+        for cached in (schema.schema_versions, schema.avro_schema, schema.contract_fields):
+            cached.cache_clear()
+
+    def evolved(glue, outputs):
+        schema_id = {"RegistryName": outputs["SchemaRegistryName"], "SchemaName": "com.streamlake.events.Event"}
+        assert glue.get_schema(SchemaId=schema_id)["LatestSchemaVersion"] == 2
+        latest = glue.get_schema_version(SchemaId=schema_id, SchemaVersionNumber={"LatestVersion": True})
+        assert json.loads(latest["SchemaDefinition"]) == v2
+        database = "streamlake_staging"
+        orders = glue.get_table(DatabaseName=database, Name="source_orders")["Table"]["StorageDescriptor"]
+        assert orders["SchemaReference"]["SchemaVersionNumber"] == 2
+        lake = glue.get_table(DatabaseName=database, Name="events")["Table"]["StorageDescriptor"]["Columns"]
+        assert "campaign" in [c["Name"] for c in lake]
+
+    _create_in_moto(template, "staging", then=evolved)
