@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-NAMESPACE = "StreamLake"
+from glue_jobs.metrics import METRICS_NAMESPACE as NAMESPACE  # one namespace for both jobs
 
 PARTITIONS = "CompactionPartitions"  # partitions compacted by the run
 FILES_BEFORE = "CompactionFilesBefore"  # input files of those partitions

@@ -1,6 +1,7 @@
 """Per-batch metrics: a sink receives each BatchStats. Locally a log line; in Glue, CloudWatch.
 
-CloudWatch: namespace StreamLake (infra.monitoring.APP_NAMESPACE), dimensions Source and Environment,
+CloudWatch: namespace StreamLake (METRICS_NAMESPACE, shared with compaction/metrics.py and imported by the
+infrastructure's grants and alarms), dimensions Source and Environment,
 metrics RecordsIn, RecordsWritten, DeadLetters, DuplicatesCollapsed (Count) and BatchDurationMs
 (Milliseconds). The alarms in infra/monitoring.py are built on exactly these names and dimensions.
 """

@@ -17,11 +17,11 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from glue_jobs.metrics import METRICS_NAMESPACE
 from infra import job_assets
 from infra.config import CompactionConfig
 from infra.glue_security import GlueJobSecurity
-from infra.job_iam import acknowledge_glue_job_role, grant_prefix
-from infra.streaming_job import METRICS_NAMESPACE
+from infra.job_iam import acknowledge_glue_job_role, grant_prefix, grant_put_metric_data
 
 
 class CompactionJob(Construct):
@@ -45,15 +45,7 @@ class CompactionJob(Construct):
         grant_prefix(self.role, lake_bucket, lake_prefix, glue_version=settings.glue_version)
         grant_prefix(self.role, temp_bucket, "glue-temp/compaction", glue_version=settings.glue_version)
         security.grant_job(self.role)
-        self.role.add_to_principal_policy(
-            iam.PolicyStatement(
-                sid="PublishCompactionMetrics",
-                actions=["cloudwatch:PutMetricData"],
-                # PutMetricData supports no resource-level permissions; the namespace condition narrows it.
-                resources=["*"],
-                conditions={"StringEquals": {"cloudwatch:namespace": [METRICS_NAMESPACE, "Glue"]}},
-            )
-        )
+        grant_put_metric_data(self.role, "PublishCompactionMetrics")
         self.lake_path = f"s3://{lake_bucket.bucket_name}/{lake_prefix}"
         self.default_arguments = {
             "--lake_path": self.lake_path,

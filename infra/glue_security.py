@@ -12,13 +12,12 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
-from infra.job_iam import grant_key
+from infra.job_iam import allow_cloudwatch_logs, grant_key
 
 
 class GlueJobSecurity(Construct):
     def __init__(self, scope: Construct, id_: str, *, data_key: kms.IKey, removal_policy: cdk.RemovalPolicy) -> None:
         super().__init__(scope, id_)
-        stack = cdk.Stack.of(self)
         self.data_key = data_key
         self.logs_key = kms.Key(
             self,
@@ -28,18 +27,7 @@ class GlueJobSecurity(Construct):
             description="Glue job continuous logs and bookmarks",
         )
         # CloudWatch Logs encrypts the Glue log groups with this key (Glue security configuration docs).
-        self.logs_key.add_to_resource_policy(
-            iam.PolicyStatement(
-                principals=[iam.ServicePrincipal(f"logs.{stack.region}.amazonaws.com")],
-                actions=["kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*"],
-                resources=["*"],  # in a key policy "*" means this key
-                conditions={
-                    "ArnLike": {
-                        "kms:EncryptionContext:aws:logs:arn": f"arn:{stack.partition}:logs:{stack.region}:{stack.account}:log-group:/aws-glue/*"
-                    }
-                },
-            )
-        )
+        allow_cloudwatch_logs(self.logs_key, "/aws-glue/*")
         self.configuration = glue.SecurityConfiguration(
             self,
             "Configuration",

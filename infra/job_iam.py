@@ -12,6 +12,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 
+from glue_jobs.metrics import METRICS_NAMESPACE
 from infra.nag import acknowledge, acknowledge_wildcard_resource
 from infra.runtimes import emrfs
 
@@ -65,3 +66,40 @@ def acknowledge_glue_job_role(role: iam.IRole, *, uses_connection: bool) -> None
         star += ("; the EC2 Describe calls a Glue connection needs support none either"
                  "; glue:GetSchemaVersion by SchemaVersionId names no registry, so AWS's deserializer example grants it on *")
     acknowledge(role, "AwsSolutions-IAM5[Resource::*]", star)
+
+
+def allow_cloudwatch_logs(key: kms.IKey, log_group_name: str) -> None:
+    """Let CloudWatch Logs use `key` for one log group, or for the groups under a name ending in `*`, only.
+
+    CloudWatch Logs calls KMS with the encryption context `aws:logs:arn` = the log group's ARN, and the
+    key policy names the service principal `logs.<region>.amazonaws.com` with a condition on that context
+    (CloudWatch Logs user guide, "Encrypt log data in CloudWatch Logs using AWS Key Management Service").
+    In a key policy, Resource "*" means this key.
+    """
+    stack = cdk.Stack.of(key)
+    arn = f"arn:{stack.partition}:logs:{stack.region}:{stack.account}:log-group:{log_group_name}"
+    key.add_to_resource_policy(
+        iam.PolicyStatement(
+            principals=[iam.ServicePrincipal(f"logs.{stack.region}.amazonaws.com")],
+            actions=["kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*"],
+            resources=["*"],
+            conditions={("ArnLike" if log_group_name.endswith("*") else "ArnEquals"): {"kms:EncryptionContext:aws:logs:arn": arn}},
+        )
+    )
+
+
+def grant_put_metric_data(role: iam.IRole, sid: str) -> None:
+    """PutMetricData into the jobs' namespace (and Glue's, for Glue's own job metrics) only.
+
+    PutMetricData supports no resource-level permissions (Service Authorization Reference, CloudWatch), so
+    the resource is "*" and the `cloudwatch:namespace` condition key narrows it.
+    """
+    role.add_to_principal_policy(
+        iam.PolicyStatement(
+            sid=sid,
+            actions=["cloudwatch:PutMetricData"],
+            resources=["*"],
+            conditions={"StringEquals": {"cloudwatch:namespace": [METRICS_NAMESPACE, "Glue"]}},
+        )
+    )
+

@@ -20,19 +20,18 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subs
 from constructs import Construct
 
+# Custom metrics the jobs publish: their names come from the jobs' own metric modules, so an alarm cannot
+# watch a name no job sends.
+from compaction.metrics import DURATION as COMPACTION_DURATION
+from compaction.metrics import FILES_AFTER as COMPACTION_FILES_AFTER
+from compaction.metrics import FILES_BEFORE as COMPACTION_FILES_BEFORE
+from compaction.metrics import SUCCEEDED as COMPACTION_SUCCEEDED
+from glue_jobs.metrics import BATCH_DURATION_MS as BATCH_DURATION
+from glue_jobs.metrics import DEAD_LETTERS, RECORDS_IN, RECORDS_WRITTEN
+from glue_jobs.metrics import METRICS_NAMESPACE as APP_NAMESPACE
 from infra.config import AlarmConfig
 from infra.constants import pascal
 
-# Custom metrics the jobs publish (glue_jobs / compaction metric sinks), namespace StreamLake.
-APP_NAMESPACE = "StreamLake"
-RECORDS_IN = "RecordsIn"
-RECORDS_WRITTEN = "RecordsWritten"
-DEAD_LETTERS = "DeadLetters"
-BATCH_DURATION = "BatchDurationMs"
-COMPACTION_SUCCEEDED = "CompactionSucceeded"
-COMPACTION_DURATION = "CompactionDurationMs"
-COMPACTION_FILES_BEFORE = "CompactionFilesBefore"
-COMPACTION_FILES_AFTER = "CompactionFilesAfter"
 # Glue job metrics: namespace Glue, dimensions JobName, JobRunId=ALL, Type
 # (https://docs.aws.amazon.com/glue/latest/dg/monitoring-awsglue-with-cloudwatch-metrics.html).
 GLUE_CONSUMER_LAG = "glue.driver.streaming.maxConsumerLagInMs"

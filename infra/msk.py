@@ -16,7 +16,6 @@ from __future__ import annotations
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_glue as glue
-from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_msk as msk
@@ -24,6 +23,7 @@ from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from infra.config import MskConfig
+from infra.job_iam import allow_cloudwatch_logs
 from infra.nag import acknowledge
 from infra.naming import retained_name
 
@@ -151,22 +151,10 @@ class KafkaSourceInfrastructure(Construct):
         encryption_key: kms.IKey,
         removal_policy: cdk.RemovalPolicy,
     ) -> None:
-        stack = cdk.Stack.of(self)
         # Retained with the cluster, so named per stack instance where the environment retains (infra/naming.py).
         log_group_name = retained_name(f"/aws/msk/{name}", removal_policy)
         # Broker logs are encrypted with the data key; CloudWatch Logs may use it for this group only.
-        encryption_key.add_to_resource_policy(
-            iam.PolicyStatement(
-                principals=[iam.ServicePrincipal(f"logs.{stack.region}.amazonaws.com")],
-                actions=["kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*"],
-                resources=["*"],  # in a key policy "*" means this key
-                conditions={
-                    "ArnEquals": {
-                        "kms:EncryptionContext:aws:logs:arn": f"arn:{stack.partition}:logs:{stack.region}:{stack.account}:log-group:{log_group_name}"
-                    }
-                },
-            )
-        )
+        allow_cloudwatch_logs(encryption_key, log_group_name)
         self.log_group = logs.LogGroup(
             self,
             "BrokerLogs",

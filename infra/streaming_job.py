@@ -23,13 +23,12 @@ from aws_cdk import aws_kinesis as kinesis
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from glue_jobs.metrics import METRICS_NAMESPACE
 from infra import job_assets
 from infra.config import StreamingJobConfig
 from infra.glue_security import GlueJobSecurity
-from infra.job_iam import acknowledge_glue_job_role, grant_prefix
+from infra.job_iam import acknowledge_glue_job_role, grant_prefix, grant_put_metric_data
 from infra.nag import acknowledge_wildcard_resource
-
-METRICS_NAMESPACE = "StreamLake"
 
 
 @dataclass(frozen=True)
@@ -178,15 +177,7 @@ class StreamingJob(Construct):
                 ],
             )
         )
-        self.role.add_to_principal_policy(
-            iam.PolicyStatement(
-                sid="PublishBatchMetrics",
-                actions=["cloudwatch:PutMetricData"],
-                # PutMetricData supports no resource-level permissions; the namespace condition narrows it.
-                resources=["*"],
-                conditions={"StringEquals": {"cloudwatch:namespace": [METRICS_NAMESPACE, "Glue"]}},
-            )
-        )
+        grant_put_metric_data(self.role, "PublishBatchMetrics")
 
     def _grant_kafka(self, stack: cdk.Stack, kafka: KafkaSource) -> None:
         # Topic and group ARNs are built from the cluster ARN: arn:...:cluster/<name>/<uuid>.
