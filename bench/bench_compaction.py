@@ -45,19 +45,9 @@ PARTITION = f"event_date={HOUR:%Y-%m-%d}/event_hour={HOUR.hour}"
 
 
 def spark_session():
-    from pyspark.sql import SparkSession
+    from glue_jobs.session import local_session
 
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("bench-compaction")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.memory", "2g")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = local_session("bench-compaction", master="local[2]", settings={"spark.driver.memory": "2g"})
     spark.conf.set("spark.sql.sources.parallelPartitionDiscovery.parallelism", str(spark.sparkContext.defaultParallelism))
     return spark
 

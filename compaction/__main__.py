@@ -79,20 +79,9 @@ def _config_defaults(environment: str) -> dict:
 
 
 def _local_spark():
-    from pyspark.sql import SparkSession
+    from glue_jobs.session import local_session
 
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    session = (
-        SparkSession.builder.master(os.environ.get("COMPACTION_SPARK_MASTER", "local[2]"))
-        .appName("compaction-local")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.extraJavaOptions", "-Duser.timezone=UTC")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    return session
+    return local_session("compaction-local", master=os.environ.get("COMPACTION_SPARK_MASTER", "local[2]"))
 
 
 def _mb(n: int) -> str:

@@ -18,7 +18,7 @@ from typing import TextIO
 
 from glue_jobs.batch import BatchStats, MicroBatchWriter
 from glue_jobs.metrics import LogMetricsSink
-from glue_jobs.session import job_spark_conf, session_conf
+from glue_jobs.session import local_session, session_conf
 from glue_jobs.sources import from_local_files
 
 DEFAULT_SOURCE = "local"
@@ -73,21 +73,12 @@ class RunSummary:
 
 
 def local_spark_session(app_name: str = "streamlake-local"):
-    from pyspark.sql import SparkSession
-
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     cores = os.cpu_count() or 2
-    return (
-        SparkSession.builder.config(conf=job_spark_conf())
-        .master(os.environ.get("STREAMLAKE_SPARK_MASTER", "local[*]"))
-        .appName(app_name)
-        .config("spark.driver.memory", os.environ.get("STREAMLAKE_DRIVER_MEMORY", "2g"))
-        .config("spark.sql.shuffle.partitions", str(max(2, cores)))
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.streaming.stopGracefullyOnShutdown", "true")
-        .getOrCreate()
-    )
+    return local_session(app_name, master=os.environ.get("STREAMLAKE_SPARK_MASTER", "local[*]"), settings={
+        "spark.driver.memory": os.environ.get("STREAMLAKE_DRIVER_MEMORY", "2g"),
+        "spark.sql.shuffle.partitions": str(max(2, cores)),
+        "spark.sql.streaming.stopGracefullyOnShutdown": "true",
+    })
 
 
 def run_local(

@@ -25,6 +25,35 @@ def job_spark_conf():
     return SparkConf(loadDefaults=False).set("spark.sql.codegen.cache.maxEntries", str(CODEGEN_CACHE_ENTRIES))
 
 
+def local_session(app_name: str, *, master: str, settings: dict[str, str] | None = None):
+    """A local SparkSession for the job code outside Glue: the local runner, the compaction CLI, the test
+    suite, the benchmarks and the tools all start here. It has the job's static settings (job_spark_conf),
+    UTC in the session and in the JVMs (Glue runs in UTC), no UI, quiet logs, plus `settings`. Spark reads
+    the static settings and JVM options once, when the first session of the process starts; a later call
+    gets that session as it is."""
+    import os
+    import sys
+
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = (
+        SparkSession.builder.config(conf=job_spark_conf())
+        .master(master)
+        .appName(app_name)
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.extraJavaOptions", "-Duser.timezone=UTC")
+        .config("spark.executor.extraJavaOptions", "-Duser.timezone=UTC")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+    )
+    for key, value in (settings or {}).items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
 @contextlib.contextmanager
 def session_conf(spark, settings: dict[str, str]):
     """The SQL settings in `settings` for the duration of the block; afterwards (also after an error) each

@@ -6,28 +6,9 @@ session as it is."""
 
 from __future__ import annotations
 
-import os
-import sys
-
 
 def shared_spark_session():
-    from pyspark.sql import SparkSession
+    from glue_jobs.session import local_session
 
-    from glue_jobs.session import job_spark_conf
-
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    session = (
-        SparkSession.builder.config(conf=job_spark_conf())
-        .master("local[2]")
-        .appName("streamlake-tests")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.default.parallelism", "2")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.extraJavaOptions", "-Duser.timezone=UTC")
-        .config("spark.executor.extraJavaOptions", "-Duser.timezone=UTC")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    return session
+    return local_session("streamlake-tests", master="local[2]",
+                         settings={"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"})

@@ -211,7 +211,6 @@ def _read_parquet_payloads(files: list[Path], reasons: tuple[str, ...], shown) -
     # these files) reads them. Started only when a replay actually contains Parquet, so the tools'
     # own requirements (requirements.txt, no Spark) replay JSON Lines and say what Parquet needs.
     try:
-        from pyspark.sql import SparkSession
         from pyspark.sql import functions as F
     except ImportError:
         raise ToolError(
@@ -220,12 +219,9 @@ def _read_parquet_payloads(files: list[Path], reasons: tuple[str, ...], shown) -
             "environment (make bootstrap, then .venv/bin/python -m tools ...). Nothing was sent."
         ) from None
 
-    spark = (
-        SparkSession.builder.master("local[1]").appName("streamlake-replay")
-        .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.session.timeZone", "UTC").getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
+    from glue_jobs.session import local_session
+
+    spark = local_session("streamlake-replay", master="local[1]")
     for path in files:
         frame = spark.read.parquet(str(path))
         if "payload" not in frame.columns:
