@@ -103,14 +103,14 @@ bench: synth
 # Markdown summary of what the working tree changes against BASE (default HEAD): no credentials needed.
 BASE ?= HEAD
 diff: $(STAMP)
-	$(PY) -m infra.diff --base $(BASE) --out cdk.out/diff.md
+	$(PY) -m infra_tools.diff --base $(BASE) --out cdk.out/diff.md
 
 diagrams: $(STAMP)
-	$(PY) -m infra.diagram
+	$(PY) -m infra_tools.diagram
 
 snapshots: $(STAMP)
-	$(PY) -m infra.snapshot --update
-	$(PY) -m infra.diagram
+	$(PY) -m infra_tools.snapshot --update
+	$(PY) -m infra_tools.diagram
 
 clean:
 	rm -rf cdk.out .pytest_cache

@@ -2,7 +2,7 @@
 
     python bench/report.py --streaming S.json --compaction C.json --out-dir bench-output
 
-bench-output/bench.json is what `python -m infra.sizing` reads for the measured records/s per core.
+bench-output/bench.json is what `python -m infra_tools.sizing` reads for the measured records/s per core.
 """
 
 from __future__ import annotations

@@ -256,7 +256,7 @@ def test_an_evolved_schema_deploys_on_moto_as_version_2_with_the_table_pinned(tm
     import json
 
     from glue_jobs import schema
-    from infra.snapshot import synth_templates
+    from infra_tools.snapshot import synth_templates
 
     v1 = json.loads(schema.schema_text(1))
     v2 = {**v1, "fields": [*v1["fields"], {"name": "campaign", "type": ["null", "string"], "default": None}]}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from infra import diagram
+from infra_tools import diagram
 
 TEMPLATE = {
     "Resources": {

@@ -14,8 +14,8 @@ import pytest
 
 from glue_jobs import schema
 from infra import job_assets
-from infra.diff import diff_templates
-from infra.snapshot import normalize, synth_templates
+from infra_tools.diff import diff_templates
+from infra_tools.snapshot import normalize, synth_templates
 from tools import avro_compat
 
 V1 = json.loads(schema.schema_text(1))
@@ -93,7 +93,7 @@ def test_the_check_covers_the_checkpoint_version_too():
 
 
 def test_make_diff_checks_every_committed_version(with_versions):
-    from infra import diff
+    from infra_tools import diff
 
     with_versions(V1, _v2([OPTIONAL_FIELD]))
     line, problems = diff.schema_check()

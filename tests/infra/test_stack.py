@@ -84,7 +84,7 @@ def test_no_retained_resource_keeps_a_fixed_name(templates, environment):
     """A resource kept on stack delete still holds its name, so a fixed name would make creating the
     environment again fail: every retained resource's name (a create-only property ending in Name, from
     the CloudFormation resource schemas) is generated or ends in the stack instance suffix."""
-    from infra import cfn_schema
+    from infra_tools import cfn_schema
 
     fixed = []
     for logical_id, resource in templates[environment]["Resources"].items():
