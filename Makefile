@@ -86,7 +86,7 @@ demo: synth
 	$(PY) -m glue_jobs generate --out $(DEMO)/input --records $(DEMO_RECORDS) --files 10 --bad-ratio 0.02 --seed 7
 	$(PY) -m glue_jobs run-local --input $(DEMO)/input --lake $(DEMO)/lake --dead-letter $(DEMO)/dead-letters \
 	  --checkpoint $(DEMO)/checkpoint --once --max-files-per-batch 2 --source-name clickstream
-	$(PY) -m compaction run-local --lake $(DEMO)/lake --grace-minutes 0 --lookback-hours 720 --target-file-mb 1
+	$(PY) -m compaction run-local --lake $(DEMO)/lake --grace-minutes 0 --target-file-mb 1
 	@echo
 	@echo "templates:      cdk.out/assembly-{dev,staging,prod}/ (cdk-nag clean)"
 	@echo "lake:           $(DEMO)/lake/event_date=*/event_hour=*/ (Parquet, compacted)"

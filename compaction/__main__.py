@@ -60,7 +60,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--hour", type=_hour, help="compact only this UTC hour, e.g. 2026-01-01T05 (ignores the lookback)")
     run.add_argument("--target-file-mb", type=_positive_mb, help="target output file size in MB (fractions allowed)")
     run.add_argument("--grace-minutes", type=_int_at_least(0), help="an hour is closed this long after it ends")
-    run.add_argument("--lookback-hours", type=_int_at_least(1), help="how far back to look for late data")
+    run.add_argument("--scan", action="store_true",
+                     help="look at every hour of the lookback window instead of the partitions log the streaming "
+                          "job writes (for files written by anything else)")
+    run.add_argument("--lookback-hours", type=_int_at_least(1), help="with --scan: how many hours back to look")
     run.add_argument("--environment", default="dev", help="config environment for the defaults and metrics (dev)")
     return parser
 
@@ -139,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         grace_minutes=args.grace_minutes if args.grace_minutes is not None else defaults["grace_minutes"],
         lookback_hours=args.lookback_hours if args.lookback_hours is not None else defaults["lookback_hours"],
         hour=args.hour,
+        scan=args.scan,
         environment=args.environment,
     )
     try:

@@ -28,7 +28,13 @@ PHASES = (
     "delete",  # after each input file deleted (":n" = after the n-th)
     "after_delete",  # every input deleted, history not yet written
     "after_history",  # history written, journal and staging not yet removed
+    # The run's partitions-log steps (glue_jobs/partitions_log.py), around the partitions above:
+    "log_read",  # the log's entries read, no partition compacted yet
+    "log_compacted",  # every partition they name compacted, no entry advanced
+    "log_advance",  # after each entry advanced (deleted or rewritten; ":n" = after the n-th)
 )
+
+LOG_PHASES = ("log_read", "log_compacted", "log_advance")  # tests/spark/test_compaction_log.py kills at these
 
 PhaseHook = Callable[[str, dict], None]
 

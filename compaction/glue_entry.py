@@ -5,10 +5,12 @@ Job arguments (infra/compaction_job.py sets the required ones as default argumen
     --environment        dimension value of the StreamLake metrics
     --target_file_mb     target size of a compacted file
     --grace_minutes      an hour is closed this long after it ends
-    --lookback_hours     how far back late data is looked for
+    --lookback_hours     with --scan true: how many hours back the window reaches
     --metrics_namespace  CloudWatch namespace (StreamLake)
     --metrics_region     the region to publish metrics in (the stack's region)
     --hour               optional, YYYY-MM-DDTHH: compact only that hour (a manual re-run)
+    --scan               optional, true: every hour of the lookback window instead of the partitions log
+                         (the default: the closed partitions the streaming jobs recorded, of any age)
 
 The script starts like Glue's own script template: a GlueContext over the job's SparkContext, then
 `Job.init(JOB_NAME, args)` and `job.commit()` at the end. AWS: "Ensure that the AWS Glue job includes the
@@ -26,7 +28,7 @@ import sys
 
 JOB_ARGUMENTS = ("JOB_NAME", "lake_path", "environment", "target_file_mb", "grace_minutes", "lookback_hours", "metrics_namespace",
                  "metrics_region")
-OPTIONAL_JOB_ARGUMENTS = ("hour",)
+OPTIONAL_JOB_ARGUMENTS = ("hour", "scan")  # --scan true: the lookback window instead of the partitions log
 
 
 def job_arguments() -> tuple[str, ...]:
@@ -49,12 +51,16 @@ def settings_from_arguments(args: dict):
         return value
 
     hour = args.get("hour")
+    scan = args.get("scan", "false")
+    if scan not in ("true", "false"):
+        raise ValueError(f"--scan: {scan!r} is not true or false")
     return CompactionSettings(
         lake_path=args["lake_path"],
         target_file_bytes=int(number("target_file_mb", float, 1) * MB),
         grace_minutes=number("grace_minutes"),
         lookback_hours=number("lookback_hours", minimum=1),
         hour=parse_hour(hour) if hour else None,
+        scan=scan == "true",
         environment=args["environment"],
     )
 

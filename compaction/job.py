@@ -37,6 +37,7 @@ from compaction.metrics import (
     MetricSink,
 )
 from compaction.transforms import DUPLICATE_RANK, data_schema, drop_ranked_duplicates, rank_duplicates
+from glue_jobs import partitions_log
 from glue_jobs.session import session_conf
 from glue_jobs.storage import FileInfo, HadoopStorage
 
@@ -68,6 +69,10 @@ class CompactionSettings:
     grace_minutes: int = 15
     lookback_hours: int = 48
     hour: datetime | None = None  # compact this hour only (UTC start), whatever the lookback
+    # Which partitions a run looks at: by default those the partitions log names (what the streaming job
+    # wrote, of any age); `scan` looks at every hour of the lookback window instead (an operator's tool,
+    # e.g. for files written by something other than the streaming job). `hour` overrides both.
+    scan: bool = False
     environment: str = "local"
     delete_threads: int = 8
 
@@ -163,6 +168,20 @@ def check_hour_closed(settings: CompactionSettings, now: datetime) -> None:
         )
 
 
+def logged_partitions(storage: HadoopStorage, paths: LakePaths, entries: list[partitions_log.LogEntry],
+                      newest: datetime) -> list[tuple[HourPartition, list[FileInfo]]]:
+    """(partition, data files) of the closed hours the partitions log names, oldest first: one listing per
+    partition, however many entries name it and however old it is."""
+    touched = set()
+    for entry in entries:
+        for key in entry.partitions:
+            date_dir, _, hour_dir = key.partition("/")
+            partition = HourPartition.from_dirs(date_dir, hour_dir)
+            if partition is not None and partition.start <= newest:
+                touched.add(partition)
+    return [(p, data_files(storage, paths.partition(p))) for p in sorted(touched)]
+
+
 def find_partitions(storage: HadoopStorage, paths: LakePaths, settings: CompactionSettings, now: datetime):
     """(partition, data files) of the closed hours to look at, oldest first.
 
@@ -220,13 +239,28 @@ class Compactor:
         try:
             summary.results += self.recover()
             self._sweep_orphaned_staging()
-            for partition, files in find_partitions(self.storage, self.paths, self.settings, self.now):
+            from_log = self.settings.hour is None and not self.settings.scan
+            if from_log:
+                entries = partitions_log.read_entries(self.storage, self.paths.root)
+                self.faults.point("log_read")
+                candidates = logged_partitions(self.storage, self.paths, entries,
+                                               last_closed_hour(self.now, self.settings.grace_minutes))
+            else:
+                candidates = find_partitions(self.storage, self.paths, self.settings, self.now)
+            done = set()
+            for partition, files in candidates:
                 needed, reason = compaction_reason(files, self.settings.target_file_bytes)
                 if not needed:
-                    summary.results.append(PartitionResult(partition.key, "skipped", reason, files_before=len(files)))
-                    continue
-                summary.results.append(self.compact_partition(partition, files, reason))
+                    result = PartitionResult(partition.key, "skipped", reason, files_before=len(files))
+                else:
+                    result = self.compact_partition(partition, files, reason)
+                summary.results.append(result)
+                if result.action != "failed":
+                    done.add(partition.key)
             self._write_bytes_ratio()
+            if from_log:
+                self.faults.point("log_compacted")
+                self._advance_log(entries, done)
         except BaseException:
             summary.seconds = time.monotonic() - started
             summary.results.append(PartitionResult("(run)", "failed", error="run aborted"))
@@ -235,6 +269,13 @@ class Compactor:
         summary.seconds = time.monotonic() - started
         self._publish_metrics(summary)
         return summary
+
+    def _advance_log(self, entries: list[partitions_log.LogEntry], done: set[str]) -> None:
+        """After the partitions are published: each entry loses the partitions compacted (or found compact);
+        an entry with nothing left goes. A failed or not yet closed partition stays for the next run."""
+        for entry in entries:
+            partitions_log.keep_only(self.storage, entry, [p for p in entry.partitions if p not in done])
+            self.faults.point("log_advance", entry=entry.path)
 
     def _publish_metrics(self, summary: RunSummary) -> None:
         try:

@@ -42,6 +42,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, Observation, Window
 from pyspark.sql import functions as F
 
+from glue_jobs import partitions_log
 from glue_jobs.contract import REASON_CODES, hour_modulo, partition_values, validate, with_batch_constants
 from glue_jobs.metrics import MetricsSink, NoOpMetricsSink
 from glue_jobs.schema import DEAD_LETTER_COLUMNS, DEAD_LETTER_PARTITION_COLUMNS, spark_lake_schema
@@ -396,7 +397,12 @@ class MicroBatchWriter:
             # Checked before anything is published: the batch fails and its replay starts from scratch.
             raise AssertionError(f"batch {batch_id}: {invalid} invalid record(s) but {dead_letters_written} dead letter(s) written")
 
-        files = self._publish(batch_id) if counts["records_in"] else []
+        files, partitions = self._publish(batch_id) if counts["records_in"] else ([], set())
+        if partitions:
+            # After the files landed, before the commit marker: compaction never reads an entry whose
+            # files are not there, and a replay of this batch writes the same entry again (glue_jobs/partitions_log.py).
+            partitions_log.write_entry(self.storage, self.lake_path, source=self.source_name, stream_id=self.stream_id,
+                                       batch_id=batch_id, partitions=partitions)
         by_reason = {code: int(counts[code]) for code in REASON_CODES if counts[code]}
         stats = BatchStats(
             source=self.source_name,
@@ -459,8 +465,10 @@ class MicroBatchWriter:
             out.append(("".join(f"{part}/" for part in partitions), info.path))
         return out
 
-    def _publish(self, batch_id: int) -> list[str]:
+    def _publish(self, batch_id: int) -> tuple[list[str], set[str]]:
+        """Move the staged files to their final names; returns them and the lake's hour partitions they went to."""
         moves = []
+        partitions: set[str] = set()
         for root, staging, depth in (
             (self.lake_path, self._lake_staging(batch_id), 2),
             (self.dead_letter_path, self._dead_letter_staging(batch_id), 1),
@@ -471,7 +479,9 @@ class MicroBatchWriter:
                 per_partition[rel] = n + 1
                 name = f"part-{self.source_name}-{self.stream_id}-b{batch_id:010d}-{n:04d}{PARQUET_SUFFIX}"
                 moves.append({"staged": path, "final": f"{root}/{rel}{name}"})
+                if root == self.lake_path:
+                    partitions.add(rel.rstrip("/"))
         # The manifest is written before the first move, so a crash mid-publish is undone on replay.
         self.storage.write_text(self._marker(batch_id, "manifest"), json.dumps({"files": moves}, indent=1))
         self.storage.rename_files(((move["staged"], move["final"]) for move in moves), threads=PUBLISH_THREADS)
-        return [move["final"] for move in moves]
+        return [move["final"] for move in moves], partitions

@@ -3,7 +3,7 @@
   produce          send NDJSON or replay dead letters to an environment's Kinesis stream
   schema-evolve    register a schema version, update the catalog tables, restart the jobs
   job start|stop|status|reset-checkpoint   control one source's streaming job
-  compact          start the compaction job for one hour
+  compact          start the compaction job for one hour, or for the lookback window (--scan)
   outputs          which stack outputs the tools read, and which are missing
 
 Every command takes --env (an environment of config/environments.json) and finds resource names
@@ -117,8 +117,12 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "reset-checkpoint":
             sub.add_argument("--yes", action="store_true", help="do not ask for confirmation")
 
-    compact = commands.add_parser("compact", parents=[common], help="compact one hour of the lake now")
-    compact.add_argument("--hour", required=True, help="UTC hour YYYY-MM-DDTHH, e.g. 2024-05-01T13")
+    compact = commands.add_parser("compact", parents=[common], help="compact one hour of the lake now, or scan the lookback")
+    which = compact.add_mutually_exclusive_group(required=True)
+    which.add_argument("--hour", help="UTC hour YYYY-MM-DDTHH, e.g. 2024-05-01T13")
+    which.add_argument("--scan", action="store_true",
+                       help="every hour of the lookback window (compaction.lookback_hours) instead of the partitions "
+                            "log: for files written by anything but the streaming jobs")
 
     commands.add_parser("outputs", parents=[common], help="stack outputs the tools need, and which are missing")
     return parser
@@ -306,12 +310,14 @@ def _compact(args) -> int:
     from tools import jobs
     from tools.resources import load_environment
 
-    grace = load_environment(args.env, args.config).config.compaction.grace_minutes
-    hour = jobs.parse_hour(args.hour, grace_minutes=grace)  # validated before any AWS call
+    hour = None
+    if args.hour is not None:
+        grace = load_environment(args.env, args.config).config.compaction.grace_minutes
+        hour = jobs.parse_hour(args.hour, grace_minutes=grace)  # validated before any AWS call
     _env, clients, outputs = _context(args)
     job_name = outputs.compaction_job()
-    run_id = jobs.compact(clients.glue, job_name, hour)
-    print(f"started {job_name} for hour {hour}: run {run_id}")
+    run_id = jobs.compact(clients.glue, job_name, hour, scan=args.scan)
+    print(f"started {job_name} for {f'hour {hour}' if hour else 'the lookback window (--scan)'}: run {run_id}")
     return 0
 
 

@@ -269,6 +269,11 @@ def parse_hour(value: str, now: datetime | None = None, grace_minutes: int = 0) 
     return value
 
 
-def compact(glue, job_name: str, hour: str) -> str:
-    return start(glue, job_name, {COMPACTION_HOUR_ARGUMENT: hour},
+def compact(glue, job_name: str, hour: str | None = None, *, scan: bool = False) -> str:
+    """Start the compaction job for one hour, or (scan) for every hour of its lookback window instead of
+    the partitions log (files written by anything but the streaming jobs are in no log entry)."""
+    if (hour is None) == (not scan):
+        raise ToolError("compact: give exactly one of an hour or scan")
+    arguments = {COMPACTION_HOUR_ARGUMENT: hour} if hour is not None else {"--scan": "true"}
+    return start(glue, job_name, arguments,
                  busy_hint="the job runs one compaction at a time; wait for it to finish and retry")

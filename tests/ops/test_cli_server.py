@@ -184,3 +184,15 @@ def test_compact_starts_the_compaction_job_with_the_hour(deployed):
     run_id = result.stdout.split("run ")[-1].strip()
     run = deployed.client("glue").get_job_run(JobName=dev_env.COMPACTION_JOB, RunId=run_id)["JobRun"]
     assert run["Arguments"] == {"--hour": "2024-05-01T13"}
+
+
+def test_compact_scan_starts_the_compaction_job_over_its_lookback_window(deployed):
+    result = deployed.cli("compact", *ENV, "--scan")
+
+    assert result.returncode == 0, result.stderr
+    assert "for the lookback window (--scan)" in result.stdout
+    run_id = result.stdout.split("run ")[-1].strip()
+    run = deployed.client("glue").get_job_run(JobName=dev_env.COMPACTION_JOB, RunId=run_id)["JobRun"]
+    assert run["Arguments"] == {"--scan": "true"}
+    both = deployed.cli("compact", *ENV, "--scan", "--hour", "2024-05-01T13")
+    assert both.returncode == 2 and "not allowed with argument" in both.stderr

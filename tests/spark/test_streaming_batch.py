@@ -349,3 +349,37 @@ def test_the_batch_shuffles_into_one_partition_per_core_and_restores_the_session
         session.conf.set(batch.SHUFFLE_PARTITIONS, before)
     cores = spark.sparkContext.defaultParallelism
     assert seen == [str(cores)] and stats.records_written == 3
+
+
+def test_each_batch_records_its_lake_partitions_after_publishing_and_before_committing(spark, tmp_path):
+    """The partitions log entry (glue_jobs/partitions_log.py) names the hours the batch's lake files went to;
+    it is written after the files are published and before the commit marker, and a replay rewrites it."""
+    writer = _writer(spark, tmp_path)
+    order = []
+    real_write, real_rename = writer.storage.write_text, writer.storage.rename_files
+
+    def write_text(path, text):
+        order.append(path.rsplit("/", 2)[-2] + "/" + path.rsplit("/", 1)[-1])
+        if path.endswith(".committed.json"):
+            raise OSError("killed before the commit marker")
+        real_write(path, text)
+
+    writer.storage.write_text = write_text
+    writer.storage.rename_files = lambda moves, **kw: (order.append("publish"), real_rename(moves, **kw))[1]
+    with pytest.raises(OSError, match="killed before the commit marker"):
+        writer(json_envelope(spark, PAYLOADS, source="clicks", arrival_ms=int(NOW * 1000)), 3)
+    assert order == ["_streamlake/batch-0000000003.manifest.json", "publish", "clicks/abcd1234-b0000000003.json",
+                     "_streamlake/batch-0000000003.committed.json"]
+    entry = tmp_path / "lake" / "_partitions" / "clicks" / "abcd1234-b0000000003.json"
+    expected = {"format": 1, "source": "clicks", "stream_id": "abcd1234", "batch_id": 3,
+                "partitions": ["event_date=2023-11-14/event_hour=22", "event_date=2023-11-14/event_hour=23"]}
+    assert json.loads(entry.read_text()) == expected
+
+    replayed = _writer(spark, tmp_path)(json_envelope(spark, PAYLOADS, source="clicks", arrival_ms=int(NOW * 1000)), 3)
+    assert replayed.records_written == 3 and not replayed.replayed
+    assert json.loads(entry.read_text()) == expected
+    assert [p.name for p in entry.parent.iterdir() if not p.name.startswith(".")] == [entry.name]
+
+    only_invalid = _writer(spark, tmp_path)(json_envelope(spark, ["not json"], source="clicks"), 4)
+    assert only_invalid.records_written == 0
+    assert not (entry.parent / "abcd1234-b0000000004.json").exists()  # no lake file, no entry
