@@ -6,22 +6,20 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
-import subprocess
-import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
 
 from compaction import layout
-from compaction.faults import CRASH_ENV, LOG_PHASES, PHASES, FaultInjector
+from compaction.faults import LOG_PHASES, PHASES, FaultInjector
 from compaction.job import CompactionSettings, Compactor, compaction_reason
 from compaction.metrics import METRIC_NAMES, LogMetricSink
 from compaction.transforms import data_columns, data_schema, deduplicate_events
 from glue_jobs.storage import FileInfo
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from .compaction_support import run_compaction_killed_at
+
 HOUR = datetime(2026, 1, 1, 5, tzinfo=timezone.utc)
 AFTER_HOUR = HOUR + timedelta(hours=2)  # "now" for most tests: HOUR is closed, grace included
 KB = 1024
@@ -356,20 +354,7 @@ def test_kill_cases_cover_every_phase():
 
 
 def run_cli_killed_at(lake: Path, spec: str) -> None:
-    env = {**os.environ, CRASH_ENV: spec, "PYTHONPATH": str(REPO_ROOT), "PYSPARK_PYTHON": sys.executable}
-    cmd = [sys.executable, "-m", "compaction", "run-local", "--lake", str(lake), "--hour", f"{HOUR:%Y-%m-%dT%H}",
-           "--target-file-mb", "0.012"]
-    # Own process group, so the JVM the killed driver started dies with it, like a lost Glue run.
-    proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            start_new_session=True)
-    try:
-        output, _ = proc.communicate(timeout=300)
-    finally:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    assert proc.returncode == -signal.SIGKILL, output.decode(errors="replace")[-3000:]
+    run_compaction_killed_at(spec, "--lake", str(lake), "--hour", f"{HOUR:%Y-%m-%dT%H}", "--target-file-mb", "0.012")
 
 
 @pytest.mark.e2e

@@ -7,27 +7,23 @@ default run reads (glue_jobs/partitions_log.py): events three weeks old, one fil
 from __future__ import annotations
 
 import math
-import os
 import shutil
-import signal
-import subprocess
-import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
 
 from compaction import layout
-from compaction.faults import CRASH_ENV, LOG_PHASES, FaultInjector
+from compaction.faults import LOG_PHASES, FaultInjector
 from compaction.job import CompactionSettings, Compactor
 from compaction.metrics import LogMetricSink
 from compaction.transforms import data_schema
 from glue_jobs.batch import MicroBatchWriter
 from glue_jobs.partitions_log import LOG_DIR
 
+from .compaction_support import run_compaction_killed_at
 from .streaming_support import json_envelope
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 NOW = datetime(2026, 1, 22, 12, tzinfo=timezone.utc)  # the streaming job's clock and compaction's "now"
 OLD_HOURS = [datetime(2026, 1, 1, h, tzinfo=timezone.utc) for h in (3, 4, 5)]  # three weeks before NOW
 BATCHES, PER_HOUR = 8, 6  # 8 micro-batches, each with 6 events in each of the three hours
@@ -165,19 +161,8 @@ def test_log_kill_cases_cover_every_log_phase():
 def test_a_run_killed_in_a_log_step_loses_nothing_and_the_next_run_finishes(spark, streamed_lake, tmp_path, spec):
     streamed, ids = streamed_lake
     lake = _copy(streamed, tmp_path)
-    env = {**os.environ, CRASH_ENV: spec, "PYTHONPATH": str(REPO_ROOT), "PYSPARK_PYTHON": sys.executable}
-    cmd = [sys.executable, "-m", "compaction", "run-local", "--lake", str(lake), "--target-file-mb",
-           str(TARGET_BYTES / 1024 / 1024), "--grace-minutes", "15"]
-    proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            start_new_session=True)
-    try:
-        output, _ = proc.communicate(timeout=300)
-    finally:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    assert proc.returncode == -signal.SIGKILL, output.decode(errors="replace")[-3000:]
+    run_compaction_killed_at(spec, "--lake", str(lake), "--target-file-mb", str(TARGET_BYTES / 1024 / 1024),
+                             "--grace-minutes", "15")
 
     entries_left = len(_entries(lake))
     if spec in ("log_read", "log_compacted"):

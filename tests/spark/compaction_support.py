@@ -1,0 +1,30 @@
+"""Running the compaction CLI in its own process, to be SIGKILLed at a phase (compaction/faults.py)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from compaction.faults import CRASH_ENV
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_compaction_killed_at(spec: str, *args: str) -> None:
+    """`python -m compaction run-local <args>` with COMPACTION_CRASH_AT=spec; asserts it was SIGKILLed."""
+    env = {**os.environ, CRASH_ENV: spec, "PYTHONPATH": str(REPO_ROOT), "PYSPARK_PYTHON": sys.executable}
+    cmd = [sys.executable, "-m", "compaction", "run-local", *args]
+    # Own process group, so the JVM the killed driver started dies with it, like a lost Glue run.
+    proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    try:
+        output, _ = proc.communicate(timeout=300)
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    assert proc.returncode == -signal.SIGKILL, output.decode(errors="replace")[-3000:]
