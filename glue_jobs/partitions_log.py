@@ -36,6 +36,7 @@ log = logging.getLogger("glue_jobs.partitions_log")
 class LogEntry:
     path: str
     partitions: tuple[str, ...]  # "event_date=YYYY-MM-DD/event_hour=H"
+    record: dict  # the whole entry as read
 
 
 def entry_path(lake_path: str, source: str, stream_id: str, batch_id: int) -> str:
@@ -70,7 +71,7 @@ def read_entries(storage: HadoopStorage, lake_path: str) -> list[LogEntry]:
         except (ValueError, KeyError, TypeError):
             log.warning("partitions log entry %s is not whole (%d bytes); read next time", info.path, len(text))
             continue
-        entries.append(LogEntry(info.path, partitions))
+        entries.append(LogEntry(info.path, partitions, record))
     return sorted(entries, key=lambda e: e.path)
 
 
@@ -80,5 +81,4 @@ def keep_only(storage: HadoopStorage, entry: LogEntry, remaining) -> None:
     if not remaining:
         storage.delete(entry.path)
     elif tuple(remaining) != entry.partitions:
-        record = json.loads(storage.read_text(entry.path))
-        storage.write_text(entry.path, json.dumps({**record, "partitions": remaining}, separators=(",", ":")))
+        storage.write_text(entry.path, json.dumps({**entry.record, "partitions": remaining}, separators=(",", ":")))

@@ -25,10 +25,6 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG_PATH = REPO_ROOT / "config" / "environments.json"
 
 # Glue versions, what each runs, and which job kinds may use which: infra/runtimes.py (with citations).
-GLUE_RUNTIMES: dict[str, dict[str, str]] = {
-    v: {"spark": r.spark, "python": r.python, "java": r.java}
-    for v, r in RUNTIMES.items() if v in BATCH_GLUE_VERSIONS or v in STREAMING_GLUE_VERSIONS
-}
 # G.025X exists for streaming jobs only; Flex (compaction) supports G.1X and G.2X.
 STREAMING_WORKER_TYPES = ("G.025X", "G.1X", "G.2X")
 BATCH_WORKER_TYPES = ("G.1X", "G.2X")
@@ -731,7 +727,6 @@ __all__: list[str] = [
     "ConfigError",
     "EnvironmentConfig",
     "ProjectConfig",
-    "GLUE_RUNTIMES",
     "load_config",
     "parse_config",
     "update_raw",

@@ -139,13 +139,13 @@ def _registry_version(glue, schema_id: dict, number: int) -> avro_compat.Schema 
     return avro_compat.parse(version["SchemaDefinition"], where=f"registry version {number}")
 
 
-def committed_file_for(definition_root: dict) -> tuple[str, bool]:
-    """(the file this schema is, or would be, committed as; whether it is the newest committed version)."""
+def committed_file_for(definition_root: dict) -> tuple[str, str]:
+    """(the file this schema is, or would be, committed as; "newest", "older" or "not committed")."""
     versions = event_schema.schema_versions()
     for number in versions:
         if event_schema.avro_schema(number) == definition_root:
-            return event_schema.schema_file(number), number == versions[-1]
-    return event_schema.schema_file(versions[-1] + 1), False
+            return event_schema.schema_file(number), "newest" if number == versions[-1] else "older"
+    return event_schema.schema_file(versions[-1] + 1), "not committed"
 
 
 def build_plan(glue, targets: Targets, schema_file: str) -> Plan:
@@ -163,7 +163,7 @@ def build_plan(glue, targets: Targets, schema_file: str) -> Plan:
     by_number = {n: _registry_version(glue, schema_id, n) for n in range(1, latest + 1)}
     existing = [v for v in by_number.values() if v is not None]
     deployed = bool(latest) and by_number.get(latest) is not None and by_number[latest].root == new.root
-    next_file, newest = committed_file_for(new.root)
+    next_file, committed = committed_file_for(new.root)
     problems = []
     if not deployed:
         available = [n for n, v in by_number.items() if v is not None]
@@ -172,9 +172,8 @@ def build_plan(glue, targets: Targets, schema_file: str) -> Plan:
     plan = Plan(targets.registry, targets.schema_name, mode, latest, checkpoint, definition, deployed, next_file, problems)
     if not deployed:
         return plan
-    if not newest:
-        committed = any(event_schema.avro_schema(n) == new.root for n in event_schema.schema_versions())
-        where = f"is {next_file}, not the newest committed version" if committed else \
+    if committed != "newest":
+        where = f"is {next_file}, not the newest committed version" if committed == "older" else \
             f"is not committed in this checkout (it would be {next_file})"
         plan.drift.append(f"the deployed file {where}: run the tool from the checkout that was deployed")
     for table in targets.source_tables.values():

@@ -13,7 +13,8 @@ import sys
 from pathlib import Path
 
 from infra import job_assets
-from infra.config import GLUE_RUNTIMES, REPO_ROOT
+from infra.config import REPO_ROOT
+from infra.runtimes import BATCH_GLUE_VERSIONS, RUNTIMES, STREAMING_GLUE_VERSIONS
 
 FIXTURE = Path(__file__).parent / "fixtures" / "py311_only.py"
 # Standard-library modules removed by a Python release (What's New in Python 3.12: distutils (PEP 632),
@@ -28,7 +29,7 @@ REMOVED_MODULES = {
 
 def minimum_python() -> str:
     """The oldest Python among the allowed Glue versions, e.g. '3.10'."""
-    versions = {runtime["python"] for runtime in GLUE_RUNTIMES.values()}
+    versions = {RUNTIMES[v].python for v in {*BATCH_GLUE_VERSIONS, *STREAMING_GLUE_VERSIONS}}
     return min(versions, key=lambda v: tuple(int(p) for p in v.split(".")))
 
 
@@ -78,7 +79,7 @@ def removed_imports(paths: list[Path], newest_python: str) -> list[str]:
 
 
 def test_shipped_job_code_imports_nothing_the_newest_allowed_python_removed():
-    newest = max((runtime["python"] for runtime in GLUE_RUNTIMES.values()), key=_version)
+    newest = max((RUNTIMES[v].python for v in {*BATCH_GLUE_VERSIONS, *STREAMING_GLUE_VERSIONS}), key=_version)
     assert removed_imports(shipped_job_files(), newest) == []
 
 
