@@ -4,8 +4,9 @@
                                    [--grace-minutes N] [--lookback-hours N] [--environment ENV]
 
 Defaults for the numbers come from the `compaction` block of config/environments.json for --environment
-(default dev). Exit codes: 0 done, 1 a partition failed (its journal lets the next run recover), 2 bad
-arguments. COMPACTION_CRASH_AT=<phase>[:n] makes the process SIGKILL itself at that phase (kill tests).
+(default dev), read without infra (compaction/environments.py) and checked like the options. Exit codes:
+0 done, 1 a partition failed (its journal lets the next run recover), 2 bad arguments or defaults.
+COMPACTION_CRASH_AT=<phase>[:n] makes the process SIGKILL itself at that phase (kill tests).
 """
 
 from __future__ import annotations
@@ -16,10 +17,17 @@ import os
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from compaction import layout
+from compaction.environments import read_environment
+
+if TYPE_CHECKING:
+    from compaction.faults import FaultInjector
+    from compaction.job import CompactionSettings
 
 MB = 1024 * 1024
+CONFIG_PATH = Path(__file__).resolve().parents[1] / "config" / "environments.json"
 
 
 def _positive_mb(text: str) -> float:
@@ -68,17 +76,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _config_defaults(environment: str) -> dict:
-    from infra.config import ConfigError, load_config
-
-    try:
-        config = load_config()
-    except ConfigError as exc:
-        raise SystemExit(f"error: {exc}") from None
-    if environment not in config.environments:
-        raise SystemExit(f"error: --environment {environment!r} is not one of {', '.join(config.environments)}")
-    c = config.environments[environment].compaction
-    return {"target_file_mb": c.target_file_mb, "grace_minutes": c.grace_minutes, "lookback_hours": c.lookback_hours}
+def _config_defaults(environment: str, path: Path) -> dict:
+    """target_file_mb, grace_minutes and lookback_hours of the environment's compaction block, each checked
+    by the parser of its option; ValueError naming the file and the field."""
+    compaction = read_environment(path, environment).get("compaction")
+    if not isinstance(compaction, dict):
+        raise ValueError(f"{path}: {environment}.compaction: {compaction!r} must be an object")
+    parsers = {"target_file_mb": _positive_mb, "grace_minutes": _int_at_least(0), "lookback_hours": _int_at_least(1)}
+    defaults = {}
+    for key, parse in parsers.items():
+        where = f"{path}: {environment}.compaction.{key}"
+        if key not in compaction:
+            raise ValueError(f"{where}: missing (required)")
+        value = compaction[key]
+        # bool is an int subclass; a JSON string is not a number even if it reads as one.
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"{where}: {value!r} must be a number")
+        try:
+            defaults[key] = parse(str(value))
+        except argparse.ArgumentTypeError as exc:
+            raise ValueError(f"{where}: {exc}") from None
+    return defaults
 
 
 def _local_spark():
@@ -116,24 +134,16 @@ def print_summary(summary, out=sys.stdout) -> None:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    logging.getLogger("compaction").setLevel(logging.INFO)
+def _settings(args: argparse.Namespace) -> tuple[CompactionSettings, FaultInjector]:
+    """The run's settings and fault injector; ValueError with the message for the operator when one is bad."""
     lake = Path(args.lake)
     if not lake.is_dir():
-        print(f"error: --lake {args.lake}: no such directory", file=sys.stderr)
-        return 2
+        raise ValueError(f"--lake {args.lake}: no such directory")
     from compaction.faults import FaultInjector
 
-    try:
-        faults = FaultInjector()
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    defaults = _config_defaults(args.environment)
-    from compaction.job import CompactionSettings, Compactor, check_hour_closed
-    from compaction.metrics import LogMetricSink
+    faults = FaultInjector()
+    defaults = _config_defaults(args.environment, CONFIG_PATH)
+    from compaction.job import CompactionSettings, check_hour_closed
 
     target_mb = args.target_file_mb if args.target_file_mb is not None else defaults["target_file_mb"]
     settings = CompactionSettings(
@@ -148,8 +158,22 @@ def main(argv: list[str] | None = None) -> int:
     try:
         check_hour_closed(settings, datetime.now(timezone.utc))
     except ValueError as exc:
-        print(f"error: --hour: {exc}", file=sys.stderr)
+        raise ValueError(f"--hour: {exc}") from None
+    return settings, faults
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("compaction").setLevel(logging.INFO)
+    try:
+        settings, faults = _settings(args)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 2
+    from compaction.job import Compactor
+    from compaction.metrics import LogMetricSink
+
     spark = _local_spark()
     compactor = Compactor(spark, settings, sink=LogMetricSink(args.environment), faults=faults)
     summary = compactor.run()

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timezone
 
 import pytest
 
 from compaction import __main__ as cli
 from compaction import glue_entry
-from compaction.faults import FaultInjector
+from compaction.faults import CRASH_ENV, FaultInjector
 from compaction.job import MB, CompactionSettings, last_closed_hour
 from compaction.metrics import CloudWatchMetricSink, Metric
 
@@ -43,6 +44,62 @@ def test_cli_rejects_a_bad_crash_spec(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("COMPACTION_CRASH_AT", "lunch")
     assert cli.main(["run-local", "--lake", str(tmp_path)]) == 2
     assert "phase must be one of after_plan" in capsys.readouterr().err
+
+
+def _config_file(tmp_path, prod_compaction):
+    """A config document like config/environments.json: `defaults` plus the blocks that override it."""
+    path = tmp_path / "environments.json"
+    path.write_text(json.dumps({
+        "project": "streamlake",
+        "defaults": {"compaction": {"target_file_mb": 128, "grace_minutes": 15, "lookback_hours": 48, "workers": 2}},
+        "environments": {"dev": None, "prod": {"compaction": prod_compaction}},
+    }))
+    return path
+
+
+def test_cli_defaults_are_the_environments_block_merged_over_the_files_defaults(tmp_path):
+    path = _config_file(tmp_path, {"grace_minutes": 30, "target_file_mb": 0.5})
+    assert cli._config_defaults("dev", path) == {"target_file_mb": 128, "grace_minutes": 15, "lookback_hours": 48}
+    assert cli._config_defaults("prod", path) == {"target_file_mb": 0.5, "grace_minutes": 30, "lookback_hours": 48}
+
+
+@pytest.mark.parametrize(
+    ("prod_compaction", "environment", "message"),
+    [
+        ({}, "qa", "environments.json: no environment 'qa'; configured: dev, prod"),
+        ({"grace_minutes": -1}, "prod", "environments.json: prod.compaction.grace_minutes: -1 must be at least 0"),
+        ({"lookback_hours": 1.5}, "prod", "prod.compaction.lookback_hours: '1.5' is not a whole number"),
+        ({"target_file_mb": 0}, "prod", "prod.compaction.target_file_mb: 0 must be more than 0"),
+        ({"target_file_mb": "128"}, "prod", "prod.compaction.target_file_mb: '128' must be a number"),
+        ({"target_file_mb": True}, "prod", "prod.compaction.target_file_mb: True must be a number"),
+        ({"target_file_mb": None}, "prod", "prod.compaction.target_file_mb: None must be a number"),
+    ],
+)
+def test_cli_rejects_a_bad_default_naming_the_file_and_the_field(tmp_path, prod_compaction, environment, message):
+    with pytest.raises(ValueError) as refused:
+        cli._config_defaults(environment, _config_file(tmp_path, prod_compaction))
+    assert message in str(refused.value)
+
+
+def test_cli_rejects_a_missing_or_broken_config_file(tmp_path):
+    with pytest.raises(ValueError, match=r"cannot read .*nowhere.json: No such file or directory"):
+        cli._config_defaults("dev", tmp_path / "nowhere.json")
+    broken = tmp_path / "environments.json"
+    broken.write_text('{"environments": ')
+    with pytest.raises(ValueError, match=r"environments.json: not valid JSON at line 1 column 18: Expecting value"):
+        cli._config_defaults("dev", broken)
+    broken.write_text('{"environments": {"dev": {"compaction": {"grace_minutes": 15}}}}')
+    with pytest.raises(ValueError, match=r"dev.compaction.target_file_mb: missing \(required\)"):
+        cli._config_defaults("dev", broken)
+
+
+def test_cli_exits_2_when_its_defaults_cannot_be_read(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv(CRASH_ENV, raising=False)
+    assert cli.main(["run-local", "--lake", str(tmp_path), "--environment", "qa"]) == 2
+    assert "error: " in (err := capsys.readouterr().err) and "no environment 'qa'; configured: dev, staging, prod" in err
+    monkeypatch.setattr(cli, "CONFIG_PATH", tmp_path / "nowhere.json")
+    assert cli.main(["run-local", "--lake", str(tmp_path)]) == 2
+    assert "nowhere.json: No such file or directory" in capsys.readouterr().err
 
 
 def test_last_closed_hour_respects_the_grace_period():
