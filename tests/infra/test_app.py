@@ -55,7 +55,7 @@ def test_app_py_reports_config_errors_without_a_traceback(tmp_path):
     bad = tmp_path / "environments.json"
     bad.write_text('{"project": "streamlake", "environments": {"dev": {"removal_policy": "keep"}}}')
     code = (
-        "import sys, infra.config as c; c.DEFAULT_CONFIG_PATH = c.Path(sys.argv[1]); "
+        "import sys, pathlib, infra.config.loader as c; c.DEFAULT_CONFIG_PATH = pathlib.Path(sys.argv[1]); "
         "import app; sys.exit(app.main())"
     )
     proc = subprocess.run([sys.executable, "-c", code, str(bad)], cwd=REPO_ROOT, capture_output=True, text=True)

@@ -164,8 +164,8 @@ def test_glue_versions_per_job_kind_and_the_refusal_message(raw, monkeypatch):
     for, or whose Spark line is not tested here, is refused with the reason (infra/runtimes.py)."""
     import dataclasses as dc
 
-    from infra import config as config_module
     from infra import runtimes
+    from infra.config import rules as config_module  # where the Glue version rule looks the tables up
 
     assert runtimes.STREAMING_GLUE_VERSIONS == ("4.0", "5.0", "5.1", "6.0")
     assert runtimes.BATCH_GLUE_VERSIONS == ("4.0", "5.0", "5.1", "6.0")

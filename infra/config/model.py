@@ -1,0 +1,185 @@
+"""The typed environment configuration: the allowed values, the frozen dataclasses the constructs take, and
+ConfigError. Glue versions, what each runs and which job kinds may use which: infra/runtimes.py."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+# G.025X exists for streaming jobs only; Flex (compaction) supports G.1X and G.2X.
+STREAMING_WORKER_TYPES = ("G.025X", "G.1X", "G.2X")
+BATCH_WORKER_TYPES = ("G.1X", "G.2X")
+KINESIS_CAPACITY_MODES = ("on_demand", "provisioned")
+KINESIS_STARTING_POSITIONS = ("TRIM_HORIZON", "LATEST")
+KAFKA_STARTING_OFFSETS = ("earliest", "latest")
+MSK_MODES = ("none", "provisioned", "serverless", "existing")
+NETWORK_MODES = ("create", "existing")
+REMOVAL_POLICIES = ("retain", "destroy")
+# Kafka versions MSK offers that this project has been checked against (AWS::MSK::Cluster KafkaVersion).
+# 3.8.x is MSK's recommended version; 3.6.0 reached end of support on 2026-06-01 and MSK phases out
+# new clusters on such versions (https://docs.aws.amazon.com/msk/latest/developerguide/supported-kafka-versions.html).
+# All of these are >= 3.6.0, which AWS::MSK::Topic needs to create the topic from the stack.
+MSK_KAFKA_VERSIONS = ("3.7.x", "3.8.x", "3.9.x")
+# Retention values CloudWatch Logs accepts (AWS::Logs::LogGroup RetentionInDays).
+LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653)
+PROTECTED_ENVIRONMENTS = ("prod",)
+# AWS positions G.025X for low-volume streams; a protected environment runs on larger workers.
+LOW_VOLUME_WORKER_TYPES = ("G.025X",)
+
+
+def streaming_worker_types(environment: str) -> tuple[str, ...]:
+    """The worker types a streaming job may use in `environment` (rules.py and the sizing use this)."""
+    if environment in PROTECTED_ENVIRONMENTS:
+        return tuple(t for t in STREAMING_WORKER_TYPES if t not in LOW_VOLUME_WORKER_TYPES)
+    return STREAMING_WORKER_TYPES
+
+
+# What a valid value looks like (the section readers and the rules match against these).
+_NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,30}[a-z0-9]$")
+_EMAIL_RE = re.compile(r"^[^@\s]+@[^@\s]+\.[A-Za-z]{2,}$")
+_ACCOUNT_RE = re.compile(r"^\d{12}$")
+_REGION_RE = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-\d$")
+_VPC_ID_RE = re.compile(r"^vpc-[0-9a-f]{8,17}$")
+_SUBNET_ID_RE = re.compile(r"^subnet-[0-9a-f]{8,17}$")
+_CIDR_RE = re.compile(r"^(\d{1,3}\.){3}\d{1,3}/(1[6-9]|2[0-8])$")
+_CRON_RE = re.compile(r"^cron\((\S+ ){5}\S+\)$")
+_MAINTENANCE_RE = re.compile(r"^(MON|TUE|WED|THU|FRI|SAT|SUN):([01]\d|2[0-3])$")
+_KAFKA_TOPIC_RE = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+_MSK_ARN_RE = re.compile(r"^arn:aws[a-z-]*:kafka:[a-z0-9-]+:\d{12}:cluster/[A-Za-z0-9-]+/[A-Za-z0-9-]+$")
+_BOOTSTRAP_RE = re.compile(r"^[A-Za-z0-9.-]+:\d{2,5}(,[A-Za-z0-9.-]+:\d{2,5})*$")
+_TAG_KEY_RE = re.compile(r"^[\w .:/=+\-@]{1,128}$")
+
+
+class ConfigError(ValueError):
+    """One or more configuration values are invalid; the message lists each one on its own line."""
+
+    def __init__(self, problems: Sequence[str], source: str = "") -> None:
+        self.problems = list(problems)
+        where = f" in {source}" if source else ""
+        header = f"invalid environment configuration{where} ({len(self.problems)} problem(s)):"
+        super().__init__("\n".join([header, *(f"  {p}" for p in self.problems)]))
+
+
+@dataclass(frozen=True)
+class NetworkConfig:
+    mode: str
+    vpc_cidr: str | None
+    max_azs: int
+    nat_gateways: int
+    vpc_id: str | None
+    availability_zones: tuple[str, ...]
+    private_subnet_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class StorageConfig:
+    temp_expiration_days: int
+    checkpoint_noncurrent_expiration_days: int
+    lake_noncurrent_expiration_days: int
+    dead_letter_transition_days: int
+    dead_letter_expiration_days: int
+    access_log_expiration_days: int
+
+
+@dataclass(frozen=True)
+class KinesisStreamConfig:
+    name: str
+    capacity_mode: str
+    shard_count: int | None
+    retention_hours: int
+
+
+@dataclass(frozen=True)
+class MskConfig:
+    mode: str
+    source_name: str
+    topic: str
+    topic_partitions: int
+    kafka_version: str
+    broker_instance_type: str
+    broker_count: int
+    broker_volume_gb: int
+    broker_log_retention_days: int
+    bootstrap_servers: str | None
+    cluster_arn: str | None
+
+    @property
+    def enabled(self) -> bool:
+        return self.mode != "none"
+
+
+@dataclass(frozen=True)
+class StreamingJobConfig:
+    glue_version: str
+    worker_type: str
+    max_workers: int
+    window_size_seconds: int
+    batch_max_retries: int
+    kinesis_starting_position: str
+    kafka_starting_offsets: str
+    max_fetch_records_per_shard: int
+    max_offsets_per_trigger: int
+    maintenance_window: str | None
+
+
+@dataclass(frozen=True)
+class CompactionConfig:
+    glue_version: str
+    worker_type: str
+    workers: int
+    flex: bool
+    schedule: str
+    target_file_mb: int
+    grace_minutes: int
+    lookback_hours: int
+    timeout_minutes: int
+
+
+@dataclass(frozen=True)
+class AlarmConfig:
+    iterator_age_ms: int
+    iterator_age_evaluation_periods: int
+    consumer_lag_ms: int
+    batch_overrun_evaluation_periods: int
+    no_records_minutes: int
+    dead_letter_percent: float
+    msk_disk_used_percent: int
+    compaction_missed_hours: int
+
+
+@dataclass(frozen=True)
+class EnvironmentConfig:
+    name: str
+    account: str | None
+    region: str | None
+    removal_policy: str
+    tags: Mapping[str, str]
+    notification_emails: tuple[str, ...]
+    network: NetworkConfig
+    storage: StorageConfig
+    kinesis_streams: tuple[KinesisStreamConfig, ...]
+    msk: MskConfig
+    streaming: StreamingJobConfig
+    compaction: CompactionConfig
+    alarms: AlarmConfig
+
+    @property
+    def source_names(self) -> tuple[str, ...]:
+        """Every source that gets its own streaming job: the Kinesis streams, then MSK if enabled."""
+        names = tuple(s.name for s in self.kinesis_streams)
+        return names + ((self.msk.source_name,) if self.msk.enabled else ())
+
+
+@dataclass(frozen=True)
+class ProjectConfig:
+    project: str
+    environments: Mapping[str, EnvironmentConfig] = field(default_factory=dict)
+
+    def get(self, name: str) -> EnvironmentConfig:
+        if name not in self.environments:
+            raise ConfigError(
+                [f"{name}: unknown environment; configured: {', '.join(self.environments)}"]
+            )
+        return self.environments[name]
+

@@ -1,0 +1,262 @@
+"""One reader per section of an environment: each field read with its allowed values, the rules within
+the section, then the environment as a whole (the rules that span sections are in rules.py)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from infra.config.model import (
+    _ACCOUNT_RE,
+    _BOOTSTRAP_RE,
+    _CIDR_RE,
+    _CRON_RE,
+    _EMAIL_RE,
+    _KAFKA_TOPIC_RE,
+    _MAINTENANCE_RE,
+    _MSK_ARN_RE,
+    _NAME_RE,
+    _REGION_RE,
+    _SUBNET_ID_RE,
+    _TAG_KEY_RE,
+    _VPC_ID_RE,
+    BATCH_WORKER_TYPES,
+    KAFKA_STARTING_OFFSETS,
+    KINESIS_CAPACITY_MODES,
+    KINESIS_STARTING_POSITIONS,
+    LOG_RETENTION_DAYS,
+    MSK_KAFKA_VERSIONS,
+    MSK_MODES,
+    NETWORK_MODES,
+    PROTECTED_ENVIRONMENTS,
+    REMOVAL_POLICIES,
+    STREAMING_WORKER_TYPES,
+    AlarmConfig,
+    CompactionConfig,
+    EnvironmentConfig,
+    KinesisStreamConfig,
+    MskConfig,
+    NetworkConfig,
+    StorageConfig,
+    StreamingJobConfig,
+)
+from infra.config.reader import _Reader
+from infra.config.rules import _cross_checks
+from infra.runtimes import RUNTIMES
+
+
+def _network(r: _Reader) -> NetworkConfig:
+    mode = r.string("mode", choices=NETWORK_MODES)
+    cfg = NetworkConfig(
+        mode=mode,
+        vpc_cidr=r.string("vpc_cidr", pattern=_CIDR_RE, allowed="an IPv4 CIDR from /16 to /28", optional=True),
+        max_azs=r.integer("max_azs", minimum=2, maximum=3),
+        nat_gateways=r.integer("nat_gateways", minimum=0, maximum=3),
+        vpc_id=r.string("vpc_id", pattern=_VPC_ID_RE, allowed="a VPC id like vpc-0123abcd", optional=True),
+        availability_zones=r.string_list(
+            "availability_zones", pattern=re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-\d[a-z]$"), allowed="an AZ name like eu-west-1a"
+        ),
+        private_subnet_ids=r.string_list(
+            "private_subnet_ids", pattern=_SUBNET_ID_RE, allowed="a subnet id like subnet-0123abcd"
+        ),
+    )
+    if mode == "existing":
+        # Vpc.from_vpc_attributes needs no lookup (and so no credentials) when all of these are given.
+        if cfg.vpc_id is None:
+            r.fail("vpc_id", None, "is required when mode is 'existing'")
+        if len(cfg.private_subnet_ids) < 2:
+            r.fail("private_subnet_ids", list(cfg.private_subnet_ids), "must list at least 2 subnets when mode is 'existing'")
+        if len(cfg.availability_zones) != len(cfg.private_subnet_ids):
+            r.fail(
+                "availability_zones",
+                list(cfg.availability_zones),
+                "must name one AZ per private subnet when mode is 'existing'",
+            )
+    elif mode == "create":
+        if cfg.vpc_cidr is None:
+            r.fail("vpc_cidr", None, "is required when mode is 'create'")
+        if cfg.vpc_id is not None or cfg.private_subnet_ids:
+            r.fail("vpc_id", cfg.vpc_id, "must be null when mode is 'create' (set mode to 'existing' to reuse a VPC)")
+        if cfg.nat_gateways == 0:
+            r.fail("nat_gateways", 0, "must be at least 1 when mode is 'create': Glue workers in private subnets reach AWS APIs without endpoints for some services")
+    r.finish()
+    return cfg
+
+
+def _storage(r: _Reader) -> StorageConfig:
+    cfg = StorageConfig(
+        temp_expiration_days=r.integer("temp_expiration_days", minimum=1, maximum=365),
+        checkpoint_noncurrent_expiration_days=r.integer("checkpoint_noncurrent_expiration_days", minimum=1, maximum=365),
+        lake_noncurrent_expiration_days=r.integer("lake_noncurrent_expiration_days", minimum=1, maximum=3650),
+        dead_letter_transition_days=r.integer("dead_letter_transition_days", minimum=30, maximum=3650),
+        dead_letter_expiration_days=r.integer("dead_letter_expiration_days", minimum=31, maximum=3650),
+        access_log_expiration_days=r.integer("access_log_expiration_days", minimum=1, maximum=3650),
+    )
+    if (
+        isinstance(cfg.dead_letter_transition_days, int)
+        and isinstance(cfg.dead_letter_expiration_days, int)
+        and cfg.dead_letter_expiration_days <= cfg.dead_letter_transition_days
+    ):
+        r.fail(
+            "dead_letter_expiration_days",
+            cfg.dead_letter_expiration_days,
+            f"must be greater than dead_letter_transition_days ({cfg.dead_letter_transition_days})",
+        )
+    r.finish()
+    return cfg
+
+
+def _kinesis_streams(r: _Reader) -> tuple[KinesisStreamConfig, ...]:
+    found, value = r._take("kinesis_streams", [], required=True)
+    if not found:
+        return ()
+    if not isinstance(value, list):
+        r.fail("kinesis_streams", value, "must be a list of stream objects")
+        return ()
+    streams = []
+    for i, item in enumerate(value):
+        s = _Reader(item, f"{r.path}.kinesis_streams[{i}]", r.problems)
+        mode = s.string("capacity_mode", choices=KINESIS_CAPACITY_MODES)
+        stream = KinesisStreamConfig(
+            name=s.string("name", pattern=_NAME_RE, allowed="a lower-case name of 2-32 letters, digits and '-'"),
+            capacity_mode=mode,
+            shard_count=s.integer("shard_count", minimum=1, maximum=10000, optional=True),
+            # Kinesis retention: 24 hours to 365 days (8760 hours).
+            retention_hours=s.integer("retention_hours", minimum=24, maximum=8760),
+        )
+        if mode == "provisioned" and stream.shard_count is None:
+            s.fail("shard_count", None, "is required when capacity_mode is 'provisioned'")
+        if mode == "on_demand" and stream.shard_count is not None:
+            s.fail("shard_count", stream.shard_count, "must be null when capacity_mode is 'on_demand'")
+        s.finish()
+        streams.append(stream)
+    names = [s.name for s in streams]
+    for dup in sorted({n for n in names if n and names.count(n) > 1}):
+        r.fail("kinesis_streams", dup, "is used as a stream name more than once")
+    return tuple(streams)
+
+
+def _msk(r: _Reader) -> MskConfig:
+    mode = r.string("mode", choices=MSK_MODES)
+    cfg = MskConfig(
+        mode=mode,
+        source_name=r.string("source_name", pattern=_NAME_RE, allowed="a lower-case name of 2-32 letters, digits and '-'"),
+        topic=r.string("topic", pattern=_KAFKA_TOPIC_RE, allowed="a Kafka topic name (letters, digits, '.', '_', '-')"),
+        topic_partitions=r.integer("topic_partitions", minimum=1, maximum=1000),
+        kafka_version=r.string("kafka_version", choices=MSK_KAFKA_VERSIONS),
+        # Standard brokers only (kafka.*): the cluster is built with EBS storage (StorageInfo), and MSK's
+        # Express brokers (express.m7g.*) have no customer storage to provision ("With Express brokers, you
+        # don't need to provision or manage any storage", MSK developer guide, storage management).
+        broker_instance_type=r.string(
+            "broker_instance_type", pattern=re.compile(r"^kafka\.[a-z0-9]+\.[a-z0-9]+$"),
+            allowed="a Standard MSK broker type like kafka.m7g.large (Express brokers have no EBS storage to provision; "
+            "this stack builds Standard brokers)",
+        ),
+        broker_count=r.integer("broker_count", minimum=2, maximum=30),
+        broker_volume_gb=r.integer("broker_volume_gb", minimum=1, maximum=16384),
+        broker_log_retention_days=r.integer("broker_log_retention_days", minimum=1, maximum=3653),
+        bootstrap_servers=r.string(
+            "bootstrap_servers", pattern=_BOOTSTRAP_RE, allowed="a comma-separated host:port list", optional=True
+        ),
+        cluster_arn=r.string("cluster_arn", pattern=_MSK_ARN_RE, allowed="an MSK cluster ARN", optional=True),
+    )
+    if isinstance(cfg.broker_log_retention_days, int) and cfg.broker_log_retention_days not in LOG_RETENTION_DAYS:
+        r.fail(
+            "broker_log_retention_days",
+            cfg.broker_log_retention_days,
+            f"is not a CloudWatch Logs retention: one of {', '.join(map(str, LOG_RETENTION_DAYS))}",
+        )
+    if mode == "existing":
+        for key in ("bootstrap_servers", "cluster_arn"):
+            if getattr(cfg, key) is None:
+                r.fail(key, None, "is required when mode is 'existing'")
+    elif mode in ("provisioned", "serverless", "none"):
+        for key in ("bootstrap_servers", "cluster_arn"):
+            if getattr(cfg, key) is not None:
+                r.fail(key, getattr(cfg, key), f"must be null when mode is {mode!r} (only 'existing' takes it)")
+    r.finish()
+    return cfg
+
+
+def _streaming(r: _Reader) -> StreamingJobConfig:
+    cfg = StreamingJobConfig(
+        glue_version=r.string("glue_version", choices=tuple(RUNTIMES)),  # narrowed by _glue_version_checks
+        worker_type=r.string("worker_type", choices=STREAMING_WORKER_TYPES),
+        # With --enable-auto-scaling=true, NumberOfWorkers is the maximum; Glue needs at least 2.
+        max_workers=r.integer("max_workers", minimum=2, maximum=299),
+        window_size_seconds=r.integer("window_size_seconds", minimum=1, maximum=3600),
+        batch_max_retries=r.integer("batch_max_retries", minimum=0, maximum=100),
+        kinesis_starting_position=r.string("kinesis_starting_position", choices=KINESIS_STARTING_POSITIONS),
+        kafka_starting_offsets=r.string("kafka_starting_offsets", choices=KAFKA_STARTING_OFFSETS),
+        max_fetch_records_per_shard=r.integer("max_fetch_records_per_shard", minimum=100, maximum=10_000_000),
+        max_offsets_per_trigger=r.integer("max_offsets_per_trigger", minimum=100, maximum=100_000_000),
+        maintenance_window=r.string(
+            "maintenance_window", pattern=_MAINTENANCE_RE, allowed="a window like 'SUN:02' (day:hour, UTC)", optional=True
+        ),
+    )
+    r.finish()
+    return cfg
+
+
+def _compaction(r: _Reader) -> CompactionConfig:
+    cfg = CompactionConfig(
+        glue_version=r.string("glue_version", choices=tuple(RUNTIMES)),  # narrowed by _glue_version_checks
+        worker_type=r.string("worker_type", choices=BATCH_WORKER_TYPES),
+        workers=r.integer("workers", minimum=2, maximum=299),
+        flex=r.boolean("flex"),
+        schedule=r.string("schedule", pattern=_CRON_RE, allowed="an EventBridge/Glue cron expression like 'cron(15 * * * ? *)'"),
+        target_file_mb=r.integer("target_file_mb", minimum=8, maximum=1024),
+        grace_minutes=r.integer("grace_minutes", minimum=0, maximum=1440),
+        lookback_hours=r.integer("lookback_hours", minimum=1, maximum=24 * 90),
+        timeout_minutes=r.integer("timeout_minutes", minimum=5, maximum=2880),
+    )
+    r.finish()
+    return cfg
+
+
+def _alarms(r: _Reader) -> AlarmConfig:
+    cfg = AlarmConfig(
+        iterator_age_ms=r.integer("iterator_age_ms", minimum=1_000, maximum=7 * 24 * 3_600_000),
+        iterator_age_evaluation_periods=r.integer("iterator_age_evaluation_periods", minimum=1, maximum=60),
+        consumer_lag_ms=r.integer("consumer_lag_ms", minimum=1_000, maximum=7 * 24 * 3_600_000),
+        batch_overrun_evaluation_periods=r.integer("batch_overrun_evaluation_periods", minimum=1, maximum=60),
+        no_records_minutes=r.integer("no_records_minutes", minimum=5, maximum=1440),
+        dead_letter_percent=r.number("dead_letter_percent", minimum=0.01, maximum=100),
+        msk_disk_used_percent=r.integer("msk_disk_used_percent", minimum=10, maximum=95),
+        compaction_missed_hours=r.integer("compaction_missed_hours", minimum=1, maximum=48),
+    )
+    r.finish()
+    return cfg
+
+
+def _environment(name: str, data: Any, problems: list[str]) -> EnvironmentConfig:
+    r = _Reader(data, name, problems)
+    if not _NAME_RE.match(name):
+        problems.append(f"{name}: environment names must be lower-case letters, digits and '-'")
+    removal_policy = r.string("removal_policy", choices=REMOVAL_POLICIES)
+    if name in PROTECTED_ENVIRONMENTS and removal_policy == "destroy":
+        r.fail("removal_policy", removal_policy, f"is not allowed in {name}: data stores there must be retained")
+    tags_found, tags = r._take("tags", {}, required=False)
+    if not isinstance(tags, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) and _TAG_KEY_RE.match(k) and len(v) <= 256 for k, v in tags.items()
+    ):
+        r.fail("tags", tags, "must map tag keys (1-128 chars) to string values (at most 256 chars)")
+        tags = {}
+    env = EnvironmentConfig(
+        name=name,
+        account=r.string("account", pattern=_ACCOUNT_RE, allowed="a 12-digit AWS account id", optional=True),
+        region=r.string("region", pattern=_REGION_RE, allowed="an AWS region like eu-west-1", optional=True),
+        removal_policy=removal_policy,
+        tags=dict(tags),
+        notification_emails=r.string_list("notification_emails", pattern=_EMAIL_RE, allowed="an email address"),
+        network=_network(r.child("network")),
+        storage=_storage(r.child("storage")),
+        kinesis_streams=_kinesis_streams(r),
+        msk=_msk(r.child("msk")),
+        streaming=_streaming(r.child("streaming")),
+        compaction=_compaction(r.child("compaction")),
+        alarms=_alarms(r.child("alarms")),
+    )
+    r.finish()
+    _cross_checks(env, problems)
+    return env
