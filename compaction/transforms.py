@@ -4,12 +4,8 @@ pickle Python functions on Python 3.11)."""
 from __future__ import annotations
 
 from glue_jobs.schema import PARTITION_COLUMNS, spark_lake_schema
+from glue_jobs.survivors import SURVIVOR_ORDER, survivor_first
 
-# Which copy of a duplicated event_id survives: the first to arrive, then the lowest position in its
-# source. Offsets and sequence numbers are decimal strings, so they compare by length, then text
-# (numeric order without a cast that could overflow). The remaining columns close every tie, so the
-# survivor is the same whatever order the files are read in.
-SURVIVOR_ORDER = ("arrival_time", "source", "source_partition", "source_offset_length", "source_offset", "batch_id")
 DUPLICATE_RANK = "_duplicate_rank"
 
 
@@ -31,17 +27,11 @@ def rank_duplicates(events):
     Rows without an event_id (never valid per the contract) are all kept: nothing says they are the
     same event.
     """
-    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    def ordering(name):
-        column = F.length("source_offset") if name == "source_offset_length" else F.col(name)
-        return column.asc_nulls_last()
-
-    tie_breakers = [c for c in data_columns() if c not in SURVIVOR_ORDER and c != "event_id"]
-    by_event_id = Window.partitionBy("event_id").orderBy(
-        *[ordering(name) for name in SURVIVOR_ORDER], *[F.col(c).asc_nulls_last() for c in tie_breakers]
-    )
+    # batch_id, then every other column: the survivor does not depend on the order the files are read in.
+    tie_breakers = ["batch_id", *(c for c in data_columns() if c not in (*SURVIVOR_ORDER, "batch_id", "event_id"))]
+    by_event_id = survivor_first(*tie_breakers)
     has_event_id = F.col("event_id").isNotNull()
     return events.select(
         *data_columns(),

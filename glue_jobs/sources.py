@@ -26,7 +26,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from glue_jobs.contract import with_batch_constants
+from glue_jobs.batch_constants import with_batch_constants
 from glue_jobs.schema import contract_fields, spark_source_schema
 
 # The record text of a Kinesis frame read with inferSchema=true, as spelled by different Glue releases.
@@ -96,7 +96,7 @@ def from_local_files(raw: DataFrame, source_name: str, arrival_ms: int) -> DataF
     """Text source read with wholetext=true: `value` is a whole file. Lines end with \\n or \\r\\n;
     the final terminator ends the last line (it does not start an empty one); blank lines are records.
     arrival_ms (epoch ms) is the batch's processing time: files carry no per-record arrival time (it is
-    joined as data, not a literal: see contract.with_batch_constants)."""
+    joined as data, not a literal: see glue_jobs/batch_constants.py)."""
     _require(raw, ("value",), "local text")
     # split on "\n" (no regex), then per row: drop the empty piece after a final "\n" (and the one piece
     # of an empty file), and one "\r" before each "\n". No expression runs over the whole file but the

@@ -27,7 +27,7 @@ from rehearsal.runtime import SparkLine
 HOUR_MS = 3_600_000
 # Every held event lies in a closed hour inside compaction's default lookback (48 h).
 HELD_EVENTS_END_HOURS_AGO = 1
-STATE_DIR = "_streamlake"  # glue_jobs.batch.STATE_DIR: where the commit markers are
+STATE_DIR = "_streamlake"  # glue_jobs.commit.STATE_DIR: where the commit markers are
 
 
 @dataclass

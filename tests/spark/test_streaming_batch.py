@@ -142,34 +142,62 @@ def test_batch_of_one_hour_is_written_by_every_core(spark, tmp_path):
 
 
 def test_duplicate_with_copies_in_two_write_slots_is_kept_once(spark, tmp_path):
-    payloads = [_event(f"e{i}", hour_offset=i % 4) for i in range(20)]
+    payloads = [_event(f"e{i}", hour_offset=i % 8) for i in range(160)]  # even enough to write by slot
     payloads += [_event("dup", hour_offset=3, event_type="later-offset"), _event("dup", hour_offset=0, event_type="latest")]
     payloads.insert(0, _event("dup", hour_offset=1, event_type="first"))
     stats = _writer(spark, tmp_path)(json_envelope(spark, payloads).repartition(4), 0)
-    assert (stats.records_in, stats.records_written, stats.duplicates_collapsed) == (23, 21, 2) and stats.reconciles
+    assert (stats.records_in, stats.records_written, stats.duplicates_collapsed) == (163, 161, 2) and stats.reconciles
     lake = spark.read.parquet(str(tmp_path / "lake"))
     assert [(r.event_type, r.event_hour) for r in lake.where("event_id = 'dup'").collect()] == [("first", 23)]
     assert all(count == 1 for count in _files_per_hour(tmp_path / "lake").values())
 
 
 @pytest.mark.parametrize(
-    ("slot_rows", "tasks", "expected"),
+    ("slot_rows", "expected"),
     [
-        ([50, 50], 2, True),
-        ([62, 38], 2, True),  # 62 <= 1.25 * 50
-        ([63, 37], 2, False),
-        ([100, 0], 2, False),  # one hour: every core writes its share of it instead
-        ([0, 0], 2, False),
-        ([30, 30, 30, 10], 4, True),
-        ([40, 30, 20, 10], 4, False),
-        ([100], 1, False),
-        ([50, 50], 3, False),  # one count per task or nothing
+        ((10,) * 8, True),
+        ((12, 8, 10, 10, 10, 10, 10, 10), True),  # 12 <= 1.25 * 10
+        ((13, 7, 10, 10, 10, 10, 10, 10), False),
+        ((80, 0, 0, 0, 0, 0, 0, 0), False),  # one hour: every core writes its share of it instead
+        ((0,) * 8, False),
+        ((10, 10, 10, 10, 10, 10, 10, 0), True),  # seven hours over eight slots: 10 <= 1.25 * 70 / 8
+        ((20, 20, 20, 20, 0, 0, 0, 0), False),  # four hours
     ],
 )
-def test_write_by_slot_needs_even_slots_and_several_tasks(slot_rows, tasks, expected):
-    from glue_jobs.batch import write_by_slot
+def test_write_by_slot_needs_valid_rows_spread_evenly_over_the_slots(slot_rows, expected):
+    from glue_jobs.packed_batch import WRITE_SLOTS, write_by_slot
 
-    assert write_by_slot(slot_rows, tasks) is expected
+    assert WRITE_SLOTS == 8
+    assert write_by_slot(slot_rows) is expected
+    with pytest.raises(ValueError, match="expected 8 slot counts"):
+        write_by_slot(slot_rows[:2])
+
+
+def test_the_write_slots_do_not_change_with_the_executor_count(spark, tmp_path, monkeypatch):
+    """Glue auto scaling changes the executor count between batches: which hours share a write slot, the
+    slot counts and so the lake's files must not follow it."""
+    from glue_jobs import batch
+    from glue_jobs.packed_batch import PackedBatch
+
+    payloads = [_event(f"e{i}", hour_offset=i % 13) for i in range(104)]
+    seen = {}
+    counts = PackedBatch.counts
+
+    def recording_counts(self):
+        result = counts(self)
+        seen[self.tasks] = result.slot_rows
+        return result
+
+    monkeypatch.setattr(PackedBatch, "counts", recording_counts)
+    layouts = []
+    for tasks in (1, 2, 5):
+        monkeypatch.setattr(batch, "write_tasks", lambda spark, n=tasks: n)
+        stats = _writer(spark, tmp_path / str(tasks))(json_envelope(spark, payloads).repartition(3), 0)
+        assert (stats.records_in, stats.records_written) == (104, 104)
+        layouts.append(_files_per_hour(tmp_path / str(tasks) / "lake"))
+    # 13 hours over 8 slots: 5 slots hold two hours (16 rows), 3 hold one (8): 16 <= 1.25 * 104 / 8, by slot.
+    assert seen == {1: seen[2], 2: seen[2], 5: seen[2]} and sorted(seen[2]) == [8] * 3 + [16] * 5
+    assert layouts[0] == layouts[1] == layouts[2] and set(layouts[0].values()) == {1} and len(layouts[0]) == 13
 
 
 def _column_encodings(spark, path: Path) -> dict[str, set[str]]:
@@ -195,7 +223,9 @@ def test_lake_files_use_dictionaries_only_for_low_cardinality_columns(spark, tmp
 
 def test_staging_writes_leave_no_success_marker(spark, tmp_path, monkeypatch):
     """The batch's own commit marker is what counts; Spark's _SUCCESS files in staging would only be more files."""
-    monkeypatch.setattr(MicroBatchWriter, "_delete_staging", lambda self, batch_id: None)
+    from glue_jobs.commit import BatchCommit
+
+    monkeypatch.setattr(BatchCommit, "_delete_staging", lambda self, batch_id: None)
     stats = _writer(spark, tmp_path)(json_envelope(spark, PAYLOADS, source="clicks", arrival_ms=int(NOW * 1000)), 4)
     assert stats.records_written == 3 and stats.dead_letters == 2
     staged = [p for root in ("lake", "dead") for p in (tmp_path / root / "_staging").rglob("*")]
@@ -318,17 +348,17 @@ def test_monitoring_alarms_use_the_metric_names_the_job_emits():
 def test_dead_letter_ingest_date_is_the_utc_arrival_date_or_else_the_processing_date(spark):
     from pyspark.sql import functions as F
 
-    from glue_jobs.batch import cached_columns, to_dead_letters
     from glue_jobs.contract import validate
+    from glue_jobs.packed_batch import PackedBatch
 
     last_ms_of_day = 1_700_006_399_999  # 2023-11-14T23:59:59.999Z
     envelope = json_envelope(spark, ["not json", "{}"], arrival_ms=last_ms_of_day)
     envelope = envelope.withColumn(
         "arrival_time", F.when(F.col("source_offset") == "2", F.lit(None).cast("timestamp")).otherwise(F.col("arrival_time"))
     )
-    dead = to_dead_letters(cached_columns(validate(envelope, now_ms=int(NOW * 1000), batch_id=4)),
-                           processing_date="2030-01-02", batch_id=4)
-    assert sorted((r.source_offset, r.reason, r.batch_id, r.ingest_date) for r in dead.collect()) == [
+    with PackedBatch(validate(envelope, now_ms=int(NOW * 1000)), tasks=2) as batch:
+        dead = batch.dead_letters(batch_id=4, processing_date="2030-01-02").collect()
+    assert sorted((r.source_offset, r.reason, r.batch_id, str(r.ingest_date)) for r in dead) == [
         ("1", "malformed_json", 4, "2023-11-14"),
         ("2", "missing_required_field", 4, "2030-01-02"),
     ]
@@ -338,15 +368,16 @@ def test_the_batch_shuffles_into_one_partition_per_core_and_restores_the_session
     """Inside a streaming query adaptive execution is off, so Spark's 200 shuffle partitions would stay 200 (a
     400-record batch took 6 s in the deploy rehearsal): the batch plans its shuffles with one per core."""
     from glue_jobs import batch
+    from glue_jobs.packed_batch import PackedBatch
 
     seen = []
-    counts = batch.batch_counts
+    counts = PackedBatch.counts
 
-    def recording_counts(cached, **kwargs):
-        seen.append(cached.sparkSession.conf.get(batch.SHUFFLE_PARTITIONS))
-        return counts(cached, **kwargs)
+    def recording_counts(self):
+        seen.append(self._frame.sparkSession.conf.get(batch.SHUFFLE_PARTITIONS))
+        return counts(self)
 
-    monkeypatch.setattr(batch, "batch_counts", recording_counts)
+    monkeypatch.setattr(PackedBatch, "counts", recording_counts)
     envelope = json_envelope(spark, PAYLOADS)
     session = envelope.sparkSession
     before = session.conf.get(batch.SHUFFLE_PARTITIONS)

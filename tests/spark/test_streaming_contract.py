@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 from pyspark.sql import functions as F
 
-from glue_jobs.contract import envelope_schema, validate
-from glue_jobs.schema import spark_source_schema
+from glue_jobs.contract import VALIDATED_EXTRA_COLUMNS, VALIDATED_INGESTION_COLUMNS, envelope_schema, validate
+from glue_jobs.lake_layout import lake_write_columns
+from glue_jobs.schema import contract_fields, spark_source_schema
 
 from .streaming_support import json_envelope, literal_frame
 
@@ -16,7 +17,20 @@ T = 1_699_999_200_123  # 2023-11-14T22:00:00.123Z
 
 
 def _validate(spark, payloads):
-    return validate(json_envelope(spark, payloads), now_ms=NOW_MS, batch_id=7).collect()
+    return validate(json_envelope(spark, payloads), now_ms=NOW_MS).collect()
+
+
+def _written(spark, payloads, batch_id=7):
+    """The lake rows the valid records become: validate(), then the write-time columns (glue_jobs.lake_layout)."""
+    validated = validate(json_envelope(spark, payloads), now_ms=NOW_MS)
+    lake = lake_write_columns(validated.where("reason IS NULL"), batch_id=batch_id)
+    return lake.select(*(F.col(c).cast("string").alias(c) if c == "event_date" else c for c in lake.columns)).collect()
+
+
+def test_validate_returns_exactly_the_written_columns_but_the_write_time_ones(spark):
+    frame = validate(json_envelope(spark, []), now_ms=NOW_MS)
+    fields = tuple(f.name for f in contract_fields())
+    assert tuple(frame.columns) == (*fields, *VALIDATED_INGESTION_COLUMNS, *VALIDATED_EXTRA_COLUMNS)
 
 
 def _one(spark, payload):
@@ -39,18 +53,17 @@ def test_valid_record_is_typed_normalized_and_partitioned_in_utc(spark):
         "source_partition": "p0",
         "source_offset": "1",
         "arrival_time": row.arrival_time,
-        "batch_id": 7,
-        "event_date": "2023-11-14",
-        "event_hour": 22,
         "reason": None,
         "detail": None,
         "payload": row.payload,
     }
+    (written,) = _written(spark, [row.payload])
+    assert written.asDict() == {**{k: v for k, v in row.asDict().items() if k not in VALIDATED_EXTRA_COLUMNS},
+                                "batch_id": 7, "event_date": "2023-11-14", "event_hour": 22}
 
 
 def test_event_time_is_exact_to_the_millisecond(spark):
-    frame = validate(json_envelope(spark, ['{"event_id":"e","event_type":"x","event_time":%d}' % T]),
-                     now_ms=NOW_MS, batch_id=0)
+    frame = validate(json_envelope(spark, ['{"event_id":"e","event_type":"x","event_time":%d}' % T]), now_ms=NOW_MS)
     (millis,) = frame.select(F.expr("unix_millis(event_time)")).first()
     assert millis == T
 
@@ -94,7 +107,49 @@ def test_event_time_is_exact_to_the_millisecond(spark):
 def test_invalid_records_get_their_reason_and_keep_the_payload(spark, payload, reason, detail):
     row = _one(spark, payload)
     assert (row.reason, row.detail, row.payload) == (reason, detail, payload)
-    assert (row.event_date, row.event_hour, row.event_time) == (None, None, None)
+    assert row.event_time is None and _written(spark, [payload]) == []
+
+
+GOOD = '{"event_id":"e","event_type":"x","event_time":%d}' % T
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        GOOD + GOOD,  # two records on one line
+        GOOD + " " + GOOD,
+        GOOD + "," + GOOD,
+        GOOD + "\n" + GOOD,
+        GOOD + "}",
+        GOOD + "]{}",  # text after the object that starts with "]"
+        GOOD + '}{"b":{}}',
+        GOOD + ' x}',
+        GOOD[:-1] + ',"v":{"a":[1]}}]{"w":1}',
+        '{"event_id":"e","event_id":"f","event_type":"x","event_time":%d}' % T,  # a repeated key: which id?
+        '{"event_id":"e","event_type":"x","event_time":%d,"event_time":%d}' % (T, T),  # even with the same value
+        '{"event_id":"e","event_type":"x","event_time":%d,"note":1,"note":2}' % T,  # a field outside the contract too
+        '{"event_id":"e","event_type":"x","event_time":%d,"event\\u005fid":"f"}' % T,  # the same key, escaped
+        '{"event_id":"e","event_type":"x","event_time":"not a number","event_type":"y"}',  # before any type check
+    ],
+)
+def test_a_payload_that_is_not_exactly_one_object_with_unique_keys_is_malformed(spark, payload):
+    row = _one(spark, payload)
+    assert (row.reason, row.detail, row.payload) == ("malformed_json", "payload is not one JSON object", payload)
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        GOOD + "\n",
+        "  " + GOOD + " \t",
+        GOOD[:-1] + ',"metadata":{"a":1,"a":2}}',  # nested keys are the metadata's own text, stored as written
+        GOOD[:-1] + ',"metadata":{"list":[{"x":1},{"x":2}],"s":"}] {"}}',
+        GOOD[:-1] + ',"user_id":"u}1]"}',
+    ],
+)
+def test_one_object_with_unique_top_level_keys_stays_valid(spark, payload):
+    row = _one(spark, payload)
+    assert (row.reason, row.event_id) == (None, "e")
 
 
 def test_reason_priority_missing_before_type_before_range(spark):
@@ -106,11 +161,11 @@ def test_reason_priority_missing_before_type_before_range(spark):
 
 
 def test_range_bounds_are_inclusive(spark):
-    rows = _validate(spark, [
+    rows = _written(spark, [
         '{"event_id":"a","event_type":"x","event_time":946684800000}',
         '{"event_id":"b","event_type":"x","event_time":%d}' % (NOW_MS + 86_400_000),
     ])
-    assert [(r.reason, r.event_date, r.event_hour) for r in rows] == [(None, "2000-01-01", 0), (None, "2023-11-15", 22)]
+    assert sorted((r.event_id, r.event_date, r.event_hour) for r in rows) == [("a", "2000-01-01", 0), ("b", "2023-11-15", 22)]
 
 
 def test_strings_that_look_like_other_json_types_stay_strings(spark):
@@ -142,8 +197,9 @@ def test_partitions_are_utc_whatever_the_session_time_zone(spark):
     for zone in ("America/Los_Angeles", "Asia/Tokyo", "UTC"):
         spark.conf.set("spark.sql.session.timeZone", zone)
         try:
-            row = validate(json_envelope(spark, [payload]), now_ms=NOW_MS, batch_id=0).select(
-                "event_date", "event_hour", F.expr("unix_millis(event_time)").alias("ms")).first()
+            validated = validate(json_envelope(spark, [payload]), now_ms=NOW_MS)
+            row = lake_write_columns(validated, batch_id=0).select(
+                F.col("event_date").cast("string"), "event_hour", F.expr("unix_millis(event_time)").alias("ms")).first()
             seen.add(tuple(row))
         finally:
             spark.conf.set("spark.sql.session.timeZone", "UTC")
@@ -170,7 +226,7 @@ def test_decoded_avro_records_are_validated_without_json_parsing(spark):
         {"event_id": "c", "event_type": "x", "event_time": 5},
         {"event_id": "d", "event_type": "x", "event_time": T, "amount": float("nan")},
     ])
-    rows = validate(frame, now_ms=NOW_MS, batch_id=1).collect()
+    rows = validate(frame, now_ms=NOW_MS).collect()
     assert [(r.event_id, r.event_type, r.amount, r.metadata, r.reason) for r in rows] == [
         ("a", "buy", 2.5, '{"k":1}', None),
         (None, "x", None, None, "missing_required_field"),
@@ -181,9 +237,9 @@ def test_decoded_avro_records_are_validated_without_json_parsing(spark):
 
 
 def test_per_batch_values_leave_the_generated_code_unchanged(spark, tmp_path, monkeypatch):
-    """Processing time, batch id and arrival time reach the rows as data (contract.with_batch_constants), so
-    a new micro-batch reuses the compiled stages. Control: the same values as literals compile anew."""
-    from glue_jobs import contract, sources
+    """Processing time, batch id and arrival time reach the rows as data (glue_jobs.batch_constants), so a
+    new micro-batch reuses the compiled stages. Control: the same values as literals compile anew."""
+    from glue_jobs import contract, lake_layout, sources
 
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "a.json").write_text('{"event_id":"e1","event_type":"x","event_time":%d}\nnot json\n' % T)
@@ -192,8 +248,13 @@ def test_per_batch_values_leave_the_generated_code_unchanged(spark, tmp_path, mo
     def batch(n: int) -> list:
         raw = spark.read.option("wholetext", "true").text(str(tmp_path / "in"))
         envelope = sources.from_local_files(raw, "local", NOW_MS + n)
-        return validate(envelope, now_ms=NOW_MS + n * 1000, batch_id=n).select(
-            "reason", "batch_id", F.expr("unix_millis(arrival_time)").alias("arrival_ms")).collect()
+        validated = validate(envelope, now_ms=NOW_MS + n * 1000)
+        lake = lake_layout.lake_write_columns(validated.where("reason IS NULL"), batch_id=n)
+        dead = lake_layout.dead_letter_write_columns(validated.where("reason IS NOT NULL"), batch_id=n,
+                                                     processing_date="2023-11-14")
+        columns = ("batch_id", F.expr("unix_millis(arrival_time)").alias("arrival_ms"))
+        return lake.select(F.lit(None).cast("string").alias("reason"), *columns).union(
+            dead.select("reason", *columns)).collect()
 
     def compiled_by(n: int) -> int:
         before = compilations.getCount()
@@ -208,7 +269,7 @@ def test_per_batch_values_leave_the_generated_code_unchanged(spark, tmp_path, mo
     def as_literals(frame, values):
         return frame.select("*", *(F.lit(int(v)).cast("long").alias(k) for k, v in values.items()))
 
-    for module in (contract, sources):
+    for module in (contract, lake_layout, sources):
         monkeypatch.setattr(module, "with_batch_constants", as_literals)
     compiled_by(4)
     assert compiled_by(5) > 0

@@ -1,0 +1,194 @@
+"""The validated micro-batch, persisted once in a packed form that every later step reads.
+
+`PackedBatch` is the only code that knows the cache's private columns. Callers get:
+- `counts()`: one aggregation (the action that fills the cache): records in, valid rows, a count per
+  reason code, the valid rows per write slot and the hashes of the event_ids seen more than once;
+- `lake_rows(counts)`: valid rows, one per event_id, with the write-time columns (glue_jobs/lake_layout.py);
+- `dead_letters(...)`: the rejected rows as dead letters.
+
+Packing (why, with figures: docs/streaming-job.md, "Benchmark history"):
+- persisted once, uncompressed, as objects (`CACHE_LEVEL`): four reads (counts, duplicate ranking, lake and
+  dead-letter writes) each need other columns, and the cache lives for one batch;
+- the lake values in one struct column and what a dead letter needs in another (null for a valid row):
+  the columnar cache costs per cached value, and a valid row's payload is never read again;
+- the reason as a number and a 64-bit hash of event_id: the counts group by fixed-width keys only, and
+  only rows whose hash occurs twice are ranked (glue_jobs/survivors.py says which copy survives);
+- each partition sorted by write slot, then event_time: the partitioned lake write, which sorts its rows by
+  hour again, merges a few runs, and a slot's rows sit in few cached batches (see `_lake_rows_by_slot`).
+
+Write slots: a valid row's slot is its epoch hour modulo `WRITE_SLOTS`, a constant, so which hours share
+a slot depends on the data only, never on how many executors Glue auto scaling gives the job. Only a
+batch whose valid rows spread evenly over the slots (`write_by_slot`: a backfill, a catch-up after
+downtime) is written one slot per task; every other batch is written by coalescing the cache, each task
+writing its share of every hour, which keeps all cores busy when a batch holds one or two hours.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from pyspark import StorageLevel
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from glue_jobs.contract import REASON_CODES
+from glue_jobs.lake_layout import dead_letter_write_columns, hour_modulo, lake_write_columns
+from glue_jobs.schema import DEAD_LETTER_COLUMNS, spark_lake_schema
+from glue_jobs.session import session_conf
+from glue_jobs.survivors import survivor_first
+
+# Slots a batch's hours are spread over (see the module doc). Eight: a backfill spreads over every slot
+# once it spans a few hours more than eight, and the counts carry one sum per slot.
+WRITE_SLOTS = 8
+# A batch is written one slot per task when its fullest slot holds at most this much more than an even share.
+SLOT_BALANCE = 1.25
+# Cached as objects (what Dataset.cache() does): pyspark's MEMORY_AND_DISK is the serialized level, which
+# copies every cached batch through the serializer when it is stored and again for each read.
+CACHE_LEVEL = StorageLevel.MEMORY_AND_DISK_DESER
+_CACHE_COMPRESSED = "spark.sql.inMemoryColumnarStorage.compressed"
+
+_LAKE = "_lake"  # struct: the lake values validate() returned
+_DEAD = "_dead"  # struct: payload, reason, detail and the ingestion columns; null for a valid row
+_CODE = "_code"  # the reason code's number, 0 for a valid row
+_ROW = "_row"  # row id: tells the copies of a duplicated event_id apart (exact ties too)
+_KEY = "_key"  # 64-bit hash of a valid row's event_id, null for a rejected row
+_SLOT = "_slot"  # a valid row's write slot, null for a rejected row
+_SLOT_SHIFT = 43  # bits below the slot in the sort key (epoch milliseconds stay below 2^43 until 2248)
+_REASON_NUMBERS = {code: number for number, code in enumerate(REASON_CODES, start=1)}
+_UNKNOWN_REASON = -1  # never produced by glue_jobs.contract; such a row still counts as rejected
+
+
+@dataclass(frozen=True)
+class BatchCounts:
+    records_in: int
+    valid: int
+    by_reason: dict[str, int]  # reason code -> rejected rows, codes with none left out
+    slot_rows: tuple[int, ...]  # valid rows per write slot (a duplicated id counts in its lowest slot)
+    duplicate_keys: str  # JSON array of the event_id hashes seen more than once among valid rows
+
+    @property
+    def rejected(self) -> int:
+        return self.records_in - self.valid
+
+
+def write_by_slot(slot_rows: tuple[int, ...] | list[int]) -> bool:
+    """Whether valid rows spread evenly enough over the write slots to write one slot per task (SLOT_BALANCE)."""
+    if len(slot_rows) != WRITE_SLOTS:
+        raise ValueError(f"expected {WRITE_SLOTS} slot counts, got {len(slot_rows)}")
+    total = sum(slot_rows)
+    return total > 0 and max(slot_rows) <= SLOT_BALANCE * total / WRITE_SLOTS
+
+
+class PackedBatch:
+    """`with PackedBatch(validated, tasks=n) as batch:` persists the batch; leaving the block unpersists it.
+    `tasks` is how many tasks read it (one per core): the coalesced lake write and the dead letters."""
+
+    def __init__(self, validated: DataFrame, *, tasks: int) -> None:
+        self.tasks = tasks
+        self._frame = _sorted_by_slot_and_time(_packed(validated))
+
+    def __enter__(self) -> PackedBatch:
+        # Without columnar compression (compressing the payload strings cost more than the validation); the
+        # flag is read when the cache is defined, so it is restored right after.
+        with session_conf(self._frame.sparkSession, {_CACHE_COMPRESSED: "false"}):
+            self._frame = self._frame.persist(CACHE_LEVEL)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._frame.unpersist()
+
+    def counts(self) -> BatchCounts:
+        """The batch's counts, in one aggregation over (reason number, event_id hash): only longs and counts
+        are shuffled, never ids or payloads. The one action that materializes the batch and fills the cache."""
+        is_valid = F.col(_CODE) == 0
+        per_key = self._frame.groupBy(_CODE, _KEY).agg(F.count(F.lit(1)).alias("_n"), F.min(_SLOT).alias(_SLOT))
+
+        def total(condition: Column | None = None) -> Column:
+            return F.coalesce(F.sum(F.col("_n") if condition is None else F.when(condition, F.col("_n"))), F.lit(0))
+
+        row = per_key.agg(
+            total().alias("records_in"),
+            total(is_valid).alias("valid"),
+            *(total(F.col(_CODE) == number).alias(code) for code, number in _REASON_NUMBERS.items()),
+            *(total(is_valid & (F.col(_SLOT) == slot)).alias(f"slot_{slot}") for slot in range(WRITE_SLOTS)),
+            F.to_json(F.collect_list(F.when(is_valid & (F.col("_n") > 1), F.col(_KEY)))).alias("duplicate_keys"),
+        ).collect()[0]
+        return BatchCounts(
+            records_in=int(row["records_in"]),
+            valid=int(row["valid"]),
+            by_reason={code: int(row[code]) for code in REASON_CODES if row[code]},
+            slot_rows=tuple(int(row[f"slot_{slot}"]) for slot in range(WRITE_SLOTS)),
+            duplicate_keys=row["duplicate_keys"],
+        )
+
+    def lake_rows(self, counts: BatchCounts, *, batch_id: int) -> DataFrame:
+        """Valid rows, one per event_id, as the lake's columns. The copies of a duplicated id are ranked
+        (only the rows whose hash occurs twice: a collision merely ranks two ids that each keep their own
+        winner) and the losers' row ids broadcast and removed, so the other rows are neither shuffled nor
+        sorted and each write task keeps its partitions."""
+        valid = self._frame.filter(F.col(_CODE) == 0)
+        if write_by_slot(counts.slot_rows):
+            rows = _lake_rows_by_slot(valid)
+        else:
+            rows = _unpacked(valid).coalesce(self.tasks)
+        if counts.duplicate_keys != "[]":
+            keys = self._frame.sparkSession.range(1).select(
+                F.explode(F.from_json(F.lit(counts.duplicate_keys), "array<bigint>")).alias(_KEY))
+            # Candidates straight from the cache, not from the slots' union: Spark pushes the anti join into
+            # each branch of a union, and a losers plan built on the union ran once per branch.
+            candidates = _unpacked(valid).coalesce(self.tasks).join(F.broadcast(keys), _KEY, "left_semi")
+            rank = F.row_number().over(survivor_first(_ROW))
+            losers = candidates.select(_ROW, rank.alias("_rank")).filter(F.col("_rank") > 1).select(_ROW)
+            rows = rows.join(F.broadcast(losers), _ROW, "left_anti")
+        return lake_write_columns(rows, batch_id=batch_id)
+
+    def dead_letters(self, *, batch_id: int, processing_date: str) -> DataFrame:
+        """The rejected rows as dead letters, in `tasks` partitions (see lake_layout.dead_letter_write_columns)."""
+        rejected = self._frame.filter(F.col(_CODE) != 0).select(f"{_DEAD}.*")
+        return dead_letter_write_columns(rejected, batch_id=batch_id, processing_date=processing_date).coalesce(self.tasks)
+
+
+def _lake_rows_by_slot(valid: DataFrame) -> DataFrame:
+    """The one place a batch is written by slot: partition i holds the valid rows of write slot i (whole
+    hours), each read from every cached partition, which skips the other slots' cached batches (the cache
+    is sorted by slot; its batch statistics hold each batch's slot range), so each hour is written by one
+    task into one file."""
+    slots = [_unpacked(valid.filter(F.col(_SLOT) == slot)).coalesce(1) for slot in range(WRITE_SLOTS)]
+    return functools.reduce(DataFrame.union, slots)
+
+
+def _packed(validated: DataFrame) -> DataFrame:
+    """validate()'s columns packed for the cache (see the module doc); the row id is assigned here, before
+    the sort: input order, the duplicate ranking's last tie-break."""
+    is_valid = F.col("reason").isNull()
+    lake = [name for name in validated.columns if name in set(spark_lake_schema().fieldNames())]
+    dead = [name for name, _, _ in DEAD_LETTER_COLUMNS if name != "batch_id"]
+    return validated.select(
+        F.struct(*lake).alias(_LAKE),
+        F.when(~is_valid, F.struct(*dead)).alias(_DEAD),
+        _reason_number(F.col("reason")).alias(_CODE),
+        F.monotonically_increasing_id().alias(_ROW),
+        F.when(is_valid, F.xxhash64("event_id")).alias(_KEY),
+        F.when(is_valid, hour_modulo(F.expr("unix_millis(event_time)"), WRITE_SLOTS).cast("byte")).alias(_SLOT),
+    )
+
+
+def _sorted_by_slot_and_time(packed: DataFrame) -> DataFrame:
+    """Each partition ordered by write slot, then event_time (rejected rows, without either, first), as one
+    long key: Spark radix-sorts its prefixes and never compares rows."""
+    event_time_ms = F.expr(f"unix_millis({_LAKE}.event_time)")
+    return packed.sortWithinPartitions(F.col(_SLOT).cast("long") * F.lit(1 << _SLOT_SHIFT) + event_time_ms)
+
+
+def _reason_number(reason: Column) -> Column:
+    """0 for a valid row (null reason), the reason code's number otherwise (see _REASON_NUMBERS)."""
+    number = F.when(reason.isNull(), F.lit(0))
+    for code, value in _REASON_NUMBERS.items():
+        number = number.when(reason == code, F.lit(value))
+    return number.otherwise(F.lit(_UNKNOWN_REASON)).cast("byte")
+
+
+def _unpacked(cached: DataFrame) -> DataFrame:
+    """The cached lake values as columns again (reading them is a field access), with the row id and key."""
+    return cached.select(f"{_LAKE}.*", _ROW, _KEY)

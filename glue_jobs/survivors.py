@@ -1,0 +1,25 @@
+"""Which copy of a duplicated event_id survives: one order for the streaming job and the compaction.
+
+The first to arrive (`arrival_time`), then the lowest position in its source: `source`, `source_partition`,
+then the offset or sequence number, compared as a number (decimal strings: by length, then text, so no
+cast can overflow). Unknown values sort last. Callers close the remaining ties with their own columns:
+the streaming job with the row's input order within the micro-batch, the compaction with `batch_id` and
+then every other column, so its choice does not depend on the order it reads files in.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, Window, WindowSpec
+from pyspark.sql import functions as F
+
+SURVIVOR_ORDER = ("arrival_time", "source", "source_partition", "source_offset_length", "source_offset")
+
+
+def _ascending(name: str) -> Column:
+    column = F.length("source_offset") if name == "source_offset_length" else F.col(name)
+    return column.asc_nulls_last()
+
+
+def survivor_first(*tie_breakers: str) -> WindowSpec:
+    """A window over each event_id's copies, the survivor first (SURVIVOR_ORDER, then `tie_breakers`)."""
+    return Window.partitionBy("event_id").orderBy(*(_ascending(name) for name in (*SURVIVOR_ORDER, *tie_breakers)))
