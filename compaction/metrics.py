@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from glue_jobs.metrics import METRICS_NAMESPACE as NAMESPACE  # one namespace for both jobs
+from glue_jobs.metrics import CloudWatchPublisher
 
 PARTITIONS = "CompactionPartitions"  # partitions compacted by the run
 FILES_BEFORE = "CompactionFilesBefore"  # input files of those partitions
@@ -51,31 +52,12 @@ class LogMetricSink:
                                             **{m.name: m.value for m in metrics}}, sort_keys=True))
 
 
-class CloudWatchMetricSink:
-    """PutMetricData to CloudWatch; boto3 is imported on first use (the Glue runtime has it)."""
-
-    # PutMetricData accepts up to 1,000 metrics per call; a run sends a handful.
-    _BATCH = 1000
-
-    def __init__(self, environment: str, namespace: str = NAMESPACE, region: str | None = None, client=None) -> None:
-        self.environment = environment
-        self.namespace = namespace
-        self.region = region  # the job's region (--metrics_region), not boto3's environment-dependent default
-        self._client = client
-
-    @property
-    def client(self):
-        if self._client is None:
-            import boto3
-
-            self._client = boto3.client("cloudwatch", region_name=self.region)
-        return self._client
+class CloudWatchMetricSink(CloudWatchPublisher):
+    """A run's metrics to CloudWatch, in the namespace both jobs share."""
 
     def publish(self, metrics: Sequence[Metric]) -> None:
-        data = [
+        self.put([
             {"MetricName": m.name, "Value": float(m.value), "Unit": m.unit,
              "Dimensions": [{"Name": "Environment", "Value": self.environment}]}
             for m in metrics
-        ]
-        for start in range(0, len(data), self._BATCH):
-            self.client.put_metric_data(Namespace=self.namespace, MetricData=data[start:start + self._BATCH])
+        ])

@@ -57,17 +57,20 @@ def metric_data(stats, environment: str) -> list[dict]:
     ]
 
 
-class CloudWatchMetricsSink:
-    """boto3 is imported only when the first batch is emitted (the Spark 3.3 test venv has no boto3).
+class CloudWatchPublisher:
+    """PutMetricData for one environment (the Environment dimension): the streaming and the compaction sinks
+    both publish through it.
 
-    A failure to publish is logged, never raised: metrics must not fail a batch that was written."""
+    The client is made in the job's region, passed by the stack (--metrics_region): boto3's default region
+    depends on the process environment, which nothing here controls. boto3 is imported on first use (the
+    Glue runtime has it; the Spark 3.3 test venv does not)."""
 
-    def __init__(self, *, environment: str, namespace: str = METRICS_NAMESPACE, region: str | None = None,
+    _BATCH = 1000  # PutMetricData accepts up to 1,000 metrics per call
+
+    def __init__(self, environment: str, *, namespace: str = METRICS_NAMESPACE, region: str | None = None,
                  client=None) -> None:
         self.environment = environment
         self.namespace = namespace
-        # The job's region, passed by the stack (--metrics_region): boto3's default region depends on
-        # the process environment, which nothing here controls.
         self.region = region
         self._client = client
 
@@ -79,8 +82,17 @@ class CloudWatchMetricsSink:
             self._client = boto3.client("cloudwatch", region_name=self.region)
         return self._client
 
+    def put(self, metric_data: list[dict]) -> None:
+        for start in range(0, len(metric_data), self._BATCH):
+            self.client.put_metric_data(Namespace=self.namespace, MetricData=metric_data[start:start + self._BATCH])
+
+
+class CloudWatchMetricsSink(CloudWatchPublisher):
+    """Each batch's metrics to CloudWatch. A failure to publish is logged, never raised: metrics must not fail
+    a batch that was written."""
+
     def emit(self, stats) -> None:
         try:
-            self.client.put_metric_data(Namespace=self.namespace, MetricData=metric_data(stats, self.environment))
+            self.put(metric_data(stats, self.environment))
         except Exception:  # noqa: BLE001 - see class docstring
             log.exception("could not publish metrics for batch %s of %s", stats.batch_id, stats.source)
