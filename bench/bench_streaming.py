@@ -68,7 +68,7 @@ def runner(spark, input_dir: str, work: Path) -> dict:
     with open(os.devnull, "w") as quiet:
         summary = run_local(input_dir=input_dir, lake_dir=str(work / "lake"), dead_letter_dir=str(work / "dead"),
                             checkpoint_dir=str(work / "cp"), once=True, spark=spark, out=quiet)
-    return summary.__dict__
+    return summary.totals()
 
 
 def jit_seconds(spark) -> float:

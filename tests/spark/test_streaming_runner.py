@@ -61,6 +61,24 @@ def test_generate_writes_every_bad_kind_and_reports_expectations(tmp_path, capsy
     assert lines == 2000 == len(expect["valid_event_ids"]) + len(expect["bad_lines"]) + expect["duplicates"]
 
 
+def test_the_summary_line_totals_the_micro_batches():
+    from glue_jobs.batch import BatchStats
+    from glue_jobs.local_runner import RunSummary
+
+    summary = RunSummary(seconds=2.0)
+    summary.add(BatchStats(source="s", batch_id=0, records_in=10, records_written=7, dead_letters=2,
+                           duplicates_collapsed=1, dead_letters_by_reason={"malformed_json": 2}))
+    summary.add(BatchStats(source="s", batch_id=1, records_in=5, records_written=3, dead_letters=1,
+                           duplicates_collapsed=1, dead_letters_by_reason={"invalid_type": 1}, replayed=True))
+    assert summary.render() == ("summary: records=15 written=10 dead_letters=3 (invalid_type=1, malformed_json=2) "
+                                "duplicates=2 batches=2 (replayed 1) seconds=2.0 records_per_second=8")
+    assert summary.totals() == {"batches": 2, "replayed_batches": 1, "records_in": 15, "records_written": 10,
+                                "dead_letters": 3, "duplicates_collapsed": 2,
+                                "dead_letters_by_reason": {"invalid_type": 1, "malformed_json": 2}, "seconds": 2.0}
+    assert RunSummary().render() == ("summary: records=0 written=0 dead_letters=0 (none) duplicates=0 batches=0 "
+                                     "seconds=0.0 records_per_second=0")
+
+
 @pytest.mark.e2e
 def test_run_once_end_to_end_in_another_time_zone(spark, tmp_path):
     """The runner subprocess runs with TZ=America/Los_Angeles: partitions must still be UTC."""
@@ -136,7 +154,7 @@ def test_runner_reads_small_partitions_of_whole_files_and_restores_the_session(s
         )
     finally:
         spark.conf.unset("spark.sql.files.openCostInBytes")
-    assert (summary.records_in, summary.records_written) == (80, 80)
+    assert (summary.total("records_in"), summary.total("records_written")) == (80, 80)
     assert partitions == [4]  # one ~1.3 KB file per 1 KB partition; Spark's 128 MB default packs them into 1
     # During the batch: 1 KB read partitions, files listed on the driver; afterwards the session's own values.
     assert live == [{"spark.sql.files.maxPartitionBytes": "1024",
@@ -172,7 +190,8 @@ def test_micro_batches_of_known_shapes_compile_no_generated_class(spark, tmp_pat
             input_dir=str(work / "in"), lake_dir=str(work / "lake"), dead_letter_dir=str(work / "dead"),
             checkpoint_dir=str(work / "cp"), once=True, spark=spark, out=io.StringIO(),
         )
-        assert (summary.records_written, summary.dead_letters) == (len(expect.valid_event_ids), len(expect.bad_lines))
+        assert (summary.total("records_written"), summary.total("dead_letters")) == (len(expect.valid_event_ids),
+                                                                              len(expect.bad_lines))
         return compilations.getCount() - before
 
     for shape in shapes:
