@@ -35,8 +35,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from compaction.faults import FaultInjector  # noqa: E402
-from compaction.job import MB, CompactionSettings, Compactor  # noqa: E402
+from compaction.job import Compactor  # noqa: E402
 from compaction.metrics import LogMetricSink  # noqa: E402
+from compaction.settings import MB, CompactionSettings  # noqa: E402
 from compaction.transforms import data_columns, data_schema  # noqa: E402
 from glue_jobs.storage import HadoopStorage  # noqa: E402
 
@@ -92,7 +93,7 @@ def bare(spark, storage: HadoopStorage, lake: Path, out: Path, file_count: int) 
     if out.exists():
         shutil.rmtree(out)
     started = time.perf_counter()
-    paths = [f.path for f in storage.list_files(str(lake / PARTITION), suffix=".parquet")]
+    paths = [f.path for f in storage.list(str(lake / PARTITION), files_only=True, suffix=".parquet")]
     spark.read.schema(data_schema()).parquet(*paths).repartition(file_count).write.parquet(str(out))
     return time.perf_counter() - started
 

@@ -38,8 +38,8 @@ def job_arguments() -> tuple[str, ...]:
 
 def settings_from_arguments(args: dict):
     """CompactionSettings from resolved job arguments; ValueError naming the argument when one is bad."""
-    from compaction.job import MB, CompactionSettings
     from compaction.layout import parse_hour
+    from compaction.settings import MB, CompactionSettings
 
     def number(name: str, kind=int, minimum=0):
         try:

@@ -61,9 +61,7 @@ def read_entries(storage: HadoopStorage, lake_path: str) -> list[LogEntry]:
     not whole JSON is being written (a local file system shows a file before it is closed; an S3 object
     appears whole): skipped this time."""
     entries = []
-    for info in storage.glob(f"{lake_path.rstrip('/')}/{LOG_DIR}/*/*.json"):
-        if info.is_dir:
-            continue
+    for info in storage.list(f"{lake_path.rstrip('/')}/{LOG_DIR}/*/*.json", files_only=True):
         text = storage.read_text(info.path)
         try:
             record = json.loads(text)

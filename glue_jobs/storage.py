@@ -50,31 +50,38 @@ class HadoopStorage:
     def exists(self, path: str) -> bool:
         return bool(self._fs(path).exists(self._path(path)))
 
-    def list(self, path: str, *, include_hidden: bool = False) -> list[FileInfo]:
-        """Direct children of a directory, sorted by name; [] when it does not exist."""
-        fs = self._fs(path)
-        p = self._path(path)
-        if not fs.exists(p):
-            return []
-        out = []
-        for status in fs.listStatus(p):
-            name = status.getPath().getName()
-            if not include_hidden and is_hidden(name):
-                continue
-            out.append(
-                FileInfo(
-                    path=str(status.getPath()),
-                    name=name,
-                    size=int(status.getLen()),
-                    modified_ms=int(status.getModificationTime()),
-                    is_dir=bool(status.isDirectory()),
-                )
-            )
-        return sorted(out, key=lambda f: f.name)
+    def list(self, path: str, *, include_hidden: bool = False, files_only: bool = False,
+             suffix: str = "") -> list[FileInfo]:
+        """What `path` names, sorted by path: the direct children of a directory ([] when it does not exist),
+        or, when `path` holds a Hadoop glob wildcard (* ? [ {, e.g. "<dir>/*/*/*.parquet"), every entry
+        matching it ([] when none). Paths come qualified (file:/..., s3://bucket/...).
 
-    def list_files(self, path: str, *, suffix: str = "") -> list[FileInfo]:
-        """Visible data files directly under a directory (no subdirectories, no hidden names)."""
-        return [f for f in self.list(path) if not f.is_dir and f.name.endswith(suffix)]
+        Hidden names ("_", "."; is_hidden) are left out unless include_hidden: for a directory its hidden
+        children, for a glob any entry with a hidden name at a level below the first wildcard (what is
+        above is the caller's: a staging directory is hidden on purpose). files_only leaves out
+        directories; suffix keeps only names ending with it.
+
+        One listing call and one bulk read of the statuses per listing, whatever the number of entries
+        (see _parse_status_array): thousands of files cost a few py4j round trips, not several per file.
+        """
+        if _GLOB_CHARACTERS.search(path) is None:
+            fs, p = self._fs(path), self._path(path)
+            statuses = fs.listStatus(p) if fs.exists(p) else []
+            fixed_depth = None
+        else:
+            pattern = self.qualify(path)
+            statuses = self._fs(pattern).globStatus(self._path(pattern)) or []  # None: a literal naming nothing
+            fixed_depth = urlsplit(pattern[:_GLOB_CHARACTERS.search(pattern).start()]).path.count("/")
+        found = [
+            info for info in self._file_infos(statuses)
+            if (include_hidden or not _hidden_below(info, fixed_depth))
+            and not (files_only and info.is_dir) and info.name.endswith(suffix)
+        ]
+        return sorted(found, key=lambda f: f.path)
+
+    def glob(self, pattern: str) -> list[FileInfo]:
+        # kept for glue_jobs/batch.py until its rewrite lands
+        return self.list(pattern)
 
     def mkdirs(self, path: str) -> None:
         self._fs(path).mkdirs(self._path(path))
@@ -135,8 +142,8 @@ class HadoopStorage:
         """Move many single files, (src, dst) pairs, `threads` at a time (one request per move on S3): each
         target directory is created, an existing target refused (FileExistsError, never overwritten), a
         failed move raised (OSError). The file system is looked up once per scheme and
-        authority and each target directory created once: four py4j round trips a move instead of ten
-        (100 moves: 0.35 s -> 0.1 s locally). Raises the first failure once all moves are done."""
+        authority and each target directory created once: four py4j round trips a move instead of ten.
+        Raises the first failure once all moves are done."""
         moves = list(moves)
         path_class = self._jvm.org.apache.hadoop.fs.Path
         filesystems: dict[tuple[str, str], object] = {}
@@ -163,73 +170,75 @@ class HadoopStorage:
 
         _concurrently(move, moves, threads=threads, name="rename")
 
-    _STATUS_TEXT = re.compile(
-        r"\{path=(?P<path>.+); isDirectory=(?P<dir>true|false)(?:; length=(?P<len>\d+))?.*?; modification_time=(?P<mtime>\d+)"
-    )
-    # The same fields, entry after entry, in the text of a whole FileStatus[] (ArrayUtils.toString).
-    _STATUS_TEXTS = re.compile(
-        r"\{path=(?P<path>[^;]+?); isDirectory=(?P<dir>true|false)(?:; length=(?P<len>\d+))?.*?; modification_time=(?P<mtime>\d+)"
-    )
-
-    def list_quick(self, path: str, *, include_hidden: bool = False) -> list[FileInfo]:
-        """Same result as list(), for directories of thousands of files.
-
-        list() makes six py4j round trips per entry (path, name, length, time, kind). This reads them all
-        from one string, the text of the whole FileStatus[] ("{...{path=...; isDirectory=...; length=...;
-        ...; modification_time=...},...}"): a few round trips per directory. It falls back to one
-        FileStatus.toString() per entry when that text cannot be split unambiguously (a path containing
-        ";", a format it does not know), and to the attribute calls for any such entry.
-        """
-        fs = self._fs(path)
-        p = self._path(path)
-        if not fs.exists(p):
+    def _file_infos(self, statuses) -> list[FileInfo]:
+        """FileInfo of each FileStatus, from the text of the whole array when it parses exactly, else from each
+        status's own text, else from its attributes: so for directories, whose text has no length (getLen()
+        need not be 0)."""
+        if not statuses:
             return []
-        return self._file_infos(fs.listStatus(p), include_hidden=include_hidden)
-
-    def glob(self, pattern: str) -> list[FileInfo]:
-        """Entries matching a Hadoop glob (e.g. "<dir>/*/*/*.parquet"), sorted by path, in one listing call
-        and one string (as list_quick); entries with a hidden name at any level below the pattern's first
-        wildcard are left out."""
-        pattern = self.qualify(pattern)  # results come qualified (file:/..., s3://bucket/...)
-        statuses = self._fs(pattern).globStatus(self._path(pattern))
-        if statuses is None:  # the pattern has no wildcard and names nothing
-            return []
-        fixed_depth = urlsplit(pattern[: pattern.find("*") if "*" in pattern else len(pattern)]).path.count("/")
-        infos = self._file_infos(statuses, include_hidden=True)
-        visible = [
-            info for info in infos
-            if not any(is_hidden(part) for part in urlsplit(info.path).path.split("/")[fixed_depth:])
-        ]
-        return sorted(visible, key=lambda f: f.path)
-
-    def _file_infos(self, statuses, *, include_hidden: bool) -> list[FileInfo]:
         # ArrayUtils.toString(Object) (commons-lang3, on Spark's classpath): py4j cannot pass a FileStatus[]
         # where java.util.Arrays expects Object[].
-        text = str(self._jvm.org.apache.commons.lang3.ArrayUtils.toString(statuses))
-        matches = list(self._STATUS_TEXTS.finditer(text))
-        # Exact only if every entry shows each marker once: a file name holding "{path=" or "; isDirectory="
-        # could otherwise shift or forge fields (a name holding ";" cannot match and changes the count).
-        if len(matches) == len(statuses) == text.count("{path=") == text.count("; isDirectory="):
-            # Directories print no length (getLen() can still be non-zero): those few are asked for.
-            entries = [(m.group("path"), m.group("dir") == "true", int(m.group("len")), int(m.group("mtime")))
-                       if m.group("len") is not None else self._status_entry(statuses[i])
-                       for i, m in enumerate(matches)]
-        else:
-            entries = [self._status_entry(status) for status in statuses]
+        parsed = _parse_status_array(str(self._jvm.org.apache.commons.lang3.ArrayUtils.toString(statuses)),
+                                     len(statuses))
+        if parsed is None:
+            parsed = [_parse_status(str(status.toString())) for status in statuses]
         out = []
-        for full, is_dir, size, modified in entries:
-            name = full.rstrip("/").rsplit("/", 1)[-1]
-            if not include_hidden and is_hidden(name):
-                continue
-            out.append(FileInfo(path=full, name=name, size=size, modified_ms=modified, is_dir=is_dir))
-        return sorted(out, key=lambda f: f.name)
+        for i, entry in enumerate(parsed):
+            if entry is None:
+                status = statuses[i]
+                entry = (str(status.getPath()), bool(status.isDirectory()), int(status.getLen()),
+                         int(status.getModificationTime()))
+            full, is_dir, size, modified = entry
+            out.append(FileInfo(path=full, name=full.rstrip("/").rsplit("/", 1)[-1], size=size, modified_ms=modified,
+                                is_dir=is_dir))
+        return out
 
-    def _status_entry(self, status):
-        match = self._STATUS_TEXT.search(status.toString())
-        if match is None or "; " in match.group("path") or match.group("len") is None:
-            return (str(status.getPath()), bool(status.isDirectory()), int(status.getLen()),
-                    int(status.getModificationTime()))
-        return (match.group("path"), match.group("dir") == "true", int(match.group("len")), int(match.group("mtime")))
+
+# A path with one of these is a Hadoop glob (GlobPattern); a literal path lists a directory.
+_GLOB_CHARACTERS = re.compile(r"[*?\[{]")
+
+# The fields of FileStatus.toString(): "...{path=<p>; isDirectory=<b>; length=<n>; ...; modification_time=<t>; ...}"
+# (no length for a directory).
+_STATUS_TEXT = re.compile(
+    r"\{path=(?P<path>.+); isDirectory=(?P<dir>true|false)(?:; length=(?P<len>\d+))?.*?; modification_time=(?P<mtime>\d+)"
+)
+# The same fields, entry after entry, in the text of a whole FileStatus[] (ArrayUtils.toString: "{s1,s2,...}").
+_STATUS_TEXTS = re.compile(
+    r"\{path=(?P<path>[^;]+?); isDirectory=(?P<dir>true|false)(?:; length=(?P<len>\d+))?.*?; modification_time=(?P<mtime>\d+)"
+)
+
+
+def _hidden_below(info: FileInfo, fixed_depth: int | None) -> bool:
+    """Whether a listed entry has a hidden name below what the caller named: the entry's own name in a
+    directory (fixed_depth None), any level below the first wildcard of a glob."""
+    levels = [info.name] if fixed_depth is None else urlsplit(info.path).path.split("/")[fixed_depth:]
+    return any(is_hidden(level) for level in levels)
+
+
+def _status_fields(match: re.Match) -> tuple[str, bool, int, int] | None:
+    if match.group("len") is None:
+        return None
+    return match.group("path"), match.group("dir") == "true", int(match.group("len")), int(match.group("mtime"))
+
+
+def _parse_status(text: str) -> tuple[str, bool, int, int] | None:
+    """(path, is_dir, length, modification_ms) from one FileStatus.toString(); None when the text cannot be
+    read exactly (a path holding "; ", a format not known, a directory: no length)."""
+    match = _STATUS_TEXT.search(text)
+    if match is None or "; " in match.group("path"):
+        return None
+    return _status_fields(match)
+
+
+def _parse_status_array(text: str, count: int) -> list[tuple[str, bool, int, int] | None] | None:
+    """Each entry of the text of a FileStatus[] of `count` entries, as _parse_status reads one (None for a
+    directory); None for the whole when the text cannot be split exactly. A name holding "{path=" or
+    "; isDirectory=" could shift or forge fields, so every entry must show each marker once (a name holding
+    ";" cannot match and changes the count)."""
+    matches = list(_STATUS_TEXTS.finditer(text))
+    if not len(matches) == count == text.count("{path=") == text.count("; isDirectory="):
+        return None
+    return [_status_fields(match) for match in matches]
 
 
 def _concurrently(fn, items: list, *, threads: int, name: str) -> list:

@@ -252,7 +252,7 @@ def reset_checkpoint(glue, s3, job_name: str, checkpoint_uri: str, source: str, 
 
 def parse_hour(value: str, now: datetime | None = None, grace_minutes: int = 0) -> str:
     """Validate YYYY-MM-DDTHH (UTC); refuse hours that are not closed yet: the job refuses an hour until its
-    end plus `grace_minutes` (compaction.job.check_hour_closed), and a refused run would fail and alarm."""
+    end plus `grace_minutes` (compaction.discovery.check_hour_closed), and a refused run would fail and alarm."""
     if not _HOUR_RE.match(value):
         raise ToolError(f"--hour {value!r}: expected YYYY-MM-DDTHH in UTC, e.g. 2024-05-01T13")
     try:

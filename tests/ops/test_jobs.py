@@ -136,7 +136,7 @@ def test_compaction_hour_is_validated(hour, message):
 
 
 def test_an_hour_not_closed_yet_is_refused_before_the_job_would_refuse_it():
-    """The job compacts an hour from its end + grace_minutes on (compaction.job.check_hour_closed)."""
+    """The job compacts an hour from its end + grace_minutes on (compaction.discovery.check_hour_closed)."""
     assert NOW.strftime("%H:%M") == "14:20"
     with pytest.raises(ToolError, match=r"not closed yet: it can be compacted from 2024-05-01T15:15Z"):
         jobs.parse_hour("2024-05-01T14", now=NOW, grace_minutes=15)

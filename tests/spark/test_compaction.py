@@ -12,9 +12,11 @@ from pathlib import Path
 import pytest
 
 from compaction import layout
+from compaction.discovery import compaction_reason
 from compaction.faults import LOG_PHASES, PHASES, FaultInjector
-from compaction.job import CompactionSettings, Compactor, compaction_reason
+from compaction.job import Compactor
 from compaction.metrics import METRIC_NAMES, LogMetricSink
+from compaction.settings import CompactionSettings
 from compaction.transforms import data_columns, data_schema, deduplicate_events
 from glue_jobs.storage import FileInfo
 
@@ -183,13 +185,13 @@ def test_survivor_is_earliest_arrival_then_lowest_offset(spark):
 
 
 def test_verification_failure_publishes_nothing_and_leaves_inputs(spark, tmp_path, monkeypatch):
-    from compaction import job
+    from compaction import staging
 
     lake = tmp_path / "lake"
     write_files(spark, lake, [[event("a"), event("b")], [event("c")]])
     before = data_file_names(lake)
-    real_drop = job.drop_ranked_duplicates
-    monkeypatch.setattr(job, "drop_ranked_duplicates", lambda ranked: real_drop(ranked).filter("event_id != 'b'"))
+    real_drop = staging.drop_ranked_duplicates
+    monkeypatch.setattr(staging, "drop_ranked_duplicates", lambda ranked: real_drop(ranked).filter("event_id != 'b'"))
 
     summary, sink = compact(spark, lake)
 
@@ -198,41 +200,6 @@ def test_verification_failure_publishes_nothing_and_leaves_inputs(spark, tmp_pat
     assert data_file_names(lake) == before
     assert_clean(lake)
     assert {m.name: m.value for m in sink.published}["CompactionSucceeded"] == 0
-
-
-def test_quick_listing_matches_the_plain_one(spark, tmp_path):
-    from glue_jobs.storage import HadoopStorage
-
-    storage = HadoopStorage(spark)
-    write_files(spark, tmp_path / "lake", [[event("a")], [event("b")]])
-    partition = tmp_path / "lake/event_date=2026-01-01/event_hour=5"
-    (partition / "_staging").mkdir()
-    (partition / "notes; isDirectory=true.txt").write_text("odd name")
-    for include_hidden in (False, True):
-        assert storage.list_quick(str(partition), include_hidden=include_hidden) == storage.list(
-            str(partition), include_hidden=include_hidden)
-    assert storage.list_quick(str(tmp_path / "missing")) == []
-
-
-def test_quick_listing_of_plain_names_and_directories_matches_the_plain_one(spark, tmp_path):
-    from glue_jobs.storage import HadoopStorage
-
-    storage = HadoopStorage(spark)
-    for i in range(5):
-        (tmp_path / f"part-{i}.snappy.parquet").write_bytes(b"x" * i)
-    (tmp_path / "event_hour=3").mkdir()
-    (tmp_path / "_journal").mkdir()
-    listed = storage.list_quick(str(tmp_path), include_hidden=True)
-    assert listed == storage.list(str(tmp_path), include_hidden=True)
-    assert [(f.name, f.size, f.is_dir) for f in listed] == [
-        ("_journal", listed[0].size, True), ("event_hour=3", listed[1].size, True),
-        *((f"part-{i}.snappy.parquet", i, False) for i in range(5))]
-    (tmp_path / "a;b.parquet").write_text("semicolon")  # the joined text is then ambiguous: per-entry path
-    assert storage.list_quick(str(tmp_path)) == storage.list(str(tmp_path))
-    (tmp_path / "a;b.parquet").unlink()
-    # A name that spells out other fields must not be read as them.
-    (tmp_path / "x; isDirectory=false; length=5; modification_time=9.parquet").write_text("forged")
-    assert storage.list_quick(str(tmp_path)) == storage.list(str(tmp_path))
 
 
 # ---- discovery ----------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from glue_jobs.storage import HadoopStorage, is_hidden
+from glue_jobs.storage import FileInfo, HadoopStorage, _parse_status, _parse_status_array, is_hidden
 
 
 def test_list_write_read_rename_delete(spark, tmp_path):
@@ -13,11 +13,11 @@ def test_list_write_read_rename_delete(spark, tmp_path):
     fs.write_text(f"{root}/a.parquet", "x" * 10)
     fs.write_text(f"{root}/_journal.json", '{"state": "staged"}')
     fs.mkdirs(f"{root}/.staging")
-    assert [(f.name, f.size, f.is_dir) for f in fs.list_files(root)] == [("a.parquet", 10, False)]
+    assert [(f.name, f.size, f.is_dir) for f in fs.list(root, files_only=True)] == [("a.parquet", 10, False)]
     assert {f.name for f in fs.list(root, include_hidden=True)} == {"a.parquet", "_journal.json", ".staging"}
     assert fs.read_text(f"{root}/_journal.json") == '{"state": "staged"}'
     fs.rename(f"{root}/a.parquet", f"{root}/.staging/a.parquet")
-    assert fs.list_files(root) == [] and fs.exists(f"{root}/.staging/a.parquet")
+    assert fs.list(root, files_only=True) == [] and fs.exists(f"{root}/.staging/a.parquet")
     fs.write_text(f"{root}/b.parquet", "y")
     with pytest.raises(FileExistsError):
         fs.rename(f"{root}/b.parquet", f"{root}/.staging/a.parquet")
@@ -46,26 +46,121 @@ def test_rename_files_creates_each_target_directory_and_never_overwrites(spark, 
     assert fs.read_text(str(tmp_path / "lake/h=1/b.parquet")) == "b"
     assert fs.read_text(str(tmp_path / "lake/h=2/deep/c.parquet")) == "c"
     assert fs.read_text(str(tmp_path / "lake/h=1/taken.parquet")) == "earlier"
-    assert [f.name for f in fs.list_files(str(staged))] == ["d.parquet"]
+    assert [f.name for f in fs.list(str(staged), files_only=True)] == ["d.parquet"]
     # A missing source fails too (Hadoop's local file system raises rather than returning false).
     with pytest.raises(Exception, match="missing.parquet"):
         fs.rename_files([(str(staged / "missing.parquet"), str(tmp_path / "lake/h=3/x.parquet"))])
 
 
-def test_glob_lists_visible_matches_at_the_pattern_depth(spark, tmp_path):
+def test_a_glob_lists_visible_matches_at_the_pattern_depth(spark, tmp_path):
     fs = HadoopStorage(spark)
     for rel in ("d=1/h=0/a.parquet", "d=1/h=0/b.parquet", "d=1/h=2/c.parquet", "d=2/h=1/e.parquet",
                 "d=1/_temporary/x.parquet", "_d=3/h=0/y.parquet", "d=1/h=0/_z.parquet", "d=1/h=0/w.txt",
                 "d=1/shallow.parquet"):
         fs.write_text(str(tmp_path / "root" / rel), "x")
-    found = fs.glob(str(tmp_path / "root") + "/*/*/*.parquet")
+    found = fs.list(str(tmp_path / "root") + "/*/*/*.parquet")
     assert [f.path.split("/root/")[1] for f in found] == ["d=1/h=0/a.parquet", "d=1/h=0/b.parquet", "d=1/h=2/c.parquet",
                                                          "d=2/h=1/e.parquet"]
     assert all(f.size == 1 and not f.is_dir and f.path.startswith("file:") for f in found)
+    assert fs.glob(str(tmp_path / "root") + "/*/*/*.parquet") == found  # the name glue_jobs/batch.py still calls
     # The hidden part above the first wildcard is the caller's (a staging directory is hidden on purpose).
     fs.write_text(str(tmp_path / "_staging/batch=0/h=1/f.parquet"), "x")
-    assert [f.name for f in fs.glob(str(tmp_path / "_staging/batch=0") + "/*/*.parquet")] == ["f.parquet"]
-    assert fs.glob(str(tmp_path / "missing") + "/*/*.parquet") == []
+    assert [f.name for f in fs.list(str(tmp_path / "_staging/batch=0") + "/*/*.parquet")] == ["f.parquet"]
+    assert fs.list(str(tmp_path / "missing") + "/*/*.parquet") == []
+    # include_hidden, files_only and suffix mean the same for a glob as for a directory.
+    assert [f.path.split("/root/")[1] for f in fs.list(str(tmp_path / "root") + "/d=1/*", include_hidden=True)] == [
+        "d=1/_temporary", "d=1/h=0", "d=1/h=2", "d=1/shallow.parquet"]
+    assert [f.name for f in fs.list(str(tmp_path / "root") + "/d=1/*", files_only=True)] == ["shallow.parquet"]
+    assert [f.name for f in fs.list(str(tmp_path / "root") + "/d=1/h=0/*", suffix=".txt")] == ["w.txt"]
+    assert [f.name for f in fs.list(str(tmp_path / "root") + "/d=?/h=[01]/{a,e}.parquet")] == ["a.parquet", "e.parquet"]
+
+
+def _listed_one_attribute_at_a_time(spark, path: str, *, include_hidden: bool) -> list[FileInfo]:
+    """The oracle: a directory listed without the bulk read, each entry's fields through their own py4j calls."""
+    p = spark.sparkContext._jvm.org.apache.hadoop.fs.Path(path)
+    fs = p.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    if not fs.exists(p):
+        return []
+    infos = [FileInfo(path=str(s.getPath()), name=s.getPath().getName(), size=int(s.getLen()),
+                      modified_ms=int(s.getModificationTime()), is_dir=bool(s.isDirectory())) for s in fs.listStatus(p)]
+    return sorted((i for i in infos if include_hidden or not is_hidden(i.name)), key=lambda i: i.path)
+
+
+def test_listing_matches_the_attributes_read_one_by_one(spark, tmp_path):
+    fs = HadoopStorage(spark)
+    partition = str(tmp_path / "event_hour=5")
+    spark.range(0, 6, numPartitions=2).write.parquet(partition)  # part files, their .crc files and _SUCCESS
+    (tmp_path / "event_hour=5/_staging").mkdir()
+    (tmp_path / "event_hour=5/notes; isDirectory=true.txt").write_text("odd name")
+    for include_hidden in (False, True):
+        listed = fs.list(partition, include_hidden=include_hidden)
+        assert listed == _listed_one_attribute_at_a_time(spark, partition, include_hidden=include_hidden)
+    assert fs.list(str(tmp_path / "missing")) == []
+
+
+def test_listing_of_plain_names_directories_and_odd_names_matches_the_attributes(spark, tmp_path):
+    fs = HadoopStorage(spark)
+    for i in range(5):
+        (tmp_path / f"part-{i}.snappy.parquet").write_bytes(b"x" * i)
+    (tmp_path / "event_hour=3").mkdir()
+    (tmp_path / "_journal").mkdir()
+    listed = fs.list(str(tmp_path), include_hidden=True)
+    assert listed == _listed_one_attribute_at_a_time(spark, str(tmp_path), include_hidden=True)
+    assert [(f.name, f.size, f.is_dir) for f in listed] == [
+        ("_journal", listed[0].size, True), ("event_hour=3", listed[1].size, True),
+        *((f"part-{i}.snappy.parquet", i, False) for i in range(5))]
+    (tmp_path / "a;b.parquet").write_text("semicolon")  # the joined text is then ambiguous: per-entry text
+    assert fs.list(str(tmp_path)) == _listed_one_attribute_at_a_time(spark, str(tmp_path), include_hidden=False)
+    (tmp_path / "a;b.parquet").unlink()
+    # A name that spells out other fields must not be read as them.
+    (tmp_path / "x; isDirectory=false; length=5; modification_time=9.parquet").write_text("forged")
+    assert fs.list(str(tmp_path)) == _listed_one_attribute_at_a_time(spark, str(tmp_path), include_hidden=False)
+
+
+# ---- the bulk status read, on the text Hadoop prints (no file system) -------------------------------
+
+_DIRECTORY = ("DeprecatedRawLocalFileStatus{path=file:/lake/event_hour=3; isDirectory=true; "
+              "modification_time=1795483598132; access_time=1795483598132; owner=; group=; permission=rwxrwxrwx; "
+              "isSymlink=false; hasAcl=false; isEncrypted=false; isErasureCoded=false}")
+
+
+def _file_status(path: str, length: int = 5, mtime: int = 1795483598132) -> str:
+    return (f"DeprecatedRawLocalFileStatus{{path={path}; isDirectory=false; length={length}; replication=1; "
+            f"blocksize=33554432; modification_time={mtime}; access_time={mtime}; owner=; group=; "
+            "permission=rw-rw-rw-; isSymlink=false; hasAcl=false; isEncrypted=false; isErasureCoded=false}")
+
+
+def _array(*statuses: str) -> str:
+    return "{" + ",".join(statuses) + "}"  # commons-lang3 ArrayUtils.toString
+
+
+def test_the_status_array_text_gives_each_files_fields_and_leaves_directories_to_their_attributes():
+    text = _array(_DIRECTORY, _file_status("file:/lake/a.parquet"), _file_status("s3://bucket/lake/b c.parquet", 7, 9))
+    assert _parse_status_array(text, 3) == [
+        None, ("file:/lake/a.parquet", False, 5, 1795483598132), ("s3://bucket/lake/b c.parquet", False, 7, 9)]
+    assert _parse_status_array("{}", 0) == []
+
+
+@pytest.mark.parametrize("odd_name", ["a;b.parquet", "x; isDirectory=false; length=5; modification_time=9.parquet",
+                                      "{path=file:/elsewhere.parquet", "y; length=99.parquet"])
+def test_a_status_array_with_an_ambiguous_name_is_not_read_at_all(odd_name):
+    text = _array(_file_status("file:/lake/a.parquet"), _file_status(f"file:/lake/{odd_name}"))
+    assert _parse_status_array(text, 2) is None
+
+
+def test_a_status_array_of_another_length_than_expected_is_not_read():
+    assert _parse_status_array(_array(_file_status("file:/lake/a.parquet")), 2) is None
+    assert _parse_status_array("FileStatus[2]", 2) is None  # a format it does not know
+
+
+def test_one_status_text_is_read_unless_its_path_could_hide_a_field():
+    assert _parse_status(_file_status("file:/lake/a;b.parquet")) == ("file:/lake/a;b.parquet", False, 5, 1795483598132)
+    # A subclass may print more after the fields (as S3A's status does): the fields are still found.
+    assert _parse_status(_file_status("s3a://b/k.parquet", 3, 4) + " isEmptyDirectory=FALSE eTag=e versionId=null") == (
+        "s3a://b/k.parquet", False, 3, 4)
+    assert _parse_status(_file_status("file:/lake/x; isDirectory=false; length=5; modification_time=9.parquet")) is None
+    assert _parse_status(_DIRECTORY) is None  # no length: read from the attributes
+    assert _parse_status("FileStatus@1a2b") is None
 
 
 def test_hidden_names_follow_spark_and_athena():

@@ -1,0 +1,150 @@
+"""Steps 3-6 of a partition's compaction (docs/compaction.md "Per partition, in order"): read exactly the
+listed inputs, drop duplicate event_ids, write the rows to staging in files near the target size, and check
+that the staged rows add up. Nothing here touches the partition: publishing is the Compactor's."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+from compaction import layout
+from compaction.discovery import data_files
+from compaction.faults import FaultInjector
+from compaction.layout import HourPartition, LakePaths
+from compaction.results import CompactionError
+from compaction.settings import MB
+from compaction.transforms import DUPLICATE_RANK, data_schema, drop_ranked_duplicates, rank_duplicates
+from glue_jobs.session import session_conf
+from glue_jobs.storage import FileInfo, HadoopStorage
+
+log = logging.getLogger("compaction")
+
+# Staged files whose average size is outside this band of the target are re-staged once with the file
+# count the measured size calls for (the first count is an estimate from the input bytes).
+SIZE_BAND = (0.5, 1.5)
+# Output bytes per input byte before any run has measured it: small files carry per-file overhead
+# (footer, one dictionary per column chunk), so compacted output is usually smaller; 1.0 errs towards
+# more, smaller files, which the re-stage corrects.
+DEFAULT_BYTES_RATIO = 1.0
+BYTES_RATIO_LIMITS = (0.02, 2.0)
+MAX_OUTPUT_FILES = 10_000
+_LISTING_PARALLELISM = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
+
+
+@dataclass
+class Stager:
+    """Stages the partitions of one run. It remembers the output/input byte ratio across runs
+    (LakePaths.sizing): read when the run starts, the median of what this run measured saved at its end."""
+
+    spark: Any  # the run's SparkSession
+    storage: HadoopStorage
+    paths: LakePaths
+    run_id: str
+    target_file_bytes: int
+    faults: FaultInjector
+    _bytes_ratio: float = field(init=False)
+    _measured_ratios: list[float] = field(init=False, default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._bytes_ratio = self._read_bytes_ratio()
+
+    def stage(self, partition: HourPartition, inputs: list[FileInfo]) -> dict:
+        """Write the deduplicated rows to staging and verify them; the journal's staged fields."""
+        from pyspark.sql import Observation
+        from pyspark.sql import functions as F
+
+        staging = self.paths.staging(self.run_id, partition)
+        target = self.target_file_bytes
+        file_count = self._estimate_file_count(inputs)
+        observation = Observation(f"compaction_{partition.date_dir}_{partition.hour_dir}".replace("=", "_"))
+        ranked = (
+            self._read_exactly([f.path for f in inputs])
+            .repartition(file_count, "event_id")  # one shuffle: sizes the output and groups each event_id
+            .transform(rank_duplicates)
+            .observe(observation, F.count(F.lit(1)).alias("rows_in"),
+                     F.sum((F.col(DUPLICATE_RANK) > 1).cast("long")).alias("duplicates"))
+        )
+        attempt = f"{staging}/attempt-1"
+        self.faults.watch_staging(lambda: self.storage.exists(staging))
+        drop_ranked_duplicates(ranked).write.option("compression", "snappy").parquet(attempt)
+        observed = observation.get
+        rows_in, duplicates = int(observed["rows_in"]), int(observed["duplicates"] or 0)
+        files, rows_out = self._verify_staged(attempt, rows_in - duplicates)
+
+        staged_bytes = sum(f.size for f in files)
+        if not any(layout.output_run_id(f.name) for f in inputs) and inputs and sum(f.size for f in inputs):
+            self._measured_ratios.append(staged_bytes / sum(f.size for f in inputs))
+        restaged = False
+        ideal = min(MAX_OUTPUT_FILES, max(1, round(staged_bytes / target)))
+        average = staged_bytes / max(1, len(files))
+        if files and ideal != len(files) and not SIZE_BAND[0] * target <= average <= SIZE_BAND[1] * target:
+            log.info("%s: %d staged files average %.1f MB, re-staging as %d", partition, len(files), average / MB, ideal)
+            attempt = f"{staging}/attempt-2"
+            (
+                self._read_exactly([f.path for f in files])
+                .repartition(ideal, "event_id")
+                .sortWithinPartitions("event_id")
+                .write.option("compression", "snappy")
+                .parquet(attempt)
+            )
+            files, _ = self._verify_staged(attempt, rows_out)
+            restaged = True
+        return {
+            "rows_in": rows_in,
+            "duplicates": duplicates,
+            "rows_out": rows_out,
+            "restaged": restaged,
+            "outputs": [
+                {"staged": f.path, "name": layout.output_name(self.run_id, i), "size": f.size}
+                for i, f in enumerate(files)
+            ],
+        }
+
+    def save_bytes_ratio(self) -> None:
+        """Remember how much smaller compacted output was than its small input files, for the next
+        run's first estimate of the file count."""
+        if not self._measured_ratios:
+            return
+        ratio = statistics.median(self._measured_ratios)
+        self.storage.write_text(self.paths.sizing, json.dumps(
+            {"bytes_ratio": round(ratio, 4), "measured_by": self.run_id, "partitions": len(self._measured_ratios)}))
+
+    def _read_exactly(self, paths: list[str]):
+        """A frame over exactly these files, never their directory; the explicit schema means no footer
+        is read to infer one, and the partition columns come from the directory, not the files."""
+        with self._listing_parallelism():
+            return self.spark.read.schema(data_schema()).parquet(*paths)
+
+    def _listing_parallelism(self):
+        # Spark checks explicitly listed files with a parallel job of one task per path (up to 10,000)
+        # once there are more than 32; thousands of one-file tasks cost far more than the check. The
+        # cluster's parallelism keeps the listing parallel on S3 without the per-task overhead.
+        return session_conf(self.spark, {_LISTING_PARALLELISM: str(max(1, self.spark.sparkContext.defaultParallelism))})
+
+    def _estimate_file_count(self, inputs: list[FileInfo]) -> int:
+        compacted = sum(f.size for f in inputs if layout.output_run_id(f.name))
+        other = sum(f.size for f in inputs if not layout.output_run_id(f.name))
+        estimate = compacted + other * self._bytes_ratio
+        return min(MAX_OUTPUT_FILES, max(1, round(estimate / self.target_file_bytes)))
+
+    def _verify_staged(self, directory: str, expected_rows: int) -> tuple[list[FileInfo], int]:
+        files = data_files(self.storage, directory)
+        rows = self._read_exactly([f.path for f in files]).count() if files else 0
+        if rows != expected_rows:
+            raise CompactionError(
+                f"staged {rows} rows in {directory}, expected {expected_rows} (input rows - duplicates); "
+                "nothing was published"
+            )
+        return files, rows
+
+    def _read_bytes_ratio(self) -> float:
+        with contextlib.suppress(Exception):
+            ratio = float(json.loads(self.storage.read_text(self.paths.sizing))["bytes_ratio"])
+            if math.isfinite(ratio):
+                return min(max(ratio, BYTES_RATIO_LIMITS[0]), BYTES_RATIO_LIMITS[1])
+        return DEFAULT_BYTES_RATIO
