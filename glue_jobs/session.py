@@ -5,14 +5,9 @@ from __future__ import annotations
 
 import contextlib
 
-# Spark keeps the classes it generates for a stage in a cache of 100 entries (a static setting, read once per
-# JVM), split into 4 segments that evict on their own, so it holds fewer in practice. One micro-batch uses
-# ~75 (validation, cache, counts, two writers, duplicate ranking); with the default, each 1M-record batch of
-# the local runner generated and compiled 19-21 of them anew (Janino), and the JVM compiled their hot
-# methods again from cold: a stage's 84 KB method went through C1 and C2 once more in every batch. With
-# this many entries a batch compiles none after the first (bench JVMs: classes per pass 19 -> 0, the
-# runner's JIT time per pass 2.2-2.6 s -> 1.6 s after six passes). The cache holds only the classes of
-# the shapes a job runs, so the bound costs nothing until it is needed.
+# Spark's default codegen cache (100 classes, read once per JVM) is smaller than what one micro-batch generates,
+# so every batch compiled stages again and ran them cold; the cache holds only what a job runs, so a larger
+# bound costs nothing until needed. Measurements: docs/streaming-job.md ("Benchmark history").
 CODEGEN_CACHE_ENTRIES = 1000
 
 
