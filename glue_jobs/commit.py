@@ -166,8 +166,5 @@ class BatchCommit:
     def _staged_files(self, root: str, depth: int) -> list[tuple[str, str]]:
         """(partition sub-path such as `event_date=.../event_hour=...`, file path) of the visible Parquet files
         `depth` directory levels below root, in one listing (a glob) rather than one per partition directory."""
-        out = []
-        for info in self.storage.glob(root + "/*" * depth + "/*.parquet"):
-            if not info.is_dir:
-                out.append(("/".join(info.path.rstrip("/").split("/")[-depth - 1:-1]), info.path))
-        return out
+        return [("/".join(info.path.rstrip("/").split("/")[-depth - 1:-1]), info.path)
+                for info in self.storage.list(root + "/*" * depth + "/*.parquet", files_only=True)]

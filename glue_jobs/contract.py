@@ -37,11 +37,10 @@ from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 from glue_jobs import json_tokens as tokens
 from glue_jobs.batch_constants import with_batch_constants
-from glue_jobs.schema import INGESTION_COLUMNS, contract_fields, spark_source_schema
+from glue_jobs.schema import ENVELOPE_COLUMNS, INGESTION_COLUMNS, contract_fields
 
 MALFORMED_JSON = "malformed_json"
 MISSING_REQUIRED_FIELD = "missing_required_field"
@@ -69,26 +68,12 @@ for _name in (EVENT_TIME_FIELD, *NORMALIZED_FIELDS, *JSON_TEXT_FIELDS):
 if any(name.startswith("_") for name in _NAMES):
     raise ValueError(f"a contract field starts with '_', which the stages' own columns use: {_NAMES}")
 
-# Envelope every source adapter produces (DESIGN "Sources in Glue"): the batch function sees only this.
-# `record` holds already-decoded columns (Avro from MSK); it is null for JSON text sources.
-ENVELOPE_COLUMNS = ("payload", "record", "source", "source_partition", "source_offset", "arrival_time")
 # What validate() returns besides the contract's fields: the ingestion columns the envelope carries (the
 # lake's INGESTION_COLUMNS but batch_id, which the write adds), then the verdict and the record's text.
 VALIDATED_INGESTION_COLUMNS = ("source", "source_partition", "source_offset", "arrival_time")
 if VALIDATED_INGESTION_COLUMNS != tuple(name for name, _, _ in INGESTION_COLUMNS if name != "batch_id"):
     raise AssertionError("VALIDATED_INGESTION_COLUMNS drifted from glue_jobs.schema.INGESTION_COLUMNS")
 VALIDATED_EXTRA_COLUMNS = ("reason", "detail", "payload")
-
-
-def envelope_schema() -> T.StructType:
-    return T.StructType([
-        T.StructField("payload", T.StringType()),
-        T.StructField("record", spark_source_schema()),
-        T.StructField("source", T.StringType()),
-        T.StructField("source_partition", T.StringType()),
-        T.StructField("source_offset", T.StringType()),
-        T.StructField("arrival_time", T.TimestampType()),
-    ])
 
 
 # Per-field stage columns, one name helper per kind (see the table above); the argument is a field's name.
@@ -139,6 +124,15 @@ def _flatten() -> Stage:
     }
 
 
+def _counted(flat: Stage) -> Stage:
+    """Stage 2b: `_recheck`, whether a JSON record that looks like one object must be parsed again to rule out
+    text after it or a repeated key (json_tokens.surely_one_object)."""
+    present = sum((F.col(text(f.name) if f.avro_type == "string" else typed(f.name)).isNotNull().cast("int") for f in _FIELDS), F.lit(0))
+    strings = [text(f.name) for f in _FIELDS if f.avro_type == "string"]
+    one_object = F.col("record").isNull() & ~F.col("_not_one_object")
+    return {**dict.fromkeys(flat), "_recheck": one_object & ~tokens.surely_one_object("payload", strings, present)}
+
+
 def _resolve(flat: Stage) -> Stage:
     """Stage 3: the per-field checks and every JSON function after the typed parse, each evaluated only for
     the rows that need it: the all-strings parse of a record whose typed parse failed (`_strings`), the
@@ -151,9 +145,10 @@ def _resolve(flat: Stage) -> Stage:
     resolved = {
         **dict.fromkeys(flat),
         "_strings": F.when(F.col("_failed"), strings_parse),
-        # Not exactly one object: text after it (json_tokens.has_text_after_first_value), or a repeated key.
-        "_trailing": is_json_record & ~F.col("_not_one_object") & tokens.has_text_after_first_value("payload"),
-        "_keys": F.when(is_json_record & ~F.col("_not_one_object"), tokens.top_level_keys("payload")),
+        # Not exactly one object: text after it, or a repeated top-level key; parsed again only when counting
+        # characters cannot rule both out (json_tokens.surely_one_object).
+        "_trailing": F.col("_recheck") & tokens.has_text_after_first_value("payload"),
+        "_keys": F.when(F.col("_recheck"), tokens.top_level_keys("payload")),
     }
     for f in _FIELDS:
         name, field_text = f.name, F.col(text(f.name))
@@ -179,7 +174,7 @@ def _texts(resolved: Stage) -> Stage:
     whether the payload is malformed JSON."""
     is_avro = F.col("record").isNotNull()
     return {
-        **dict.fromkeys(name for name in resolved if name not in ("_strings", "_not_one_object", "_trailing", "_keys", "_failed")),
+        **dict.fromkeys(name for name in resolved if name not in ("_strings", "_not_one_object", "_recheck", "_trailing", "_keys", "_failed")),
         **{
             text(f.name): F.when(is_avro, F.col(f"record.{f.name}").cast("string"))
             .otherwise(F.coalesce(F.col(f"_strings.{f.name}"), F.col(typed(f.name)).cast("string")))
@@ -271,9 +266,10 @@ def _timestamps(classified: Stage) -> Stage:
 
 def _build_stages() -> list[list[Column]]:
     flat = _flatten()
-    resolved = _resolve(flat)
+    counted = _counted(flat)
+    resolved = _resolve(counted)
     classified = _lake_columns()
-    stages = [_parse(), flat, resolved, _texts(resolved), _flag(), _reason(), classified, _timestamps(classified)]
+    stages = [_parse(), flat, counted, resolved, _texts(resolved), _flag(), _reason(), classified, _timestamps(classified)]
     return [[F.col(f"`{name}`") if column is None else column.alias(name) for name, column in stage.items()]
             for stage in stages]
 

@@ -123,6 +123,36 @@ def looks_like_one_object(payload: Column) -> Column:
     return starts_with_brace(payload) & ends_with_brace(payload)
 
 
+def _count(sql: str, character: str) -> Column:
+    """How often `character` occurs in the string the SQL expression `sql` yields (replace: Spark 2.3+)."""
+    return F.expr(f"length({sql}) - length(replace({sql}, '{character}', ''))")
+
+
+def surely_one_object(payload: str, value_texts: list[str], fields_present: Column) -> Column:
+    """True only when a payload (column `payload`) that looks like one object and parses can hold neither
+    text after that object nor a repeated top-level key, told by counting characters: `value_texts` name
+    the columns holding the text of each contract value the parse returned (strings as themselves, an
+    object field as its JSON text; numbers hold neither character counted) and `fields_present` is how
+    many contract fields it returned a value for. False means: check by parsing (`has_text_after_first_value`,
+    `top_level_keys`), which costs a parse per record; most records never need it.
+
+    Without a backslash in the payload no string is escaped, so every ':' and '}' in the payload is one of:
+    a top-level key's colon, the root's closing brace, a character of a value the parse returned, or a
+    character of something else (another key, a nested value the contract does not read, text after the
+    object). Each top-level key has its colon, so colons == fields_present + colons in the values leaves
+    no room for a top-level key beyond the contract fields returned, hence none repeated; text after the
+    object ends with a '}' of its own, so closing braces == 1 + closing braces in the values leaves none."""
+    def in_values(character: str) -> Column:
+        # Most values hold neither character: a byte search each, and a count only where it finds one.
+        return sum((F.when(F.col(name).contains(character), _count(f"`{name}`", character)).otherwise(F.lit(0))
+                    for name in value_texts), F.lit(0))
+
+    no_escapes = ~F.col(payload).contains("\\")
+    colons_accounted = _count(f"`{payload}`", ":") == fields_present + in_values(":")
+    braces_accounted = _count(f"`{payload}`", "}") == F.lit(1) + in_values("}")
+    return no_escapes & colons_accounted & braces_accounted
+
+
 def has_text_after_first_value(name: str = "payload") -> Column:
     """For a payload (column `name`) that starts with `{`, ends with `}` and parses: whether any text follows
     its first object. Spark's parsers read the first value and ignore the rest of the text (checked on

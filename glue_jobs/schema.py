@@ -62,6 +62,10 @@ DEAD_LETTER_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("batch_id", "bigint", "long"),
 )
 DEAD_LETTER_PARTITION_COLUMNS: tuple[tuple[str, str, str], ...] = (("ingest_date", "string", "string"),)
+# Envelope every source adapter produces (DESIGN "Sources in Glue"): the batch function sees only this.
+# `record` holds already-decoded columns (Avro from MSK); it is null for JSON text sources.
+ENVELOPE_COLUMNS = ("payload", "record", "source", "source_partition", "source_offset", "arrival_time")
+
 
 
 @dataclass(frozen=True)
@@ -187,6 +191,16 @@ def spark_lake_schema():
 def spark_source_schema():
     """Spark schema of a decoded source record (wire types), e.g. the Avro columns from MSK."""
     return _spark_struct([(f.name, f.spark_type) for f in contract_fields()])
+
+
+def envelope_schema():
+    """The envelope every source adapter produces (ENVELOPE_COLUMNS); `record` holds a decoded record."""
+    from pyspark.sql import types as T
+
+    string = T.StringType()
+    types = {"payload": string, "record": spark_source_schema(), "source": string, "source_partition": string,
+             "source_offset": string, "arrival_time": T.TimestampType()}
+    return T.StructType([T.StructField(name, types[name]) for name in ENVELOPE_COLUMNS])
 
 
 def spark_dead_letter_schema():

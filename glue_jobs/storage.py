@@ -79,10 +79,6 @@ class HadoopStorage:
         ]
         return sorted(found, key=lambda f: f.path)
 
-    def glob(self, pattern: str) -> list[FileInfo]:
-        # kept for glue_jobs/batch.py until its rewrite lands
-        return self.list(pattern)
-
     def mkdirs(self, path: str) -> None:
         self._fs(path).mkdirs(self._path(path))
 

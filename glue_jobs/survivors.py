@@ -9,17 +9,17 @@ then every other column, so its choice does not depend on the order it reads fil
 
 from __future__ import annotations
 
-from pyspark.sql import Column, Window, WindowSpec
-from pyspark.sql import functions as F
-
 SURVIVOR_ORDER = ("arrival_time", "source", "source_partition", "source_offset_length", "source_offset")
 
 
-def _ascending(name: str) -> Column:
-    column = F.length("source_offset") if name == "source_offset_length" else F.col(name)
-    return column.asc_nulls_last()
+def survivor_first(*tie_breakers: str):
+    """A window over each event_id's copies, the survivor first (SURVIVOR_ORDER, then `tie_breakers`).
+    pyspark is imported here, not with the module: compaction's modules import without it."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
 
+    def ascending(name: str):
+        column = F.length("source_offset") if name == "source_offset_length" else F.col(name)
+        return column.asc_nulls_last()
 
-def survivor_first(*tie_breakers: str) -> WindowSpec:
-    """A window over each event_id's copies, the survivor first (SURVIVOR_ORDER, then `tie_breakers`)."""
-    return Window.partitionBy("event_id").orderBy(*(_ascending(name) for name in (*SURVIVOR_ORDER, *tie_breakers)))
+    return Window.partitionBy("event_id").orderBy(*(ascending(name) for name in (*SURVIVOR_ORDER, *tie_breakers)))

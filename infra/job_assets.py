@@ -37,7 +37,7 @@ PACKAGE_DATA = ("*.py", "schemas/*.avsc")
 # Not job code: the entrypoint scripts (uploaded as the job's script), the command lines and local tools.
 LOCAL_ONLY = frozenset({
     "glue_jobs/__main__.py", "glue_jobs/glue_entry.py", "glue_jobs/generate.py", "glue_jobs/local_runner.py",
-    "compaction/__main__.py", "compaction/glue_entry.py",
+    "compaction/__main__.py", "compaction/glue_entry.py", "compaction/environments.py",
 })
 PACKAGE_ZIP = REPO_ROOT / "build" / "glue_package.zip"
 _FIXED_TIME = (1980, 1, 1, 0, 0, 0)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pyspark.sql import functions as F
 
-from glue_jobs.contract import envelope_schema
+from glue_jobs.schema import envelope_schema
 
 
 def literal_frame(spark, rows: list[dict], schema):

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from pyspark.sql import functions as F
 
-from glue_jobs.contract import VALIDATED_EXTRA_COLUMNS, VALIDATED_INGESTION_COLUMNS, envelope_schema, validate
+from glue_jobs.contract import VALIDATED_EXTRA_COLUMNS, VALIDATED_INGESTION_COLUMNS, validate
 from glue_jobs.lake_layout import lake_write_columns
-from glue_jobs.schema import contract_fields, spark_source_schema
+from glue_jobs.schema import contract_fields, envelope_schema, spark_source_schema
 
 from .streaming_support import json_envelope, literal_frame
 
@@ -130,6 +130,8 @@ GOOD = '{"event_id":"e","event_type":"x","event_time":%d}' % T
         '{"event_id":"e","event_type":"x","event_time":%d,"note":1,"note":2}' % T,  # a field outside the contract too
         '{"event_id":"e","event_type":"x","event_time":%d,"event\\u005fid":"f"}' % T,  # the same key, escaped
         '{"event_id":"e","event_type":"x","event_time":"not a number","event_type":"y"}',  # before any type check
+        # An escaped colon in a value would let counting characters miss the second event_id: escapes re-parse.
+        '{"event_id":"a","event_id":"b","event_type":"x","event_time":%d,"metadata":"\\u003a"}' % T,
     ],
 )
 def test_a_payload_that_is_not_exactly_one_object_with_unique_keys_is_malformed(spark, payload):
@@ -145,11 +147,31 @@ def test_a_payload_that_is_not_exactly_one_object_with_unique_keys_is_malformed(
         GOOD[:-1] + ',"metadata":{"a":1,"a":2}}',  # nested keys are the metadata's own text, stored as written
         GOOD[:-1] + ',"metadata":{"list":[{"x":1},{"x":2}],"s":"}] {"}}',
         GOOD[:-1] + ',"user_id":"u}1]"}',
+        GOOD[:-1] + ',"extra":"a:b}","more":{"k":[1]}}',  # keys outside the contract: parsed again, still valid
     ],
 )
 def test_one_object_with_unique_top_level_keys_stays_valid(spark, payload):
     row = _one(spark, payload)
     assert (row.reason, row.event_id) == (None, "e")
+
+
+def test_counting_characters_spares_the_second_parse_only_when_it_proves_one_object(spark):
+    """json_tokens.surely_one_object: True only when colons and closing braces are all accounted for."""
+    from glue_jobs import json_tokens
+
+    rows = [  # payload, the string values the parse returned, how many contract fields it returned
+        ('{"a": "x:y", "m": {"k": 1}}', ["x:y", '{"k":1}'], 2, True),
+        ('{"a":"x","a":"y"}', ["y"], 1, False),  # a repeated key: one colon too many
+        ('{"a":"x"} {"b":1}', ["x"], 1, False),
+        ('{"a":"x"}{}', ["x"], 1, False),  # text after the object without a colon: a closing brace too many
+        ('{"a":"x","b":1}', ["x"], 1, False),  # a key the contract does not read
+        ('{"a":"\\u003a"}', [":"], 1, False),  # escaped: never trusted
+    ]
+    literal = spark.range(1).select(F.explode(F.array(*(
+        F.struct(F.lit(p).alias("payload"), F.lit(v[0]).alias("s1"), F.lit(v[1] if len(v) > 1 else None).cast("string").alias("s2"),
+                 F.lit(n).alias("n")) for p, v, n, _ in rows))).alias("r")).select("r.*")
+    got = literal.select(json_tokens.surely_one_object("payload", ["s1", "s2"], F.col("n")).alias("ok")).collect()
+    assert [r.ok for r in got] == [expected for *_, expected in rows]
 
 
 def test_reason_priority_missing_before_type_before_range(spark):

@@ -9,8 +9,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from glue_jobs import glue_entry
-from glue_jobs.contract import envelope_schema
-from glue_jobs.schema import spark_source_schema
+from glue_jobs.schema import envelope_schema, spark_source_schema
 from glue_jobs.sources import from_kafka_avro, from_kinesis, from_local_files
 
 from .streaming_support import literal_frame
