@@ -11,7 +11,7 @@ line), or a key repeated at its top level (which value was meant is ambiguous). 
 "NaN"/"Infinity" in a number field are invalid_type; a number that overflows a double (1e400) is
 out_of_range.
 
-Reason codes, first match wins: malformed_json, missing_required_field, invalid_type, out_of_range.
+Reason codes, first match wins (malformed_json, missing_required_field, invalid_type, out_of_range);
 `detail` names the first offending field in schema order.
 
 Stages
@@ -23,8 +23,9 @@ Per-field columns are named by one helper each (`typed(f)`, `text(f)`, ...); `f`
 |---|---|---|
 | 1 `_parse` | `_parsed` (typed parse of a JSON record) | |
 | 2 `_flatten` | `typed(f)` (non-string fields), `text(f)` (string fields: the value), `_failed`, `_not_one_object` | `_parsed` |
+| 2b `_counted` | `_recheck` (must the record be parsed again to prove it is one object with unique keys?) | |
 | 3 `_resolve` | `_strings` (all-strings parse of a failed record), `_trailing`, `_keys`, `non_string(f)`, `stripped(f)`, `json_text(f)`, `overflowed(f)` | |
-| 4 `_texts` | `text(f)` (other fields: the token as text), `_malformed` | `_strings`, `_failed`, `_not_one_object`, `_trailing`, `_keys` |
+| 4 `_texts` | `text(f)` (other fields: the token as text), `_malformed` | `_strings`, `_failed`, `_not_one_object`, `_recheck`, `_trailing`, `_keys` |
 | 5 `_flag` | `value(f)`, `broken(rule, f)` per rule | the stage 2-4 columns |
 | 6 `_reason` | `reason`, `detail` | `broken(rule, f)`, `_malformed` |
 | 7 `_lake_columns` | the contract's fields, VALIDATED_INGESTION_COLUMNS, VALIDATED_EXTRA_COLUMNS | everything else |
@@ -55,10 +56,8 @@ JSON_TEXT_FIELDS = ("metadata",)  # any JSON value, stored as its JSON text
 MIN_EVENT_TIME_MS = 946_684_800_000  # 2000-01-01T00:00:00Z
 MAX_FUTURE_MS = 86_400_000  # processing time + 1 day
 
-_DDL_TYPES = {"string": "string", "long": "bigint", "int": "int", "double": "double", "float": "float",
-              "boolean": "boolean"}
+_DDL_TYPES = {"string": "string", "long": "bigint", "int": "int", "double": "double", "float": "float", "boolean": "boolean"}
 _INTEGER_TYPES = ("long", "int")
-_FLOAT_TYPES = ("double", "float")
 
 _FIELDS = contract_fields()
 _NAMES = tuple(f.name for f in _FIELDS)
@@ -134,12 +133,10 @@ def _counted(flat: Stage) -> Stage:
 
 
 def _resolve(flat: Stage) -> Stage:
-    """Stage 3: the per-field checks and every JSON function after the typed parse, each evaluated only for
-    the rows that need it: the all-strings parse of a record whose typed parse failed (`_strings`), the
-    re-parse that tells a string field's token kind, the JSON text of a string metadata value, and whether
-    an integer that did not convert overflowed (out_of_range rather than invalid_type). A projection with a
-    JSON function is not whole-stage compiled: it is generated as many small methods instead, which suits
-    these long condition chains, and it copies the row once for all of them."""
+    """Stage 3: every JSON function after the typed parse, each evaluated only for the rows that need it (the
+    all-strings parse of a failed record, the re-parses that tell a token's kind or prove one object, the
+    JSON text of a string metadata value, an integer's overflow). A projection with a JSON function is not
+    whole-stage compiled: it is generated as small methods, which suits these long condition chains."""
     is_json_record = F.col("record").isNull()
     strings_parse = F.from_json("payload", _ddl({f.name: "string" for f in _FIELDS}), tokens.JSON_OPTIONS)
     resolved = {
@@ -278,8 +275,7 @@ _built: tuple[object, list[list[Column]]] | None = None
 
 
 def _stages() -> list[list[Column]]:
-    """The columns of every stage, built once per JVM: building them takes thousands of py4j calls, driver
-    time that every micro-batch would otherwise spend before Spark starts."""
+    """The columns of every stage, built once per JVM (thousands of py4j calls every batch would repeat)."""
     global _built
     from pyspark import SparkContext
 

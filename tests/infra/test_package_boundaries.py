@@ -116,3 +116,14 @@ def test_compaction_cli_defaults_agree_with_the_validated_config(environment):
     c = load_config().get(environment).compaction
     assert compaction_cli._config_defaults(environment, DEFAULT_CONFIG_PATH) == {
         "target_file_mb": c.target_file_mb, "grace_minutes": c.grace_minutes, "lookback_hours": c.lookback_hours}
+
+
+# A newcomer reads a job module whole: the streaming and compaction jobs keep each module to this many lines.
+MAX_JOB_MODULE_LINES = 300
+
+
+def test_no_job_module_is_longer_than_a_newcomer_reads_at_once():
+    lengths = {name: len(path.read_text().splitlines()) for name, path in MODULES.items()
+               if name.split(".")[0] in JOB_PACKAGES}
+    assert len(lengths) > 20
+    assert {name: n for name, n in lengths.items() if n > MAX_JOB_MODULE_LINES} == {}
