@@ -149,7 +149,9 @@ def surely_one_object(payload: str, value_texts: list[str], fields_present: Colu
 
     no_escapes = ~F.col(payload).contains("\\")
     colons_accounted = _count(f"`{payload}`", ":") == fields_present + in_values(":")
-    braces_accounted = _count(f"`{payload}`", "}") == F.lit(1) + in_values("}")
+    # A payload whose only '}' is its last character has nothing after its object (that object ends at a '}').
+    only_brace_last = F.instr(F.col(payload), "}") == F.length(F.col(payload))
+    braces_accounted = only_brace_last | (_count(f"`{payload}`", "}") == F.lit(1) + in_values("}"))
     return no_escapes & colons_accounted & braces_accounted
 
 
