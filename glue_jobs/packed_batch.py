@@ -19,7 +19,7 @@ Packing (why, with figures: docs/streaming-job.md, "Benchmark history"):
 Write slots: a valid row's slot is its epoch hour modulo `WRITE_SLOTS`, a constant, so which hours share
 a slot depends on the data only, never on how many executors Glue auto scaling gives the job. Only a
 batch whose valid rows spread evenly over the slots (`write_by_slot`: a backfill, a catch-up after
-downtime) is written one slot per task; every other batch is written by coalescing the cache, each task
+downtime) is written by slot, whole slots per task (`_lake_rows_by_slot`); every other batch is written by coalescing the cache, each task
 writing its share of every hour, which keeps all cores busy when a batch holds one or two hours.
 """
 
@@ -129,7 +129,7 @@ class PackedBatch:
         sorted and each write task keeps its partitions."""
         valid = self._frame.filter(F.col(_CODE) == 0)
         if write_by_slot(counts.slot_rows):
-            rows = _lake_rows_by_slot(valid)
+            rows = _lake_rows_by_slot(valid, self.tasks)
         else:
             rows = _unpacked(valid).coalesce(self.tasks)
         if counts.duplicate_keys != "[]":
@@ -149,12 +149,15 @@ class PackedBatch:
         return dead_letter_write_columns(rejected, batch_id=batch_id, processing_date=processing_date).coalesce(self.tasks)
 
 
-def _lake_rows_by_slot(valid: DataFrame) -> DataFrame:
-    """The one place a batch is written by slot: partition i holds the valid rows of write slot i (whole
-    hours), each read from every cached partition, which skips the other slots' cached batches (the cache
-    is sorted by slot; its batch statistics hold each batch's slot range), so each hour is written by one
-    task into one file."""
-    slots = [_unpacked(valid.filter(F.col(_SLOT) == slot)).coalesce(1) for slot in range(WRITE_SLOTS)]
+def _lake_rows_by_slot(valid: DataFrame, tasks: int) -> DataFrame:
+    """The one place a batch is written by slot: each of min(tasks, WRITE_SLOTS) partitions holds the valid
+    rows of whole slots (slot s in partition s mod that number), read from every cached partition, which
+    skips the cached batches of other slots (the cache is sorted by slot, and an IN filter on it is checked
+    against each batch's statistics), so each hour is written by one task into one file. How many tasks
+    share the slots follows the cores; which hours share a slot, and so the files, does not."""
+    branches = max(1, min(tasks, WRITE_SLOTS))
+    slots = [_unpacked(valid.filter(F.col(_SLOT).isin(list(range(branch, WRITE_SLOTS, branches))))).coalesce(1)
+             for branch in range(branches)]
     return functools.reduce(DataFrame.union, slots)
 
 
