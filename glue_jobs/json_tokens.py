@@ -160,8 +160,8 @@ def surely_one_object(payload: str, value_texts: list[str], fields_present: Colu
 
 def has_text_after_first_value(name: str = "payload") -> Column:
     """For a payload (column `name`) that starts with `{`, ends with `}` and parses: whether any text follows
-    its first object. Spark's parsers read the first value and ignore the rest of the text (checked on
-    Spark 3.3, 3.5 and 4.1 by the contract tests), so this wraps the payload: as `[payload]` it must parse as
+    its first object. Spark's parsers read the first value and ignore the rest of the text (NVIDIA/cudf#14226
+    and #10267 describe this Spark behaviour; checked on Spark 3.3, 3.5 and 4.1 by the contract tests), so this wraps the payload: as `[payload]` it must parse as
     an array of exactly one element; text after the object makes that array fail to parse or hold more
     elements, unless the text starts with `]` (the parser stops at the array's end), so a payload holding
     a `]` must also parse as `{"v":payload}`, which rejects exactly that case. A payload whose only `}` is its
