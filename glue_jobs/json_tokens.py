@@ -119,7 +119,7 @@ def ends_with_brace(payload: Column) -> Column:
 
 def looks_like_one_object(payload: Column) -> Column:
     """The payload starts with `{` and ends with `}` (whitespace around allowed). Necessary, not sufficient:
-    see `is_exactly_one_object`."""
+    `surely_one_object`, then `has_text_after_first_value` and `top_level_keys`, check the rest."""
     return starts_with_brace(payload) & ends_with_brace(payload)
 
 
