@@ -126,7 +126,7 @@ def _flatten() -> Stage:
 def _counted(flat: Stage) -> Stage:
     """Stage 2b: `_recheck`, whether a JSON record that looks like one object must be parsed again to rule out
     text after it or a repeated key (json_tokens.surely_one_object)."""
-    present = sum((F.col(text(f.name) if f.avro_type == "string" else typed(f.name)).isNotNull().cast("int") for f in _FIELDS), F.lit(0))
+    present = [text(f.name) if f.avro_type == "string" else typed(f.name) for f in _FIELDS]
     strings = [text(f.name) for f in _FIELDS if f.avro_type == "string"]
     one_object = F.col("record").isNull() & ~F.col("_not_one_object")
     return {**dict.fromkeys(flat), "_recheck": one_object & ~tokens.surely_one_object("payload", strings, present)}

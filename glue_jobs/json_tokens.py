@@ -123,39 +123,51 @@ def looks_like_one_object(payload: Column) -> Column:
     return starts_with_brace(payload) & ends_with_brace(payload)
 
 
-def _count(sql: str, character: str) -> Column:
-    """How often `character` (not a regex metacharacter) occurs in the string the SQL expression `sql`
+def _count_sql(sql: str, character: str) -> str:
+    """SQL: how often `character` (not a regex metacharacter) occurs in the string the SQL expression `sql`
     yields: the pieces split() cuts it into, minus one (limit -1 keeps empty pieces; Spark 3.0+). Spark has
-    no character count; splitting on one plain character takes the JDK's fast path and costs a fraction of
-    `length - length(replace(...))`, which copies the text (docs/streaming-job.md)."""
-    return F.expr(f"size(split({sql}, '{character}', -1)) - 1")
+    no character count; split on one plain character takes the JDK's fast path. For the short value texts
+    only: it decodes, splits and re-encodes the text (docs/streaming-job.md)."""
+    return f"(size(split({sql}, '{character}', -1)) - 1)"
 
 
-def surely_one_object(payload: str, value_texts: list[str], fields_present: Column) -> Column:
+def _at_most_sql(sql: str, character: str, limit_sql: str) -> str:
+    """SQL: whether `character` occurs at most `limit_sql` (an int SQL expression, >= 0) times in the string
+    `sql` yields. substring_index(s, c, n) is the text before the n-th c, or all of s when c occurs fewer
+    than n times; UTF8String.subStringIndex finds each c by comparing bytes and returns s itself then, so
+    the common case walks the bytes once and copies nothing (Spark 3.3-4.1 source: common/unsafe
+    UTF8String.subStringIndex; a count, or instr/length, walks characters or copies the text, and cost
+    more: docs/streaming-job.md). octet_length is the byte count, read off the string."""
+    return f"(octet_length(substring_index({sql}, '{character}', {limit_sql} + 1)) = octet_length({sql}))"
+
+
+def _in_values_sql(value_texts: list[str], character: str) -> str:
+    """SQL: how often `character` occurs in the columns `value_texts` (null counts 0). Most values hold none:
+    LIKE '%c%' is a byte search (Spark simplifies it to contains), and only a value holding c is counted."""
+    return " + ".join([f"(CASE WHEN `{name}` LIKE '%{character}%' THEN {_count_sql(f'`{name}`', character)} ELSE 0 END)"
+                       for name in value_texts] or ["0"])
+
+
+def surely_one_object(payload: str, value_texts: list[str], present: list[str]) -> Column:
     """True only when a payload (column `payload`) that looks like one object and parses can hold neither
     text after that object nor a repeated top-level key, told by counting characters: `value_texts` name
     the columns holding the text of each contract value the parse returned (strings as themselves, an
-    object field as its JSON text; numbers hold neither character counted) and `fields_present` is how
-    many contract fields it returned a value for. False means: check by parsing (`has_text_after_first_value`,
-    `top_level_keys`), which costs a parse per record; most records never need it.
+    object field as its JSON text; numbers hold neither character counted) and `present` names one column
+    per contract field, non-null when the parse returned a value for it. False means: check by parsing
+    (`has_text_after_first_value`, `top_level_keys`), which costs a parse per record; most records never need it.
 
     Without a backslash in the payload no string is escaped, so every ':' and '}' in the payload is one of:
     a top-level key's colon, the root's closing brace, a character of a value the parse returned, or a
     character of something else (another key, a nested value the contract does not read, text after the
-    object). Each top-level key has its colon, so colons == fields_present + colons in the values leaves
+    object). Each returned field's key has its colon and each returned value's characters are in the
+    payload, so there are at least that many of each; at most fields present + colons in the values leaves
     no room for a top-level key beyond the contract fields returned, hence none repeated; text after the
-    object ends with a '}' of its own, so closing braces == 1 + closing braces in the values leaves none."""
-    def in_values(character: str) -> Column:
-        # Most values hold neither character: a byte search each, and a count only where it finds one.
-        return sum((F.when(F.col(name).contains(character), _count(f"`{name}`", character)).otherwise(F.lit(0))
-                    for name in value_texts), F.lit(0))
-
-    no_escapes = ~F.col(payload).contains("\\")
-    colons_accounted = _count(f"`{payload}`", ":") == fields_present + in_values(":")
-    # A payload whose only '}' is its last character has nothing after its object (that object ends at a '}').
-    only_brace_last = F.instr(F.col(payload), "}") == F.length(F.col(payload))
-    braces_accounted = only_brace_last | (_count(f"`{payload}`", "}") == F.lit(1) + in_values("}"))
-    return no_escapes & colons_accounted & braces_accounted
+    object ends with a '}' of its own, so at most 1 + closing braces in the values leaves none."""
+    fields_present = " + ".join(f"CAST(`{name}` IS NOT NULL AS INT)" for name in present) or "0"
+    body = f"`{payload}`"
+    colons_accounted = _at_most_sql(body, ":", f"({fields_present}) + ({_in_values_sql(value_texts, ':')})")
+    braces_accounted = _at_most_sql(body, "}", f"1 + ({_in_values_sql(value_texts, '}')})")
+    return ~F.col(payload).contains("\\") & F.expr(f"{colons_accounted} AND {braces_accounted}")
 
 
 def has_text_after_first_value(name: str = "payload") -> Column:
@@ -169,7 +181,7 @@ def has_text_after_first_value(name: str = "payload") -> Column:
     payload = F.col(name)
     wrapped_array = F.from_json(F.concat(F.lit("["), payload, F.lit("]")), "array<struct<>>", JSON_OPTIONS)
     wrapped_object = F.from_json(F.concat(F.lit('{"v":'), payload, F.lit("}")), struct_ddl({CORRUPT: "string"}), JSON_OPTIONS)
-    return F.when(F.instr(payload, "}") == F.length(payload), F.lit(False)).otherwise(
+    return F.when(F.expr(_at_most_sql(f"`{name}`", "}", "1")), F.lit(False)).otherwise(
         ~F.coalesce(F.size(wrapped_array) == 1, F.lit(False))
         | F.when(payload.contains("]"), wrapped_object.getField(CORRUPT).isNotNull()).otherwise(F.lit(False))
     )

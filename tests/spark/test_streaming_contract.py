@@ -159,18 +159,23 @@ def test_counting_characters_spares_the_second_parse_only_when_it_proves_one_obj
     """json_tokens.surely_one_object: True only when colons and closing braces are all accounted for."""
     from glue_jobs import json_tokens
 
-    rows = [  # payload, the string values the parse returned, how many contract fields it returned
+    rows = [  # payload, the string values the parse returned (each contract field it returned: s1, s2)
         ('{"a": "x:y", "m": {"k": 1}}', ["x:y", '{"k":1}'], 2, True),
         ('{"a":"x","a":"y"}', ["y"], 1, False),  # a repeated key: one colon too many
         ('{"a":"x"} {"b":1}', ["x"], 1, False),
         ('{"a":"x"}{}', ["x"], 1, False),  # text after the object without a colon: a closing brace too many
         ('{"a":"x","b":1}', ["x"], 1, False),  # a key the contract does not read
         ('{"a":"\\u003a"}', [":"], 1, False),  # escaped: never trusted
+        ('{"a":"x","b":"}"}', ["x", "}"], 2, True),  # a brace inside a value is accounted for
+        ('{"a":"x","b":"}"}{}', ["x", "}"], 2, False),
+        ('{"a":"x"}', ["x"], 1, True),
+        ('{"a":"x"}}', ["x"], 1, False),  # a stray closing brace (the parse would reject it; the count must too)
     ]
     literal = spark.range(1).select(F.explode(F.array(*(
         F.struct(F.lit(p).alias("payload"), F.lit(v[0]).alias("s1"), F.lit(v[1] if len(v) > 1 else None).cast("string").alias("s2"),
-                 F.lit(n).alias("n")) for p, v, n, _ in rows))).alias("r")).select("r.*")
-    got = literal.select(json_tokens.surely_one_object("payload", ["s1", "s2"], F.col("n")).alias("ok")).collect()
+                 ) for p, v, n, _ in rows))).alias("r")).select("r.*")
+    assert all(len(v) == n for _, v, n, _ in rows)  # every field returned is one of s1, s2: present is their non-nulls
+    got = literal.select(json_tokens.surely_one_object("payload", ["s1", "s2"], ["s1", "s2"]).alias("ok")).collect()
     assert [r.ok for r in got] == [expected for *_, expected in rows]
 
 
