@@ -22,10 +22,10 @@ Per-field columns are named by one helper each (`typed(f)`, `text(f)`, ...); `f`
 | stage | adds | drops |
 |---|---|---|
 | 1 `_parse` | `_parsed` (typed parse of a JSON record) | |
-| 2 `_flatten` | `typed(f)` (non-string fields), `text(f)` (string fields: the value), `_failed`, `_not_one_object` | `_parsed` |
+| 2 `_flatten` | `typed(f)` (non-string fields), `text(f)` (string fields: the value), `_failed`, `_not_one_object`, `_escaped` (a backslash in the payload) | `_parsed` |
 | 2b `_counted` | `_recheck` (must the record be parsed again to prove it is one object with unique keys?) | |
 | 3 `_resolve` | `_strings` (all-strings parse of a failed record), `_trailing`, `_keys`, `non_string(f)`, `stripped(f)`, `json_text(f)`, `overflowed(f)` | |
-| 4 `_texts` | `text(f)` (other fields: the token as text), `_malformed` | `_strings`, `_failed`, `_not_one_object`, `_recheck`, `_trailing`, `_keys` |
+| 4 `_texts` | `text(f)` (other fields: the token as text), `_malformed` | `_strings`, `_failed`, `_not_one_object`, `_escaped`, `_recheck`, `_trailing`, `_keys` |
 | 5 `_flag` | `value(f)`, `broken(rule, f)` per rule | the stage 2-4 columns |
 | 6 `_reason` | `reason`, `detail` | `broken(rule, f)`, `_malformed` |
 | 7 `_lake_columns` | the contract's fields, VALIDATED_INGESTION_COLUMNS, VALIDATED_EXTRA_COLUMNS | everything else |
@@ -120,6 +120,7 @@ def _flatten() -> Stage:
         },
         "_failed": is_json_record & F.col(f"_parsed.{tokens.CORRUPT}").isNotNull(),
         "_not_one_object": is_json_record & (F.col("_parsed").isNull() | ~tokens.looks_like_one_object(F.col("payload"))),
+        "_escaped": tokens.has_escape(F.col("payload")),
     }
 
 
@@ -129,7 +130,7 @@ def _counted(flat: Stage) -> Stage:
     present = [text(f.name) if f.avro_type == "string" else typed(f.name) for f in _FIELDS]
     strings = [text(f.name) for f in _FIELDS if f.avro_type == "string"]
     one_object = F.col("record").isNull() & ~F.col("_not_one_object")
-    return {**dict.fromkeys(flat), "_recheck": one_object & ~tokens.surely_one_object("payload", strings, present)}
+    return {**dict.fromkeys(flat), "_recheck": one_object & ~tokens.surely_one_object("payload", "_escaped", strings, present)}
 
 
 def _resolve(flat: Stage) -> Stage:
@@ -137,7 +138,7 @@ def _resolve(flat: Stage) -> Stage:
     all-strings parse of a failed record, the re-parses that tell a token's kind or prove one object, the
     JSON text of a string metadata value, an integer's overflow). A projection with a JSON function is not
     whole-stage compiled: it is generated as small methods, which suits these long condition chains."""
-    is_json_record = F.col("record").isNull()
+    is_json_record, escaped = F.col("record").isNull(), F.col("_escaped")
     strings_parse = F.from_json("payload", _ddl({f.name: "string" for f in _FIELDS}), tokens.JSON_OPTIONS)
     resolved = {
         **dict.fromkeys(flat),
@@ -153,10 +154,10 @@ def _resolve(flat: Stage) -> Stage:
             present_in_json = is_json_record & field_text.isNotNull()
             if name in JSON_TEXT_FIELDS:
                 # Any JSON value: a string token is stored as its JSON literal, any other as it was rendered.
-                is_string_token = present_in_json & ~tokens.is_non_string_token(name, field_text)
-                resolved[json_text(name)] = F.when(is_string_token, tokens.json_string_literal(field_text)).otherwise(field_text)
+                is_string_token = present_in_json & ~tokens.is_non_string_token(name, field_text, escaped)
+                resolved[json_text(name)] = F.when(is_string_token, tokens.string_token_literal(field_text, escaped)).otherwise(field_text)
                 continue
-            resolved[non_string(name)] = F.when(present_in_json, tokens.is_non_string_token(name, field_text)).otherwise(F.lit(False))
+            resolved[non_string(name)] = F.when(present_in_json, tokens.is_non_string_token(name, field_text, escaped)).otherwise(F.lit(False))
             if name in NORMALIZED_FIELDS:
                 resolved[stripped(name)] = tokens.strip(text(name))
         elif f.avro_type in _INTEGER_TYPES:
@@ -171,7 +172,7 @@ def _texts(resolved: Stage) -> Stage:
     whether the payload is malformed JSON."""
     is_avro = F.col("record").isNotNull()
     return {
-        **dict.fromkeys(name for name in resolved if name not in ("_strings", "_not_one_object", "_recheck", "_trailing", "_keys", "_failed")),
+        **dict.fromkeys(name for name in resolved if name not in ("_strings", "_not_one_object", "_escaped", "_recheck", "_trailing", "_keys", "_failed")),
         **{
             text(f.name): F.when(is_avro, F.col(f"record.{f.name}").cast("string"))
             .otherwise(F.coalesce(F.col(f"_strings.{f.name}"), F.col(typed(f.name)).cast("string")))

@@ -55,16 +55,22 @@ def _first_byte_between(text: Column, low: str, high: str) -> Column:
     return (text >= F.lit(low)) & (text < F.lit(high))
 
 
-def _may_be_a_string_token(first) -> Column:
+def has_escape(payload: Column) -> Column:
+    """Whether the payload holds a backslash: without one no string in it is escaped, so each string token's
+    characters are written as they are (the shortcuts below rely on it). Computed once per record."""
+    return payload.contains("\\")
+
+
+def _may_be_a_string_token(first, escaped: Column) -> Column:
     """False only if no string literal in the payload starts with `first` (see module doc, step 3).
 
     A string token whose text starts with c is written "c... or starts with an escape ("\\...; any backslash
-    in the payload is taken as one; single-quoted strings are malformed). When neither occurs the token
-    cannot be a string, so the confirming parse is skipped: object metadata without '"{' in the payload
-    costs no second parse. `first` is a one-character string, or a Column for it."""
+    in the payload is taken as one: `escaped`, has_escape's column; single-quoted strings are malformed).
+    When neither occurs the token cannot be a string, so the confirming parse is skipped: object metadata
+    without '"{' in the payload costs no second parse. `first` is a one-character string, or a Column for it."""
     payload = F.col("payload")
     quoted = F.lit(f'"{first}') if isinstance(first, str) else F.concat(F.lit('"'), first)
-    return payload.contains(quoted) | payload.contains("\\")
+    return escaped | payload.contains(quoted)
 
 
 def _token_kind(text: Column) -> list[tuple[Column, str, object]]:
@@ -79,11 +85,12 @@ def _token_kind(text: Column) -> list[tuple[Column, str, object]]:
     ]
 
 
-def is_non_string_token(field: str, text: Column) -> Column:
+def is_non_string_token(field: str, text: Column, escaped: Column) -> Column:
     """True when the field's token is a number, boolean, object or array (see module doc, step 3): re-parsed
-    as the type its text looks like, unless the payload cannot hold a string token starting that way."""
+    as the type its text looks like, unless the payload cannot hold a string token starting that way
+    (`escaped`: has_escape of the payload)."""
     def parses_as(ddl_type: str, first) -> Column:
-        return F.when(_may_be_a_string_token(first), parse_single(field, ddl_type).isNotNull()).otherwise(F.lit(True))
+        return F.when(_may_be_a_string_token(first, escaped), parse_single(field, ddl_type).isNotNull()).otherwise(F.lit(True))
 
     kinds = _token_kind(text)
     condition, ddl_type, first = kinds[0]
@@ -96,6 +103,17 @@ def is_non_string_token(field: str, text: Column) -> Column:
 def json_string_literal(text: Column) -> Column:
     """JSON text of a string value (quoted and escaped), via to_json of a one-field struct."""
     return F.regexp_extract(F.to_json(F.struct(text.alias("v"))), r'(?s)^\{"v":(.*)\}$', 1)
+
+
+def string_token_literal(text: Column, escaped: Column) -> Column:
+    """JSON text of a string token the parse returned as `text`, written as to_json writes it. In a payload
+    without a backslash (`escaped` false) the token's characters stand as they are, and a string token cannot
+    hold '"' or a control character unescaped (RFC 8259 section 7; Spark's allowUnquotedControlChars is off
+    by default, so Jackson rejects them), the only characters Jackson's generator escapes by default (it
+    leaves non-ASCII and '/' as they are; tests/spark/test_streaming_contract.py compares both ways on
+    every Spark line): the literal is the text in quotes. Otherwise json_string_literal, a to_json and a
+    regex per value."""
+    return F.when(escaped, json_string_literal(text)).otherwise(F.concat(F.lit('"'), text, F.lit('"')))
 
 
 def strip(name: str) -> Column:
@@ -148,9 +166,10 @@ def _in_values_sql(value_texts: list[str], character: str) -> str:
                        for name in value_texts] or ["0"])
 
 
-def surely_one_object(payload: str, value_texts: list[str], present: list[str]) -> Column:
+def surely_one_object(payload: str, escaped: str, value_texts: list[str], present: list[str]) -> Column:
     """True only when a payload (column `payload`) that looks like one object and parses can hold neither
-    text after that object nor a repeated top-level key, told by counting characters: `value_texts` name
+    text after that object nor a repeated top-level key, told by counting characters (`escaped` names the
+    column holding has_escape of the payload): `value_texts` name
     the columns holding the text of each contract value the parse returned (strings as themselves, an
     object field as its JSON text; numbers hold neither character counted) and `present` names one column
     per contract field, non-null when the parse returned a value for it. False means: check by parsing
@@ -167,7 +186,7 @@ def surely_one_object(payload: str, value_texts: list[str], present: list[str]) 
     body = f"`{payload}`"
     colons_accounted = _at_most_sql(body, ":", f"({fields_present}) + ({_in_values_sql(value_texts, ':')})")
     braces_accounted = _at_most_sql(body, "}", f"1 + ({_in_values_sql(value_texts, '}')})")
-    return ~F.col(payload).contains("\\") & F.expr(f"{colons_accounted} AND {braces_accounted}")
+    return ~F.col(escaped) & F.expr(f"{colons_accounted} AND {braces_accounted}")
 
 
 def has_text_after_first_value(name: str = "payload") -> Column:

@@ -175,7 +175,8 @@ def test_counting_characters_spares_the_second_parse_only_when_it_proves_one_obj
         F.struct(F.lit(p).alias("payload"), F.lit(v[0]).alias("s1"), F.lit(v[1] if len(v) > 1 else None).cast("string").alias("s2"),
                  ) for p, v, n, _ in rows))).alias("r")).select("r.*")
     assert all(len(v) == n for _, v, n, _ in rows)  # every field returned is one of s1, s2: present is their non-nulls
-    got = literal.select(json_tokens.surely_one_object("payload", ["s1", "s2"], ["s1", "s2"]).alias("ok")).collect()
+    escaped = json_tokens.has_escape(F.col("payload")).alias("escaped")
+    got = literal.select("*", escaped).select(json_tokens.surely_one_object("payload", "escaped", ["s1", "s2"], ["s1", "s2"]).alias("ok")).collect()
     assert [r.ok for r in got] == [expected for *_, expected in rows]
 
 
@@ -205,11 +206,24 @@ def test_strings_that_look_like_other_json_types_stay_strings(spark):
 @pytest.mark.parametrize(
     ("metadata", "stored"),
     [('{"k": "v"}', '{"k":"v"}'), ('[1, "a", null]', '[1,"a",null]'), ('"note"', '"note"'), ("42", "42"),
-     ("true", "true"), ("null", None), ('"caf\\u00e9 \\n"', '"café \\n"')],
+     ("true", "true"), ("null", None), ('"caf\\u00e9 \\n"', '"café \\n"'),
+     ('"café /p/1 <b> \u2028 ☃ 𝄞"', '"café /p/1 <b> \u2028 ☃ 𝄞"')],  # no backslash: the text in quotes
 )
 def test_metadata_is_stored_as_its_json_text(spark, metadata, stored):
     row = _one(spark, '{"event_id":"e","event_type":"x","event_time":%d,"metadata":%s}' % (T, metadata))
     assert (row.reason, row.metadata) == (None, stored)
+
+
+def test_an_unescaped_string_token_is_written_as_to_json_writes_it(spark):
+    """json_tokens.string_token_literal quotes the text when the payload has no backslash; to_json (Jackson)
+    must agree for every text such a token can hold: no '"', no backslash, no control character."""
+    from glue_jobs import json_tokens
+
+    texts = ["", "plain", "café", "/p/1 <b>&amp;</b>", "\u2028\u2029", "☃ 𝄞", "\x7f", "'single'", "{not: json}"]
+    frame = spark.range(1).select(F.explode(F.array(*(F.lit(t) for t in texts))).alias("t"))
+    got = frame.select(json_tokens.string_token_literal(F.col("t"), F.lit(False)).alias("quoted"),
+                       json_tokens.json_string_literal(F.col("t")).alias("jackson")).collect()
+    assert [r.quoted for r in got] == [r.jackson for r in got] == ['"%s"' % t for t in texts]
 
 
 def test_integral_amount_is_a_number(spark):
