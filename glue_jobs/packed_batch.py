@@ -13,8 +13,8 @@ Packing (why, with figures: docs/streaming-job.md, "Benchmark history"):
   the columnar cache costs per cached value, and a valid row's payload is never read again;
 - the reason as a number and a 64-bit hash of event_id: the counts group by fixed-width keys only, and
   only rows whose hash occurs twice are ranked (glue_jobs/survivors.py says which copy survives);
-- each partition sorted by write slot, then event_time: the partitioned lake write, which sorts its rows by
-  hour again, merges a few runs, and a slot's rows sit in few cached batches (see `_lake_rows_by_slot`).
+- not sorted before it is cached: the partitioned lake write sorts its rows by hour anyway, and sorting
+  the whole batch by slot and time first cost more than it saved the write (docs/streaming-job.md).
 
 Write slots: a valid row's slot is its epoch hour modulo `WRITE_SLOTS`, a constant, so which hours share
 a slot depends on the data only, never on how many executors Glue auto scaling gives the job. Only a
@@ -54,7 +54,6 @@ _CODE = "_code"  # the reason code's number, 0 for a valid row
 _ROW = "_row"  # row id: tells the copies of a duplicated event_id apart (exact ties too)
 _KEY = "_key"  # 64-bit hash of a valid row's event_id, null for a rejected row
 _SLOT = "_slot"  # a valid row's write slot, null for a rejected row
-_SLOT_SHIFT = 43  # bits below the slot in the sort key (epoch milliseconds stay below 2^43 until 2248)
 _REASON_NUMBERS = {code: number for number, code in enumerate(REASON_CODES, start=1)}
 _UNKNOWN_REASON = -1  # never produced by glue_jobs.contract; such a row still counts as rejected
 
@@ -86,7 +85,7 @@ class PackedBatch:
 
     def __init__(self, validated: DataFrame, *, tasks: int) -> None:
         self.tasks = tasks
-        self._frame = _sorted_by_slot_and_time(_packed(validated))
+        self._frame = _packed(validated)
 
     def __enter__(self) -> PackedBatch:
         # Without columnar compression (compressing the payload strings cost more than the validation); the
@@ -151,9 +150,8 @@ class PackedBatch:
 
 def _lake_rows_by_slot(valid: DataFrame, tasks: int) -> DataFrame:
     """The one place a batch is written by slot: each of min(tasks, WRITE_SLOTS) partitions holds the valid
-    rows of whole slots (slot s in partition s mod that number), read from every cached partition, which
-    skips the cached batches of other slots (the cache is sorted by slot, and an IN filter on it is checked
-    against each batch's statistics), so each hour is written by one task into one file. How many tasks
+    rows of whole slots (slot s in partition s mod that number), read from every cached partition (an IN
+    filter on the slot column), so each hour is written by one task into one file. How many tasks
     share the slots follows the cores; which hours share a slot, and so the files, does not."""
     branches = max(1, min(tasks, WRITE_SLOTS))
     slots = [_unpacked(valid.filter(F.col(_SLOT).isin(list(range(branch, WRITE_SLOTS, branches))))).coalesce(1)
@@ -162,8 +160,8 @@ def _lake_rows_by_slot(valid: DataFrame, tasks: int) -> DataFrame:
 
 
 def _packed(validated: DataFrame) -> DataFrame:
-    """validate()'s columns packed for the cache (see the module doc); the row id is assigned here, before
-    the sort: input order, the duplicate ranking's last tie-break."""
+    """validate()'s columns packed for the cache (see the module doc); the row id is assigned here: input
+    order, the duplicate ranking's last tie-break."""
     is_valid = F.col("reason").isNull()
     lake = [name for name in validated.columns if name in set(spark_lake_schema().fieldNames())]
     dead = [name for name, _, _ in DEAD_LETTER_COLUMNS if name != "batch_id"]
@@ -175,13 +173,6 @@ def _packed(validated: DataFrame) -> DataFrame:
         F.when(is_valid, F.xxhash64("event_id")).alias(_KEY),
         F.when(is_valid, hour_modulo(F.expr("unix_millis(event_time)"), WRITE_SLOTS).cast("byte")).alias(_SLOT),
     )
-
-
-def _sorted_by_slot_and_time(packed: DataFrame) -> DataFrame:
-    """Each partition ordered by write slot, then event_time (rejected rows, without either, first), as one
-    long key: Spark radix-sorts its prefixes and never compares rows."""
-    event_time_ms = F.expr(f"unix_millis({_LAKE}.event_time)")
-    return packed.sortWithinPartitions(F.col(_SLOT).cast("long") * F.lit(1 << _SLOT_SHIFT) + event_time_ms)
 
 
 def _reason_number(reason: Column) -> Column:
