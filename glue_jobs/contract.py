@@ -114,10 +114,8 @@ def _flatten() -> Stage:
     return {
         **dict.fromkeys(_CARRIED),
         **{typed(f.name): F.col(f"_parsed.{f.name}") for f in _FIELDS if f.avro_type != "string"},
-        **{
-            text(f.name): F.when(is_json_record, F.col(f"_parsed.{f.name}")).otherwise(F.col(f"record.{f.name}"))
-            for f in _FIELDS if f.avro_type == "string"
-        },
+        **{text(f.name): F.when(is_json_record, F.col(f"_parsed.{f.name}")).otherwise(F.col(f"record.{f.name}"))
+           for f in _FIELDS if f.avro_type == "string"},
         "_failed": is_json_record & F.col(f"_parsed.{tokens.CORRUPT}").isNotNull(),
         "_not_one_object": is_json_record & (F.col("_parsed").isNull() | ~tokens.looks_like_one_object(F.col("payload"))),
         "_escaped": tokens.has_escape(F.col("payload")),
