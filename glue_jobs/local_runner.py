@@ -23,21 +23,23 @@ from glue_jobs.session import local_session, session_conf
 from glue_jobs.sources import from_local_files
 
 DEFAULT_SOURCE = "local"
-READ_PARTITION_BYTES = 16 * 1024 * 1024
+READ_TASKS_PER_CORE = 4
 # A micro-batch's files are listed on the driver up to this many: past 32 paths (its default) Spark starts
 # a distributed listing job, which costs a local micro-batch far more than the listing itself.
 DRIVER_LISTING_MAX_PATHS = 100_000
 _COUNTERS = ("records_in", "records_written", "dead_letters", "duplicates_collapsed")  # summed from BatchStats
 
 
-def _session_settings() -> dict[str, str]:
+def _session_settings(spark) -> dict[str, str]:
     """Session settings for the run, restored afterwards (each micro-batch is planned with the live conf):
-    - read partitions of 16 MB instead of 128 MB: input files are read whole (one row per file), so a read
-      partition holds whole files, and a batch of a few large files would keep only some cores busy (50
-      files of 4 MB: 25 tasks instead of 3 on 2 cores; the writes read them in one task per core);
+    - at least READ_TASKS_PER_CORE read partitions per core (`spark.sql.files.minPartitionNum`; Spark's
+      default is one per core): input files are read whole (one row per file), so a read partition holds
+      whole files; one per core left a core idle whenever files did not split evenly (50 files of 3 MB: 3
+      tasks on 2 cores), and fixed small partitions (16 MB, before) made many short tasks (25 for the same
+      files) whose overhead cost more (docs/streaming-job.md);
     - a batch's files listed on the driver (DRIVER_LISTING_MAX_PATHS)."""
     return {
-        "spark.sql.files.maxPartitionBytes": str(READ_PARTITION_BYTES),
+        "spark.sql.files.minPartitionNum": str(READ_TASKS_PER_CORE * max(1, spark.sparkContext.defaultParallelism)),
         "spark.sql.sources.parallelPartitionDiscovery.threshold": str(DRIVER_LISTING_MAX_PATHS),
     }
 
@@ -138,7 +140,7 @@ def run_local(
     )
     previous_handler = signal.signal(signal.SIGTERM, _interrupt)
     try:
-        with session_conf(spark, _session_settings()):
+        with session_conf(spark, _session_settings(spark)):
             query = writer_stream.queryName(f"streamlake-{source_name}").start()
             try:
                 query.awaitTermination()

@@ -125,7 +125,7 @@ def test_sigkill_mid_stream_three_times_then_finish_exactly_once(spark, tmp_path
     _assert_exactly_once(spark, tmp_path, expect)
 
 
-def test_runner_reads_small_partitions_of_whole_files_and_restores_the_session(spark, tmp_path, monkeypatch):
+def test_runner_reads_several_partitions_of_whole_files_per_core_and_restores_the_session(spark, tmp_path, monkeypatch):
     import io
 
     from glue_jobs import local_runner
@@ -134,13 +134,12 @@ def test_runner_reads_small_partitions_of_whole_files_and_restores_the_session(s
 
     def recording_adapter(raw, *args):
         partitions.append(raw.rdd.getNumPartitions())
-        live.append({key: spark.conf.get(key) for key in local_runner._session_settings()})
+        live.append({key: spark.conf.get(key) for key in local_runner._session_settings(spark)})
         return adapter(raw, *args)
 
     monkeypatch.setattr(local_runner, "from_local_files", recording_adapter)
-    monkeypatch.setattr(local_runner, "READ_PARTITION_BYTES", 1024)
     spark.conf.set("spark.sql.files.openCostInBytes", "0")  # pack by size only, so the count is exact
-    before = {key: spark.conf.get(key) for key in local_runner._session_settings()}
+    before = {key: spark.conf.get(key, None) for key in local_runner._session_settings(spark)}
     (tmp_path / "in").mkdir()
     for i in range(4):
         (tmp_path / "in" / f"f{i}.json").write_text(
@@ -155,11 +154,13 @@ def test_runner_reads_small_partitions_of_whole_files_and_restores_the_session(s
     finally:
         spark.conf.unset("spark.sql.files.openCostInBytes")
     assert (summary.total("records_in"), summary.total("records_written")) == (80, 80)
-    assert partitions == [4]  # one ~1.3 KB file per 1 KB partition; Spark's 128 MB default packs them into 1
-    # During the batch: 1 KB read partitions, files listed on the driver; afterwards the session's own values.
-    assert live == [{"spark.sql.files.maxPartitionBytes": "1024",
+    # At least 4 x 2 cores = 8 partitions asked for: each ~1.3 KB file is one (a partition holds whole files);
+    # Spark's default, one per core, packs them two by two.
+    assert partitions == [4]
+    # During the batch: the minimum partitions, files listed on the driver; afterwards the session's own values.
+    assert live == [{"spark.sql.files.minPartitionNum": str(local_runner.READ_TASKS_PER_CORE * 2),
                      "spark.sql.sources.parallelPartitionDiscovery.threshold": str(local_runner.DRIVER_LISTING_MAX_PATHS)}]
-    assert {key: spark.conf.get(key) for key in before} == before
+    assert {key: spark.conf.get(key, None) for key in before} == before
 
 
 def test_micro_batches_of_known_shapes_compile_no_generated_class(spark, tmp_path):
