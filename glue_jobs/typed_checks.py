@@ -74,11 +74,12 @@ def _strip(value: Column) -> Column:
 
 def valid_date(text: Column) -> Column:
     """YYYY-MM-DD naming a day of the proleptic Gregorian calendar, years 1-9999 (arithmetic only: safe under ANSI)."""
-    year, month, day = (text.substr(start, length).cast("int") for start, length in ((1, 4), (6, 2), (9, 2)))
+    well_formed = text.rlike(_DATE)  # casts only well-formed digits: ANSI mode (Spark 4's default) throws on ''
+    year, month, day = (F.when(well_formed, text.substr(start, length)).cast("int") for start, length in ((1, 4), (6, 2), (9, 2)))
     leap = ((year % 4 == 0) & (year % 100 != 0)) | (year % 400 == 0)
     days = (F.when(month == 2, F.when(leap, 29).otherwise(28))
             .when(month.isin(4, 6, 9, 11), 30).otherwise(31))
-    return text.rlike(_DATE) & (year >= 1) & month.between(1, 12) & (day >= 1) & (day <= days)
+    return well_formed & (year >= 1) & month.between(1, 12) & (day >= 1) & (day <= days)
 
 
 def decimal_exact(wide: Column, node: Node) -> Column:
@@ -159,9 +160,9 @@ def diagnose(node: Node, text: Column, where: Column, *, normalize: dict[str, tu
     elif kind in _INTEGER_BOUNDS:
         checks += [(~text.rlike(_INTEGER), problem(INVALID_TYPE, where)), (~integer_in_range(text, kind), problem(OUT_OF_RANGE, where))]
     elif kind in ("float", "double", "decimal"):
-        # A number token too large for a double is rendered as Infinity by the parse (a bare Infinity token is
+        # A number token too large for a double is rendered as Infinity (Jackson quotes it by default) by the parse (a bare one is
         # malformed JSON, a string one starts with the marker), so it is a value out of range.
-        checks.append((text.isin("Infinity", "-Infinity"), problem(OUT_OF_RANGE, where)))
+        checks.append((text.isin("Infinity", "-Infinity", "\"Infinity\"", "\"-Infinity\""), problem(OUT_OF_RANGE, where)))
         checks.append((~text.rlike(_NUMBER), problem(INVALID_TYPE, where)))
         number = F.when(text.rlike(_NUMBER), text).cast(kind if kind != "decimal" else "double")
         checks.append(((F.abs(number) == float("inf")) | F.isnan(number), problem(OUT_OF_RANGE, where)))

@@ -42,9 +42,10 @@ stored = "_v_{}".format  # a field's stored value (stage 3 on)
 def _iso_fits(text: Column) -> Column:
     """An ISO-8601 instant matching _ISO whose parts are in range (the offset within Java's +-18:00)."""
     def part(group: int) -> Column:
-        return F.regexp_extract(text, _ISO, group).cast("int")
+        digits = F.regexp_extract(text, _ISO, group)  # '' when absent: never cast (ANSI mode throws on it)
+        return F.when(digits != "", digits).cast("int")
 
-    offset_ok = (text.endswith("Z")) | ((part(6) <= 18) & (part(7) <= 59))
+    offset_ok = text.endswith("Z") | F.coalesce((part(6) <= 18) & (part(7) <= 59), F.lit(False))
     return tc.valid_date(text.substr(1, 10)) & (part(1) <= 23) & (part(2) <= 59) & (part(3) <= 59) & offset_ok
 
 

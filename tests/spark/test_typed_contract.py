@@ -1,0 +1,237 @@
+"""The typed contract (glue_jobs/typed_contract.py) on every Spark line: the strictness table of each type at
+depth 0, 1 and 2, the event-time formats, the rules with their paths, and orders stored typed.
+
+The `strict` dataset is written as files into a temporary datasets folder (STREAMLAKE_DATASETS), as a team
+would add one: every leaf type at the top level (depth 0), in a nested record `one` (depth 1) and in the
+records of an array inside a record `two.rows[]` (depth 2).
+"""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+
+import pytest
+
+from glue_jobs import datasets
+from glue_jobs.typed_contract import validate
+from tests.spark.streaming_support import json_envelope
+
+NOW_MS = 1_800_000_000_000  # 2027-01-15T08:00:00Z
+LEAVES = [
+    {"name": "s", "type": "string"},
+    {"name": "b", "type": "boolean"},
+    {"name": "i", "type": "int"},
+    {"name": "l", "type": "long"},
+    {"name": "f", "type": "float"},
+    {"name": "d", "type": "double"},
+    {"name": "e", "type": {"type": "enum", "name": "E", "symbols": ["red", "green"]}},
+    {"name": "m", "type": {"type": "bytes", "logicalType": "decimal", "precision": 10, "scale": 2}},
+    {"name": "day", "type": {"type": "int", "logicalType": "date"}},
+    {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+    {"name": "us", "type": {"type": "long", "logicalType": "timestamp-micros"}},
+    {"name": "tags", "type": {"type": "array", "items": "string"}},
+    {"name": "counts", "type": {"type": "map", "values": "int"}},
+]
+GOOD_LEAVES = {"s": "x", "b": True, "i": 7, "l": 2**40, "f": 1.5, "d": 2.25, "e": "red", "m": 12.5, "day": "2024-02-29",
+               "ts": 1_700_000_000_123, "us": 1_700_000_000_123_456, "tags": ["a"], "counts": {"k": 1}}
+AT_DEPTH = {0: "", 1: "one.", 2: "two.rows[0]."}
+
+
+def _schema() -> dict:
+    leaf_record = {"type": "record", "name": "Leaves", "fields": LEAVES}
+    return {"type": "record", "name": "Strict", "namespace": "test.strict", "fields": [
+        {"name": "id", "type": "string"},
+        {"name": "at", "type": "long"},
+        *LEAVES,
+        {"name": "one", "type": leaf_record},
+        {"name": "two", "type": {"type": "record", "name": "Two", "fields": [
+            {"name": "rows", "type": {"type": "array", "items": "Leaves"}}]}},
+        {"name": "opt", "type": ["null", "Leaves"], "default": None},
+    ]}
+
+
+@pytest.fixture(scope="module")
+def strict(tmp_path_factory):
+    root = tmp_path_factory.mktemp("datasets")
+    folder = root / "strict"
+    folder.mkdir()
+    (folder / "schema.v1.avsc").write_text(json.dumps(_schema()), encoding="utf-8")
+    (folder / "dataset.json").write_text(json.dumps({
+        "description": "every type at three depths", "key": ["id"],
+        "event_time": {"field": "at", "format": "epoch_millis", "not_before": "2000-01-01T00:00:00Z", "max_future": "PT24H"},
+        "rules": {"e": {"normalize": ["trim", "lower"]}, "i": {"min": 0, "max": 100}, "two.rows[].i": {"max": 50},
+                  "s": {"pattern": "^[a-z]+$", "max_length": 3}, "tags": {"min_items": 1}},
+    }), encoding="utf-8")
+    (folder / "schemas.lock.json").write_text(json.dumps({"schema.v1.avsc": datasets.file_digest((folder / "schema.v1.avsc").read_bytes())}))
+    mp = pytest.MonkeyPatch()
+    mp.setenv(datasets.ROOT_VARIABLE, str(root))
+    yield datasets.load("strict")
+    mp.undo()
+
+
+def _record(**changes) -> dict:
+    record = {"id": "r1", "at": 1_700_000_000_000, **GOOD_LEAVES, "one": dict(GOOD_LEAVES), "two": {"rows": [dict(GOOD_LEAVES)]}}
+    for path, value in changes.items():
+        target, keys = record, path.split(".")
+        for key in keys[:-1]:
+            target = target[int(key)] if isinstance(target, list) else target[key]
+        if value is _ABSENT:
+            del target[keys[-1]]
+        else:
+            target[keys[-1]] = value
+    return record
+
+
+_ABSENT = object()
+
+
+def _leaf_path(depth: int, leaf: str) -> str:
+    return {0: leaf, 1: f"one.{leaf}", 2: f"two.rows.0.{leaf}"}[depth]
+
+
+# (leaf, wire value as JSON text, reason, detail suffix after the field path)
+TABLE = [
+    ("s", "12", "invalid_type", "wrong JSON type"),
+    ("s", '""', "missing_required_field", "required field absent, null or empty"),
+    ("b", '"true"', "invalid_type", "wrong JSON type"),
+    ("b", "1", "invalid_type", "wrong JSON type"),
+    ("i", '"12"', "invalid_type", "wrong JSON type"),
+    ("i", "12.5", "invalid_type", "wrong JSON type"),
+    ("i", "2147483648", "out_of_range", "value out of range"),
+    ("l", "9223372036854775808", "out_of_range", "value out of range"),
+    ("l", "1e3", "invalid_type", "wrong JSON type"),
+    ("f", '"1.5"', "invalid_type", "wrong JSON type"),
+    ("f", "1e39", "out_of_range", "value out of range"),
+    ("d", '"12.5"', "invalid_type", "wrong JSON type"),
+    ("d", '"NaN"', "invalid_type", "wrong JSON type"),
+    ("d", "1e400", "out_of_range", "value out of range"),
+    ("e", '"blue"', "out_of_range", "value out of range"),
+    ("e", "1", "invalid_type", "wrong JSON type"),
+    ("m", "12.345", "out_of_range", "value out of range"),
+    ("m", '"12.5"', "invalid_type", "wrong JSON type"),
+    ("m", "123456789.5", "out_of_range", "value out of range"),
+    ("day", '"2024-02-30"', "out_of_range", "value out of range"),
+    ("day", '"2024/02/01"', "invalid_type", "wrong JSON type"),
+    ("day", "19000", "invalid_type", "wrong JSON type"),
+    ("ts", '"2024-01-01T00:00:00Z"', "invalid_type", "wrong JSON type"),
+    ("ts", "253402300800000", "out_of_range", "value out of range"),
+    ("us", "1.5", "invalid_type", "wrong JSON type"),
+    ("tags", '"a"', "invalid_type", "wrong JSON type"),
+    ("tags", '["a", null]', "missing_required_field", "required field absent, null or empty"),
+    ("tags", '["a", 1]', "invalid_type", "wrong JSON type"),
+    ("counts", '{"k": "1"}', "invalid_type", "wrong JSON type"),
+    ("counts", "[1]", "invalid_type", "wrong JSON type"),
+]
+_NESTED_INDEX = {"tags": {'["a", null]': "[1]", '["a", 1]': "[1]"}, "counts": {'{"k": "1"}': '["k"]'}}
+
+
+def _payload(record: dict, path: str, wire: str) -> str:
+    """The record as JSON with the value at `path` replaced by the raw JSON text `wire`."""
+    placeholder = "__WIRE__"
+    text = json.dumps(_record(**{path: placeholder}) if record is None else record)
+    return text.replace(f'"{placeholder}"', wire)
+
+
+def _run(spark, strict, payloads: list[str]):
+    return validate(json_envelope(spark, payloads), strict, now_ms=NOW_MS).collect()
+
+
+def test_a_valid_record_is_stored_typed_at_every_depth(spark, strict):
+    [row] = _run(spark, strict, [json.dumps(_record(e=" RED "))])
+    assert (row.reason, row.detail) == (None, None)
+    assert row.m == Decimal("12.50") and row.one.m == Decimal("12.50") and row.two.rows[0].m == Decimal("12.50")
+    assert str(row.day) == "2024-02-29" and str(row.two.rows[0].day) == "2024-02-29"
+    assert row.ts.isoformat() == "2023-11-14T22:13:20.123000" and row.us.isoformat() == "2023-11-14T22:13:20.123456"
+    assert row.e == "red" and row.one.e == "red"  # normalize applies to the top-level path only
+    assert row.counts == {"k": 1} and row.two.rows[0].counts == {"k": 1} and row.opt is None
+
+
+@pytest.mark.parametrize("depth", [0, 1, 2])
+def test_strictness_table(spark, strict, depth):
+    payloads = [_payload(None, _leaf_path(depth, leaf), wire) for leaf, wire, _, _ in TABLE]
+    rows = _run(spark, strict, payloads)
+    got = [(r.reason, r.detail) for r in rows]
+    expected = [(reason, f"{AT_DEPTH[depth]}{leaf}{_NESTED_INDEX.get(leaf, {}).get(wire, '')}: {what}")
+                for leaf, wire, reason, what in TABLE]
+    assert got == expected
+
+
+def test_missing_and_null_required_fields_at_depth(spark, strict):
+    payloads = [json.dumps(_record(**{"one.i": _ABSENT})), json.dumps(_record(**{"two.rows.0.s": None})),
+                _payload(None, "two.rows", "[null]"), json.dumps(_record(one=None)),
+                json.dumps({**_record(), "opt": {**GOOD_LEAVES, "d": None}})]
+    assert [(r.reason, r.detail) for r in _run(spark, strict, payloads)] == [
+        ("missing_required_field", "one.i: required field absent, null or empty"),
+        ("missing_required_field", "two.rows[0].s: required field absent, null or empty"),
+        ("missing_required_field", "two.rows[0]: required field absent, null or empty"),
+        ("missing_required_field", "one: required field absent, null or empty"),
+        ("missing_required_field", "opt.d: required field absent, null or empty"),
+    ]
+
+
+def test_rules_name_their_path_and_rule(spark, strict):
+    payloads = [json.dumps(_record(i=101)), json.dumps(_record(**{"two.rows.0.i": 51})), json.dumps(_record(s="abcd")),
+                json.dumps(_record(s="AB")), json.dumps(_record(tags=[])), json.dumps(_record(**{"one.i": 101}))]
+    assert [(r.reason, r.detail) for r in _run(spark, strict, payloads)] == [
+        ("out_of_range", "i: value out of range (max 100)"),
+        ("out_of_range", "two.rows[0].i: value out of range (max 50)"),
+        ("out_of_range", "s: value out of range (max_length 3)"),
+        ("out_of_range", "s: value out of range (pattern ^[a-z]+$)"),
+        ("out_of_range", "tags: value out of range (min_items 1)"),
+        (None, None),  # the rule names i at the top level only
+    ]
+
+
+def test_malformed_json(spark, strict):
+    good = json.dumps(_record())
+    payloads = ['{"id": "r1"', good + good, good[:-1] + ', "id": "r2"}', '{"d": NaN}', "[" + good + "]", "null"]
+    assert {r.reason for r in _run(spark, strict, payloads)} == {"malformed_json"}
+
+
+def test_the_first_problem_in_schema_order_wins(spark, strict):
+    [row] = _run(spark, strict, [json.dumps(_record(i="x", **{"one.d": "y", "two.rows.0.i": 10**12}))])
+    assert (row.reason, row.detail) == ("invalid_type", "i: wrong JSON type")
+
+
+@pytest.mark.parametrize(("fmt", "wire", "reason", "stored"), [
+    ("epoch_millis", "1700000000123", None, "2023-11-14T22:13:20.123000"),
+    ("epoch_millis", "1700000000", "out_of_range", None),  # seconds where milliseconds are due: before 2000
+    ("epoch_seconds", "1700000000", None, "2023-11-14T22:13:20"),
+    ("epoch_seconds", "1700000000123", "out_of_range", None),  # milliseconds where seconds are due: far future
+    ("iso8601", '"2023-11-14T22:13:20Z"', None, "2023-11-14T22:13:20"),
+    ("iso8601", '"2023-11-14T23:13:20.123456+01:00"', None, "2023-11-14T22:13:20.123456"),
+    ("iso8601", '"2023-11-14T22:13:20"', "invalid_type", None),  # no offset
+    ("iso8601", '"2023-11-14T22:13:20.1234567Z"', "invalid_type", None),  # finer than microseconds
+    ("iso8601", '"2023-02-29T22:13:20Z"', "out_of_range", None),
+    ("iso8601", '"2099-01-01T00:00:00Z"', "out_of_range", None),  # beyond processing time + max_future
+    ("iso8601", "1700000000", "invalid_type", None),
+])
+def test_event_time_formats(spark, tmp_path, monkeypatch, fmt, wire, reason, stored):
+    folder = tmp_path / "timed"
+    folder.mkdir()
+    kind = "string" if fmt == "iso8601" else "long"
+    schema = {"type": "record", "name": "Timed", "fields": [{"name": "id", "type": "string"}, {"name": "at", "type": kind}]}
+    (folder / "schema.v1.avsc").write_text(json.dumps(schema))
+    (folder / "schemas.lock.json").write_text(json.dumps({"schema.v1.avsc": datasets.file_digest((folder / "schema.v1.avsc").read_bytes())}))
+    (folder / "dataset.json").write_text(json.dumps({"description": "t", "key": ["id"], "event_time": {"field": "at", "format": fmt}}))
+    monkeypatch.setenv(datasets.ROOT_VARIABLE, str(tmp_path))
+    [row] = validate(json_envelope(spark, ['{"id": "a", "at": %s}' % wire]), datasets.load("timed"), now_ms=NOW_MS).collect()
+    assert row.reason == reason
+    assert (row.at.isoformat() if row.at else None) == stored
+
+
+def test_orders_are_stored_typed(spark, monkeypatch):
+    monkeypatch.delenv(datasets.ROOT_VARIABLE, raising=False)
+    orders = datasets.load("orders")
+    order = {"order_id": "o-1", "ordered_at": "2026-11-20T10:15:00.25+01:00", "customer_id": "c-9", "status": " Paid",
+             "currency": "EUR", "total": 25.5, "items": [{"sku": "a", "quantity": 2, "unit_price": 10.25},
+                                                          {"sku": "b", "quantity": 1, "unit_price": 5}],
+             "shipping": {"country": "DE"}}
+    frame = validate(json_envelope(spark, [json.dumps(order)]), orders, now_ms=NOW_MS)
+    assert dict(frame.dtypes)["items"] == "array<struct<sku:string,quantity:int,unit_price:decimal(10,2)>>"
+    assert dict(frame.dtypes)["total"] == "decimal(12,2)" and dict(frame.dtypes)["ordered_at"] == "timestamp"
+    [row] = frame.collect()
+    assert row.reason is None and row.status == "paid" and row.ordered_at.isoformat() == "2026-11-20T09:15:00.250000"
+    assert [(i.sku, i.quantity, i.unit_price) for i in row.items] == [("a", 2, Decimal("10.25")), ("b", 1, Decimal("5.00"))]
+    assert (row.shipping.country, row.shipping.city, row.coupons) == ("DE", None, None)
