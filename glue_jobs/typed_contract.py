@@ -99,6 +99,22 @@ def _event_time(dataset: Dataset, value: Column) -> tuple[Column, Column]:
     return stamp, tc.when(out_of_range, tc.problem(tc.OUT_OF_RANGE, where))
 
 
+def _broken(rule: str, value: Column, limit) -> Column:
+    """Whether a stored value breaks one rule (null when the value is null: a missing value is not a rule's business)."""
+    if rule == "min":
+        return value < F.lit(limit)
+    if rule == "max":
+        return value > F.lit(limit)
+    if rule == "enum":
+        return ~value.isin(*limit)
+    if rule == "pattern":
+        return ~value.rlike(limit)
+    if rule in ("min_length", "max_length"):
+        return F.length(value) < limit if rule == "min_length" else F.length(value) > limit
+    size = F.when(value.isNotNull(), F.size(value))  # size(null) is -1 outside ANSI mode
+    return size < limit if rule == "min_items" else size > limit
+
+
 def _rule_checks(dataset: Dataset, node: Node, value: Column, path: str, where: Column) -> Column | None:
     """The first rule a stored value breaks, at rule path `path` (`items[].x`), or None if no rule lies below."""
     if not any(r.path == path or r.path.startswith(f"{path}.") or r.path.startswith(f"{path}[]") for r in dataset.rules):
@@ -109,12 +125,7 @@ def _rule_checks(dataset: Dataset, node: Node, value: Column, path: str, where: 
         limit = getattr(rule, name, None) if rule else None
         if limit is None:
             continue
-        broken = {
-            "min": lambda: value < F.lit(limit), "max": lambda: value > F.lit(limit),
-            "enum": lambda: ~value.isin(*limit), "pattern": lambda: ~value.rlike(limit),
-            "min_length": lambda: F.length(value) < limit, "max_length": lambda: F.length(value) > limit,
-            "min_items": lambda: F.size(value) < limit, "max_items": lambda: F.size(value) > limit,
-        }[name]()
+        broken = _broken(name, value, limit)
         shown = list(limit) if name == "enum" else limit
         detail = F.concat(where, F.lit(f": value out of range ({name} {shown})"))
         checks.append(tc.when(broken, F.struct(F.lit(tc.OUT_OF_RANGE).alias("reason"), detail.alias("detail"))))

@@ -216,7 +216,7 @@ def test_event_time_formats(spark, tmp_path, monkeypatch, fmt, wire, reason, sto
     (folder / "schemas.lock.json").write_text(json.dumps({"schema.v1.avsc": datasets.file_digest((folder / "schema.v1.avsc").read_bytes())}))
     (folder / "dataset.json").write_text(json.dumps({"description": "t", "key": ["id"], "event_time": {"field": "at", "format": fmt}}))
     monkeypatch.setenv(datasets.ROOT_VARIABLE, str(tmp_path))
-    [row] = validate(json_envelope(spark, ['{"id": "a", "at": %s}' % wire]), datasets.load("timed"), now_ms=NOW_MS).collect()
+    [row] = validate(json_envelope(spark, ['{"id": "a", "at": ' + wire + "}"]), datasets.load("timed"), now_ms=NOW_MS).collect()
     assert row.reason == reason
     assert (row.at.isoformat() if row.at else None) == stored
 
