@@ -13,6 +13,7 @@ on the path).
 
     glue_jobs/...      (glue_jobs/schemas/event.v<N>.avsc, every version, as package data)
     compaction/...
+    datasets/<name>/   (dataset.json, schemas.lock.json, schema.v<N>.avsc: what glue_jobs.datasets reads)
 """
 
 from __future__ import annotations
@@ -56,7 +57,21 @@ def _entries() -> list[tuple[str, Path]]:
     # The schema versions exactly as glue_jobs.schema lists them (the stack registers the same ones).
     folder = Path(str(schema.schema_folder()))
     entries += [(f"glue_jobs/schemas/{name}", folder / name) for name in schema.schema_file_names()]
+    entries += _dataset_entries()
     return sorted(entries)
+
+
+def _dataset_entries() -> list[tuple[str, Path]]:
+    """Every dataset's files, under `datasets/` beside the packages: glue_jobs.datasets reads them from there in
+    the zip as in the source tree. Loading them first refuses a bad dataset before anything is packaged."""
+    from glue_jobs import datasets
+
+    root = Path(str(datasets.root()))
+    entries = []
+    for name, dataset in datasets.load_all().items():
+        files = ["dataset.json", datasets.LOCK_FILE, *(f"schema.v{v}.avsc" for v in dataset.versions)]
+        entries += [(f"datasets/{name}/{file}", root / name / file) for file in files]
+    return entries
 
 
 def build_package_zip(target: Path = PACKAGE_ZIP) -> Path:

@@ -41,6 +41,8 @@ def test_the_package_zip_imports_with_nothing_but_the_zip_and_the_glue_runtime(c
                 f"for name in {modules!r}: importlib.import_module(name)\n"
                 "from glue_jobs import schema\n"
                 "assert schema.contract_fields()[0].name == 'event_id', schema.contract_fields()\n"
+                "from glue_jobs import datasets\n"
+                "assert sorted(datasets.load_all()) == ['clickstream', 'orders'], datasets.names()\n"
                 "assert all('.zip' in m.__file__ for n, m in sys.modules.items() if n.startswith(('glue_jobs', 'compaction')))\n"
                 "print('imported', len(" + repr(modules) + "))\n")
         done = subprocess.run([str(line.python), "-S", "-c", code], capture_output=True, text=True, timeout=120,
