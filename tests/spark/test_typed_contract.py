@@ -235,3 +235,35 @@ def test_orders_are_stored_typed(spark, monkeypatch):
     assert row.reason is None and row.status == "paid" and row.ordered_at.isoformat() == "2026-11-20T09:15:00.250000"
     assert [(i.sku, i.quantity, i.unit_price) for i in row.items] == [("a", 2, Decimal("10.25")), ("b", 1, Decimal("5.00"))]
     assert (row.shipping.country, row.shipping.city, row.coupons) == ("DE", None, None)
+
+
+def test_orders_parquet_reads_back_typed_with_pyarrow(spark, monkeypatch, tmp_path):
+    """Parquet that Spark writes from the typed contract's valid rows, read by a reader the project did not
+    write (pyarrow; installed in the main venv only) and by Spark: nested types, decimals and timestamps."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    import pyarrow as pa
+
+    monkeypatch.delenv(datasets.ROOT_VARIABLE, raising=False)
+    orders = datasets.load("orders")
+    order = {"order_id": "o-1", "ordered_at": "2026-11-20T10:15:00Z", "customer_id": "c-9", "status": "paid", "currency": "EUR",
+             "total": 25.5, "items": [{"sku": "a", "quantity": 2, "unit_price": 10.25}], "shipping": {"country": "DE", "city": "Bonn"},
+             "coupons": {"WELCOME": 150}}
+    bad = {**order, "order_id": "o-2", "total": 1.005}
+    validated = validate(json_envelope(spark, [json.dumps(order), json.dumps(bad)]), orders, now_ms=NOW_MS)
+    names = [name for name, _ in orders.columns()]
+    validated.where("reason IS NULL").select(*names).coalesce(1).write.parquet(str(tmp_path / "orders"))
+    table = pq.read_table(str(tmp_path / "orders"))
+    schema = table.schema
+    assert pa.types.is_list(schema.field("items").type)
+    assert schema.field("items").type.value_type == pa.struct([("sku", pa.string()), ("quantity", pa.int32()),
+                                                               ("unit_price", pa.decimal128(10, 2))])
+    assert schema.field("total").type == pa.decimal128(12, 2)
+    assert pa.types.is_timestamp(schema.field("ordered_at").type)
+    assert schema.field("shipping").type == pa.struct([("country", pa.string()), ("city", pa.string()), ("express", pa.bool_())])
+    assert pa.types.is_map(schema.field("coupons").type)
+    [row] = table.to_pylist()
+    assert row["order_id"] == "o-1" and row["total"] == Decimal("25.50")
+    assert row["items"] == [{"sku": "a", "quantity": 2, "unit_price": Decimal("10.25")}]
+    assert row["ordered_at"].replace(tzinfo=None).isoformat() == "2026-11-20T10:15:00"
+    assert row["coupons"] == [("WELCOME", 150)] and row["shipping"] == {"country": "DE", "city": "Bonn", "express": None}
+    assert [r.order_id for r in spark.read.parquet(str(tmp_path / "orders")).collect()] == ["o-1"]
