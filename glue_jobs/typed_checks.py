@@ -174,9 +174,9 @@ def diagnose(node: Node, text: Column, where: Column, *, normalize: dict[str, tu
     else:
         checks.append((~text.startswith("[" if kind == "array" else "{"), problem(INVALID_TYPE, where)))
         nested = _diagnose_children(node, text, where, normalize=normalize, path=path)
-    # absent ends the checks (a null token has nothing more to check), so it is first and exclusive
-    found = [F.when(absent, checks[0][1])] + [when(c, p) for c, p in checks[1:]]
-    return first(found + ([nested] if nested is not None else []))
+    # An absent token ends the checks (nothing below it to check): its problem, or none when it is optional.
+    present = first([when(c, p) for c, p in checks[1:]] + ([nested] if nested is not None else []))
+    return F.when(absent, checks[0][1]).otherwise(present)
 
 
 def _diagnose_children(node: Node, text: Column, where: Column, *, normalize, path: str) -> Column:

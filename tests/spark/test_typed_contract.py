@@ -236,6 +236,13 @@ def test_orders_are_stored_typed(spark, monkeypatch):
     assert [(i.sku, i.quantity, i.unit_price) for i in row.items] == [("a", 2, Decimal("10.25")), ("b", 1, Decimal("5.00"))]
     assert (row.shipping.country, row.shipping.city, row.coupons) == ("DE", None, None)
 
+    # an absent optional record has nothing below it to check, also when a later field is wrong
+    no_shipping = {k: v for k, v in order.items() if k != "shipping"}
+    flagged = [{**no_shipping, "coupons": {"X": "1"}}, {**no_shipping, "total": 1.001}]
+    rows = validate(json_envelope(spark, [json.dumps(o) for o in flagged]), orders, now_ms=NOW_MS).collect()
+    assert [(r.reason, r.detail) for r in rows] == [("invalid_type", 'coupons["X"]: wrong JSON type'),
+                                                   ("out_of_range", "total: value out of range")]
+
 
 def test_orders_parquet_reads_back_typed_with_pyarrow(spark, monkeypatch, tmp_path):
     """Parquet that Spark writes from the typed contract's valid rows, read by a reader the project did not
