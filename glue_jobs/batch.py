@@ -25,10 +25,10 @@ from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 
 from glue_jobs.commit import BatchCommit, BatchStats
-from glue_jobs.contract import validate
+from glue_jobs.datasets import Dataset
+from glue_jobs.lake_table import LakeTable
 from glue_jobs.metrics import MetricsSink, NoOpMetricsSink
 from glue_jobs.packed_batch import BatchCounts, PackedBatch
-from glue_jobs.schema import spark_lake_schema
 from glue_jobs.session import session_conf
 from glue_jobs.storage import HadoopStorage
 
@@ -37,22 +37,21 @@ __all__ = ["BatchStats", "MicroBatchWriter", "SHUFFLE_PARTITIONS"]
 log = logging.getLogger("glue_jobs.batch")
 
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
-# Parquet dictionary encoding only for the lake columns with few distinct values per file: the batch files
-# live about an hour (compaction rewrites them with Parquet's defaults), and a dictionary for near-unique
-# values fills up and falls back to plain encoding after hashing every value. Per-column `#name` keys:
-# parquet-mr 1.12+ (Spark 3.3 and later).
-DICTIONARY_COLUMNS = ("event_type", "currency", "source", "source_partition", "arrival_time", "batch_id")
 # Staging writes leave no _SUCCESS marker: the commit marker is the batch's own, staging is deleted after
 # publishing, and each marker is one more file to create (a PUT on S3).
 _STAGING_WRITE_OPTIONS = {"mapreduce.fileoutputcommitter.marksuccessfuljobs": "false"}
-_LAKE_PARQUET_OPTIONS = {
-    **_STAGING_WRITE_OPTIONS,
-    "compression": "snappy",
-    "parquet.enable.dictionary": "false",
-    **{f"parquet.enable.dictionary#{name}": "true" for name in DICTIONARY_COLUMNS},
-}
-if set(DICTIONARY_COLUMNS) - set(spark_lake_schema().fieldNames()):
-    raise ValueError(f"DICTIONARY_COLUMNS {DICTIONARY_COLUMNS} names a column the lake schema does not have")
+
+
+def lake_parquet_options(table: LakeTable) -> dict[str, str]:
+    """Parquet dictionary encoding only for the lake columns with few distinct values per file
+    (LakeTable.dictionary_columns): the batch files live about an hour (compaction rewrites them with
+    Parquet's defaults), and a dictionary for near-unique values fills up and falls back to plain encoding
+    after hashing every value. Per-column `#name` keys: parquet-mr 1.12+ (Spark 3.3 and later)."""
+    columns = table.dictionary_columns()
+    if set(columns) - set(table.column_names()):
+        raise ValueError(f"dictionary columns {columns} name a column table {table.name} does not have")
+    return {**_STAGING_WRITE_OPTIONS, "compression": "snappy", "parquet.enable.dictionary": "false",
+            **{f"parquet.enable.dictionary#{name}": "true" for name in columns}}
 
 
 def write_tasks(spark) -> int:
@@ -67,8 +66,10 @@ class MicroBatchWriter:
 
     def __init__(self, spark, *, source_name: str, lake_path: str, dead_letter_path: str, checkpoint_path: str,
                  metrics: MetricsSink | None = None, clock: Callable[[], float] = time.time,
-                 stream_id: str | None = None) -> None:
+                 stream_id: str | None = None, dataset: Dataset | str | None = None) -> None:
         self.spark = spark
+        self.table = LakeTable.of(dataset)
+        self._parquet_options = lake_parquet_options(self.table)
         self.storage = HadoopStorage(spark)
         self.commit = BatchCommit(self.storage, source_name=source_name, lake_path=lake_path,
                                   dead_letter_path=dead_letter_path, checkpoint_path=checkpoint_path, stream_id=stream_id)
@@ -93,7 +94,7 @@ class MicroBatchWriter:
         # shuffle partitions would stay 200. Set on the batch frame's own session (the query's clone of the
         # job's session), where the batch's plans are made.
         with session_conf(envelope.sparkSession, {SHUFFLE_PARTITIONS: str(tasks)}):
-            with PackedBatch(validate(envelope, now_ms=int(started * 1000)), tasks=tasks) as batch:
+            with PackedBatch(self.table.validate(envelope, now_ms=int(started * 1000)), tasks=tasks, table=self.table) as batch:
                 counts = batch.counts()
                 written = self._write_lake(batch, counts, batch_id) if counts.valid else 0
                 dead_letters = self._write_dead_letters(batch, batch_id, started) if counts.rejected else 0
@@ -116,7 +117,7 @@ class MicroBatchWriter:
         """Stage the batch's lake rows as Parquet partitioned by hour; returns the rows written."""
         observed = Observation()
         batch.lake_rows(counts, batch_id=batch_id).observe(observed, F.count(F.lit(1)).alias("rows")).write.options(
-            **_LAKE_PARQUET_OPTIONS).partitionBy("event_date", "event_hour").parquet(self.commit.lake_staging(batch_id))
+            **self._parquet_options).partitionBy("event_date", "event_hour").parquet(self.commit.lake_staging(batch_id))
         return int(observed.get["rows"])
 
     def _write_dead_letters(self, batch: PackedBatch, batch_id: int, started: float) -> int:

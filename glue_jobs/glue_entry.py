@@ -28,6 +28,8 @@ JOB_ARGUMENTS = (
     "metrics_namespace",
     "metrics_region",
     "starting_position",
+    "dataset",
+    "dataset_digest",
 )
 SOURCE_ARGUMENTS = {
     "kinesis": ("max_fetch_records_per_shard",),
@@ -85,10 +87,26 @@ def for_each_batch_options(args: dict[str, str]) -> dict[str, str]:
     }
 
 
-def adapter_for(source_type: str):
+def dataset_table(args: dict[str, str]):
+    """The dataset this source carries, from the job zip; refuses a zip whose dataset files differ from the
+    ones the stack was synthesized with (their digest is a job argument, so a dataset.json change also
+    shows in `make diff`)."""
+    from glue_jobs.lake_table import LakeTable
+
+    table = LakeTable.of(args["dataset"])
+    if table.dataset.digest != args["dataset_digest"]:
+        raise ValueError(f"dataset {table.name}: the job zip's files have digest {table.dataset.digest}, the job "
+                         f"arguments {args['dataset_digest']}: the script, zip and arguments are from different synths")
+    return table
+
+
+def adapter_for(source_type: str, table=None):
+    """`(raw frame, source name) -> envelope` for the source type; Kafka's decoding follows the dataset (`table`)."""
+    import functools
+
     from glue_jobs import sources
 
-    return {"kinesis": sources.from_kinesis, "kafka": sources.from_kafka_avro}[source_type]
+    return {"kinesis": sources.from_kinesis, "kafka": functools.partial(sources.from_kafka_avro, table=table)}[source_type]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -115,7 +133,8 @@ def main(argv: list[str] | None = None) -> None:
         transformation_ctx=f"source_{args['source_name']}",
         additional_options=source_options(args),
     )
-    adapter = adapter_for(args["source_type"])
+    table = dataset_table(args)
+    adapter = adapter_for(args["source_type"], table)
     writer = MicroBatchWriter(
         spark,
         source_name=args["source_name"],
@@ -124,6 +143,7 @@ def main(argv: list[str] | None = None) -> None:
         checkpoint_path=args["checkpoint_path"],
         metrics=CloudWatchMetricsSink(environment=args["environment"], namespace=args["metrics_namespace"],
                                       region=args["metrics_region"]),
+        dataset=table.dataset,
     )
 
     def process_batch(frame, batch_id) -> None:

@@ -21,7 +21,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from glue_jobs.batch_constants import with_batch_constants
-from glue_jobs.schema import DEAD_LETTER_COLUMNS, DEAD_LETTER_PARTITION_COLUMNS, PARTITION_COLUMNS, spark_lake_schema
+from glue_jobs.lake_table import LakeTable
+from glue_jobs.schema import DEAD_LETTER_COLUMNS, DEAD_LETTER_PARTITION_COLUMNS, PARTITION_COLUMNS
 
 MS_PER_HOUR = 3_600_000
 MS_PER_DAY = 86_400_000
@@ -48,13 +49,19 @@ def partition_values(event_time_ms: Column) -> dict[str, Column]:
     return partitions
 
 
-def lake_write_columns(valid: DataFrame, *, batch_id: int) -> DataFrame:
-    """Valid rows (the lake columns validate() returns) -> the lake schema's columns, in its order, with
-    batch_id and the hour partition added."""
+def event_time_ms(table: LakeTable) -> Column:
+    """The table's event time (a timestamp column) as epoch milliseconds."""
+    return F.expr(f"unix_millis(`{table.event_time}`)")  # exact: milliseconds, whatever the session time zone
+
+
+def lake_write_columns(valid: DataFrame, *, batch_id: int, table: LakeTable | None = None) -> DataFrame:
+    """Valid rows (the lake columns validate() returns) -> the table's columns (default: clickstream's), in
+    its order, with batch_id and the hour partition added."""
+    table = table or LakeTable.of()
     with_id = with_batch_constants(valid, {BATCH_ID: batch_id})
-    added = {"batch_id": F.col(BATCH_ID), **partition_values(F.expr("unix_millis(event_time)"))}
-    return with_id.select(*(added[name].alias(name) if name in added else F.col(name)
-                            for name in spark_lake_schema().fieldNames()))
+    added = {"batch_id": F.col(BATCH_ID), **partition_values(event_time_ms(table))}
+    return with_id.select(*(added[name].alias(name) if name in added else F.col(f"`{name}`")
+                            for name in table.column_names()))
 
 
 def dead_letter_write_columns(rejected: DataFrame, *, batch_id: int, processing_date: str) -> DataFrame:

@@ -33,8 +33,9 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from glue_jobs.contract import REASON_CODES
-from glue_jobs.lake_layout import dead_letter_write_columns, hour_modulo, lake_write_columns
-from glue_jobs.schema import DEAD_LETTER_COLUMNS, spark_lake_schema
+from glue_jobs.lake_layout import dead_letter_write_columns, event_time_ms, hour_modulo, lake_write_columns
+from glue_jobs.lake_table import LakeTable
+from glue_jobs.schema import DEAD_LETTER_COLUMNS
 from glue_jobs.session import session_conf
 from glue_jobs.survivors import survivor_first
 
@@ -83,9 +84,10 @@ class PackedBatch:
     """`with PackedBatch(validated, tasks=n) as batch:` persists the batch; leaving the block unpersists it.
     `tasks` is how many tasks read it (one per core): the coalesced lake write and the dead letters."""
 
-    def __init__(self, validated: DataFrame, *, tasks: int) -> None:
+    def __init__(self, validated: DataFrame, *, tasks: int, table: LakeTable | None = None) -> None:
         self.tasks = tasks
-        self._frame = _packed(validated)
+        self.table = table = table or LakeTable.of()
+        self._frame = _packed(validated, table)
 
     def __enter__(self) -> PackedBatch:
         # Without columnar compression (compressing the payload strings cost more than the validation); the
@@ -137,10 +139,10 @@ class PackedBatch:
             # Candidates straight from the cache, not from the slots' union: Spark pushes the anti join into
             # each branch of a union, and a losers plan built on the union ran once per branch.
             candidates = _unpacked(valid).coalesce(self.tasks).join(F.broadcast(keys), _KEY, "left_semi")
-            rank = F.row_number().over(survivor_first(_ROW))
+            rank = F.row_number().over(survivor_first(_ROW, key=self.table.key))
             losers = candidates.select(_ROW, rank.alias("_rank")).filter(F.col("_rank") > 1).select(_ROW)
             rows = rows.join(F.broadcast(losers), _ROW, "left_anti")
-        return lake_write_columns(rows, batch_id=batch_id)
+        return lake_write_columns(rows, batch_id=batch_id, table=self.table)
 
     def dead_letters(self, *, batch_id: int, processing_date: str) -> DataFrame:
         """The rejected rows as dead letters, in `tasks` partitions (see lake_layout.dead_letter_write_columns)."""
@@ -159,19 +161,19 @@ def _lake_rows_by_slot(valid: DataFrame, tasks: int) -> DataFrame:
     return functools.reduce(DataFrame.union, slots)
 
 
-def _packed(validated: DataFrame) -> DataFrame:
+def _packed(validated: DataFrame, table: LakeTable) -> DataFrame:
     """validate()'s columns packed for the cache (see the module doc); the row id is assigned here: input
     order, the duplicate ranking's last tie-break."""
     is_valid = F.col("reason").isNull()
-    lake = [name for name in validated.columns if name in set(spark_lake_schema().fieldNames())]
+    lake = [F.col(f"`{name}`") for name in validated.columns if name in set(table.column_names())]
     dead = [name for name, _, _ in DEAD_LETTER_COLUMNS if name != "batch_id"]
     return validated.select(
         F.struct(*lake).alias(_LAKE),
         F.when(~is_valid, F.struct(*dead)).alias(_DEAD),
         _reason_number(F.col("reason")).alias(_CODE),
         F.monotonically_increasing_id().alias(_ROW),
-        F.when(is_valid, F.xxhash64("event_id")).alias(_KEY),
-        F.when(is_valid, hour_modulo(F.expr("unix_millis(event_time)"), WRITE_SLOTS).cast("byte")).alias(_SLOT),
+        F.when(is_valid, F.xxhash64(*(F.col(f"`{name}`") for name in table.key))).alias(_KEY),
+        F.when(is_valid, hour_modulo(event_time_ms(table), WRITE_SLOTS).cast("byte")).alias(_SLOT),
     )
 
 

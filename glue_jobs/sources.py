@@ -27,6 +27,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from glue_jobs.batch_constants import with_batch_constants
+from glue_jobs.lake_table import LakeTable
 from glue_jobs.schema import contract_fields, spark_source_schema
 
 # The record text of a Kinesis frame read with inferSchema=true, as spelled by different Glue releases.
@@ -78,7 +79,20 @@ def from_kinesis(raw: DataFrame, source_name: str) -> DataFrame:
     )
 
 
-def from_kafka_avro(raw: DataFrame, source_name: str) -> DataFrame:
+def from_kafka_avro(raw: DataFrame, source_name: str, table: LakeTable | None = None) -> DataFrame:
+    """Decoded Avro columns -> the envelope. For clickstream's flat contract the decoded record is passed on
+    as `record`; for any other dataset the record's JSON rendering is the payload (to_json writes a decimal
+    as a number, an enum as a string and a date as YYYY-MM-DD, as the typed contract reads them) and the
+    typed contract validates it like a JSON record."""
+    table = table or LakeTable.of()
+    if not table.flat:
+        names = [name for name, _ in table.dataset.columns()]
+        _require(raw, names, f"Kafka (decoded Avro of dataset {table.name})")
+        return raw.select(
+            F.to_json(F.struct(*(_quoted(name) for name in names))).alias("payload"), _no_record(),
+            F.lit(source_name).alias("source"), F.lit(None).cast("string").alias("source_partition"),
+            F.lit(None).cast("string").alias("source_offset"), _record_timestamp(raw, "Kafka"),
+        )
     names = [f.name for f in contract_fields()]
     _require(raw, names, "Kafka (decoded Avro)")
     record = F.struct(*(_quoted(f.name).cast(f.spark_type).alias(f.name) for f in contract_fields()))

@@ -12,8 +12,9 @@ from __future__ import annotations
 SURVIVOR_ORDER = ("arrival_time", "source", "source_partition", "source_offset_length", "source_offset")
 
 
-def survivor_first(*tie_breakers: str):
-    """A window over each event_id's copies, the survivor first (SURVIVOR_ORDER, then `tie_breakers`).
+def survivor_first(*tie_breakers: str, key: tuple[str, ...] = ("event_id",)):
+    """A window over the copies of each key (the dataset's `key` fields), the survivor first (SURVIVOR_ORDER,
+    then `tie_breakers`).
     pyspark is imported here, not with the module: compaction's modules import without it."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
@@ -22,4 +23,4 @@ def survivor_first(*tie_breakers: str):
         column = F.length("source_offset") if name == "source_offset_length" else F.col(name)
         return column.asc_nulls_last()
 
-    return Window.partitionBy("event_id").orderBy(*(ascending(name) for name in (*SURVIVOR_ORDER, *tie_breakers)))
+    return Window.partitionBy(*key).orderBy(*(ascending(name) for name in (*SURVIVOR_ORDER, *tie_breakers)))
