@@ -60,11 +60,21 @@ def _hour(text: str):
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _dataset(name: str) -> str:
+    from glue_jobs import datasets
+
+    if name not in datasets.names():
+        raise argparse.ArgumentTypeError(f"{name!r} is not a dataset (datasets: {', '.join(datasets.names())})")
+    return name
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m compaction", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run-local", help="compact the hour partitions of a local lake directory")
     run.add_argument("--lake", required=True, help="lake root holding event_date=YYYY-MM-DD/event_hour=H/")
+    run.add_argument("--dataset", default="clickstream", type=_dataset,
+                     help="the dataset whose lake table this is (datasets/<name>/): its columns and key (default clickstream)")
     run.add_argument("--hour", type=_hour, help="compact only this UTC hour, e.g. 2026-01-01T05 (ignores the lookback)")
     run.add_argument("--target-file-mb", type=_positive_mb, help="target output file size in MB (fractions allowed)")
     run.add_argument("--grace-minutes", type=_int_at_least(0), help="an hour is closed this long after it ends")
@@ -148,6 +158,7 @@ def _settings(args: argparse.Namespace) -> tuple[CompactionSettings, FaultInject
     target_mb = args.target_file_mb if args.target_file_mb is not None else defaults["target_file_mb"]
     settings = CompactionSettings(
         lake_path=str(lake.resolve()),
+        dataset=args.dataset,
         target_file_bytes=max(1024, int(target_mb * MB)),
         grace_minutes=args.grace_minutes if args.grace_minutes is not None else defaults["grace_minutes"],
         lookback_hours=args.lookback_hours if args.lookback_hours is not None else defaults["lookback_hours"],

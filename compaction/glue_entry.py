@@ -1,7 +1,7 @@
 """Glue entrypoint of the hourly compaction job (glueetl). Thin: parse arguments, run, publish metrics.
 
 Job arguments (infra/compaction_job.py sets the required ones as default arguments):
-    --lake_path          s3://bucket/prefix of the lake table
+    --lake_tables        JSON {dataset: s3://bucket/prefix}: every dataset's lake table, each compacted in turn
     --environment        dimension value of the StreamLake metrics
     --target_file_mb     target size of a compacted file
     --grace_minutes      an hour is closed this long after it ends
@@ -24,9 +24,11 @@ replaces files inside existing event_date/event_hour folders.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import sys
 
-JOB_ARGUMENTS = ("JOB_NAME", "lake_path", "environment", "target_file_mb", "grace_minutes", "lookback_hours", "metrics_namespace",
+JOB_ARGUMENTS = ("JOB_NAME", "lake_tables", "environment", "target_file_mb", "grace_minutes", "lookback_hours", "metrics_namespace",
                  "metrics_region")
 OPTIONAL_JOB_ARGUMENTS = ("hour", "scan")  # --scan true: the lookback window instead of the partitions log
 
@@ -55,7 +57,7 @@ def settings_from_arguments(args: dict):
     if scan not in ("true", "false"):
         raise ValueError(f"--scan: {scan!r} is not true or false")
     return CompactionSettings(
-        lake_path=args["lake_path"],
+        lake_path="",  # one run per lake table: lake_tables()
         target_file_bytes=int(number("target_file_mb", float, 1) * MB),
         grace_minutes=number("grace_minutes"),
         lookback_hours=number("lookback_hours", minimum=1),
@@ -63,6 +65,17 @@ def settings_from_arguments(args: dict):
         scan=scan == "true",
         environment=args["environment"],
     )
+
+
+def lake_tables(args: dict) -> dict[str, str]:
+    """--lake_tables: a JSON object {dataset: lake path} of every dataset table the run compacts, in order."""
+    try:
+        tables = json.loads(args["lake_tables"])
+    except ValueError:
+        tables = None
+    if not isinstance(tables, dict) or not tables or not all(isinstance(k, str) and isinstance(v, str) and v for k, v in tables.items()):
+        raise ValueError(f"--lake_tables: {args['lake_tables']!r} is not a JSON object of dataset name -> lake path")
+    return tables
 
 
 def resolve_arguments(argv: list[str]) -> dict:
@@ -85,17 +98,22 @@ def main(argv: list[str] | None = None) -> None:
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     args = resolve_arguments(sys.argv if argv is None else argv)
-    settings = settings_from_arguments(args)
+    settings, tables = settings_from_arguments(args), lake_tables(args)
     glue_context = GlueContext(SparkContext.getOrCreate(job_spark_conf()))
     job = Job(glue_context)
     job.init(args["JOB_NAME"], args)
     sink = CloudWatchMetricSink(settings.environment, namespace=args["metrics_namespace"], region=args["metrics_region"])
-    summary = Compactor(glue_context.spark_session, settings, sink=sink).run()
-    for result in summary.results:
-        logging.getLogger("compaction").info("%s", result)
-    if not summary.succeeded:
-        failed = ", ".join(f"{r.partition} ({r.error})" for r in summary.of("failed"))
-        raise RuntimeError(f"compaction failed for {failed}; the next run recovers from the journal")
+    failed = []
+    # Each dataset's table is compacted by its own Compactor (its journal, partitions log and key); one
+    # failing table does not keep the others from being compacted, and fails the run at the end.
+    for dataset, lake_path in tables.items():
+        table_settings = dataclasses.replace(settings, lake_path=lake_path, dataset=dataset)
+        summary = Compactor(glue_context.spark_session, table_settings, sink=sink).run()
+        for result in summary.results:
+            logging.getLogger("compaction").info("%s: %s", dataset, result)
+        failed += [f"{dataset} {r.partition} ({r.error})" for r in summary.of("failed")]
+    if failed:
+        raise RuntimeError(f"compaction failed for {', '.join(failed)}; the next run recovers from the journal")
     job.commit()
 
 

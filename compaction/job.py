@@ -35,6 +35,7 @@ from compaction.results import CompactionError, PartitionResult, RunSummary
 from compaction.settings import MB, CompactionSettings
 from compaction.staging import Stager
 from glue_jobs import partitions_log
+from glue_jobs.lake_table import LakeTable
 from glue_jobs.storage import FileInfo, HadoopStorage
 
 # What the entry points and tests import from here; the settings and the hour checks live in
@@ -65,7 +66,8 @@ class Compactor:
         check_hour_closed(settings, self.now)
         self.run_id = layout.new_run_id(self.now)
         self.stager = Stager(spark, self.storage, self.paths, run_id=self.run_id,
-                             target_file_bytes=settings.target_file_bytes, faults=self.faults)
+                             target_file_bytes=settings.target_file_bytes, faults=self.faults,
+                             table=LakeTable.of(settings.dataset))
 
     def run(self) -> RunSummary:
         started = time.monotonic()

@@ -11,6 +11,7 @@ MB = 1024 * 1024
 @dataclass(frozen=True)
 class CompactionSettings:
     lake_path: str
+    dataset: str = "clickstream"  # the lake table's dataset: its columns and the key duplicates collapse by
     target_file_bytes: int = 128 * MB
     grace_minutes: int = 15
     lookback_hours: int = 48

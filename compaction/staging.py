@@ -19,6 +19,7 @@ from compaction.layout import HourPartition, LakePaths
 from compaction.results import CompactionError
 from compaction.settings import MB
 from compaction.transforms import DUPLICATE_RANK, data_schema, drop_ranked_duplicates, rank_duplicates
+from glue_jobs.lake_table import LakeTable
 from glue_jobs.session import session_conf
 from glue_jobs.storage import FileInfo, HadoopStorage
 
@@ -47,6 +48,7 @@ class Stager:
     run_id: str
     target_file_bytes: int
     faults: FaultInjector
+    table: LakeTable = field(default_factory=LakeTable.of)
     _bytes_ratio: float = field(init=False)
     _measured_ratios: list[float] = field(init=False, default_factory=list)
 
@@ -64,14 +66,14 @@ class Stager:
         observation = Observation(f"compaction_{partition.date_dir}_{partition.hour_dir}".replace("=", "_"))
         ranked = (
             self._read_exactly([f.path for f in inputs])
-            .repartition(file_count, "event_id")  # one shuffle: sizes the output and groups each event_id
-            .transform(rank_duplicates)
+            .repartition(file_count, *self._key)  # one shuffle: sizes the output and groups each key
+            .transform(lambda rows: rank_duplicates(rows, self.table))
             .observe(observation, F.count(F.lit(1)).alias("rows_in"),
                      F.sum((F.col(DUPLICATE_RANK) > 1).cast("long")).alias("duplicates"))
         )
         attempt = f"{staging}/attempt-1"
         self.faults.watch_staging(lambda: self.storage.exists(staging))
-        drop_ranked_duplicates(ranked).write.option("compression", "snappy").parquet(attempt)
+        drop_ranked_duplicates(ranked, self.table).write.option("compression", "snappy").parquet(attempt)
         observed = observation.get
         rows_in, duplicates = int(observed["rows_in"]), int(observed["duplicates"] or 0)
         files, rows_out = self._verify_staged(attempt, rows_in - duplicates)
@@ -87,8 +89,8 @@ class Stager:
             attempt = f"{staging}/attempt-2"
             (
                 self._read_exactly([f.path for f in files])
-                .repartition(ideal, "event_id")
-                .sortWithinPartitions("event_id")
+                .repartition(ideal, *self._key)
+                .sortWithinPartitions(*self._key)
                 .write.option("compression", "snappy")
                 .parquet(attempt)
             )
@@ -105,6 +107,10 @@ class Stager:
             ],
         }
 
+    @property
+    def _key(self) -> list[str]:
+        return [f"`{name}`" for name in self.table.key]
+
     def save_bytes_ratio(self) -> None:
         """Remember how much smaller compacted output was than its small input files, for the next
         run's first estimate of the file count."""
@@ -118,7 +124,7 @@ class Stager:
         """A frame over exactly these files, never their directory; the explicit schema means no footer
         is read to infer one, and the partition columns come from the directory, not the files."""
         with self._listing_parallelism():
-            return self.spark.read.schema(data_schema()).parquet(*paths)
+            return self.spark.read.schema(data_schema(self.table)).parquet(*paths)
 
     def _listing_parallelism(self):
         # Spark checks explicitly listed files with a parallel job of one task per path (up to 10,000)

@@ -3,49 +3,59 @@ pickle Python functions on Python 3.11)."""
 
 from __future__ import annotations
 
-from glue_jobs.schema import PARTITION_COLUMNS, spark_lake_schema
+from glue_jobs.lake_table import LakeTable
+from glue_jobs.schema import PARTITION_COLUMNS
 from glue_jobs.survivors import SURVIVOR_ORDER, survivor_first
 
 DUPLICATE_RANK = "_duplicate_rank"
+# Spark cannot order rows by a map column; a tie between two rows alike in every other column is an exact copy.
+_UNORDERABLE = ("map<",)
 
 
-def data_schema():
-    """The lake row as stored in the files: the partition columns live in the directory names."""
+def data_schema(table: LakeTable | None = None):
+    """The lake row as stored in the files (default: clickstream's table): the partitions live in the directory names."""
     from pyspark.sql import types as T
 
+    table = table or LakeTable.of()
     partition_names = {name for name, _, _ in PARTITION_COLUMNS}
-    return T.StructType([f for f in spark_lake_schema().fields if f.name not in partition_names])
+    return T.StructType([f for f in table.spark_schema().fields if f.name not in partition_names])
 
 
-def data_columns() -> list[str]:
-    return [f.name for f in data_schema().fields]
+def data_columns(table: LakeTable | None = None) -> list[str]:
+    return [f.name for f in data_schema(table).fields]
 
 
-def rank_duplicates(events):
-    """Add DUPLICATE_RANK: 1 for the surviving copy of each event_id, 2.. for the copies to drop.
+def rank_duplicates(events, table: LakeTable | None = None):
+    """Add DUPLICATE_RANK: 1 for the surviving copy of each key (the dataset's `key` fields), 2.. for the
+    copies to drop; duplicates are never looked for across datasets (each has its own table).
 
-    Rows without an event_id (never valid per the contract) are all kept: nothing says they are the
-    same event.
+    Rows with a null key field (never valid per the contract) are all kept: nothing says they are the
+    same record.
     """
     from pyspark.sql import functions as F
 
+    table = table or LakeTable.of()
+    schema = data_schema(table)
     # batch_id, then every other column: the survivor does not depend on the order the files are read in.
-    tie_breakers = ["batch_id", *(c for c in data_columns() if c not in (*SURVIVOR_ORDER, "batch_id", "event_id"))]
-    by_event_id = survivor_first(*tie_breakers)
-    has_event_id = F.col("event_id").isNotNull()
+    orderable = [f.name for f in schema.fields if not f.dataType.simpleString().startswith(_UNORDERABLE)]
+    tie_breakers = ["batch_id", *(c for c in orderable if c not in (*SURVIVOR_ORDER, "batch_id", *table.key))]
+    by_key = survivor_first(*(f"`{c}`" for c in tie_breakers), key=tuple(f"`{k}`" for k in table.key))
+    has_key = F.lit(True)
+    for name in table.key:
+        has_key = has_key & F.col(f"`{name}`").isNotNull()
     return events.select(
-        *data_columns(),
-        F.when(has_event_id, F.row_number().over(by_event_id)).otherwise(F.lit(1)).alias(DUPLICATE_RANK),
+        *(F.col(f"`{c}`") for c in data_columns(table)),
+        F.when(has_key, F.row_number().over(by_key)).otherwise(F.lit(1)).alias(DUPLICATE_RANK),
     )
 
 
-def drop_ranked_duplicates(ranked):
+def drop_ranked_duplicates(ranked, table: LakeTable | None = None):
     """Keep the survivors of rank_duplicates, in the stored column order."""
     from pyspark.sql import functions as F
 
     is_survivor = F.col(DUPLICATE_RANK) == 1
-    return ranked.filter(is_survivor).select(*data_columns())
+    return ranked.filter(is_survivor).select(*(F.col(f"`{c}`") for c in data_columns(table)))
 
 
-def deduplicate_events(events):
-    return events.transform(rank_duplicates).transform(drop_ranked_duplicates)
+def deduplicate_events(events, table: LakeTable | None = None):
+    return drop_ranked_duplicates(rank_duplicates(events, table), table)

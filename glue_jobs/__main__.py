@@ -7,6 +7,14 @@ import json
 import sys
 
 
+def _dataset(name: str) -> str:
+    from glue_jobs import datasets
+
+    if name not in datasets.names():
+        raise argparse.ArgumentTypeError(f"{name!r} is not a dataset (datasets: {', '.join(datasets.names())})")
+    return name
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -39,6 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--once", action="store_true", help="process the files present now, then exit")
     run.add_argument("--max-files-per-batch", type=_positive_int, default=None, help="files per micro-batch")
     run.add_argument("--source-name", default="local", help="source name recorded on every row (default: local)")
+    run.add_argument("--dataset", default="clickstream", type=_dataset,
+                     help="the dataset the records are (datasets/<name>/): its contract and lake table (default clickstream)")
     run.add_argument("--trigger-seconds", type=_positive_int, default=5, help="micro-batch interval without --once")
 
     gen = commands.add_parser("generate", help="write realistic NDJSON sample files (with bad records)")
@@ -74,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         run_local(input_dir=args.input, lake_dir=args.lake, dead_letter_dir=args.dead_letter,
                   checkpoint_dir=args.checkpoint, once=args.once, max_files_per_batch=args.max_files_per_batch,
-                  source_name=args.source_name, trigger_seconds=args.trigger_seconds)
+                  source_name=args.source_name, trigger_seconds=args.trigger_seconds, dataset=args.dataset)
     except FileNotFoundError as error:
         parser.error(str(error))
     return 0

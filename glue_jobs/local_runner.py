@@ -96,6 +96,7 @@ def run_local(
     max_files_per_batch: int | None = None,
     source_name: str = DEFAULT_SOURCE,
     trigger_seconds: int = 5,
+    dataset: str | None = None,
     spark=None,
     out: TextIO = sys.stdout,
 ) -> RunSummary:
@@ -111,6 +112,7 @@ def run_local(
         dead_letter_path=str(Path(dead_letter_dir).resolve()),
         checkpoint_path=str(Path(checkpoint_dir).resolve()),
         metrics=LogMetricsSink(),
+        dataset=dataset,
     )
     summary = RunSummary()
     started = time.time()

@@ -18,6 +18,7 @@ Hive partitions from the folder names, so they do not depend on catalog partitio
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -28,14 +29,15 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from glue_jobs import schema
+from glue_jobs.datasets import Dataset
 from infra.constants import pascal
 from infra.naming import retained_name
+from infra.storage import lake_prefix_of
 
 SCHEMA_COMPATIBILITY = "BACKWARD"
-# The event contract accepts event_time from 2000-01-01 to processing time + 1 day (DESIGN.md), so the
-# projection starts there: a later start would hide valid events from Athena. The cost, an unfiltered query
-# enumerating every hour since 2000, is documented (docs/infrastructure.md "Catalog and partition visibility").
-LAKE_PROJECTION_DATE_RANGE = "2000-01-01,NOW+1DAYS"
+# A lake table's partition projection runs from its dataset's event_time.not_before (clickstream: 2000-01-01)
+# to processing time + max_future: a later start would hide valid events from Athena. The cost, an unfiltered
+# query enumerating every hour since then, is documented (docs/infrastructure.md "Catalog and partition visibility").
 
 PARQUET_STORAGE = {
     "input_format": "org.apache.hadoop.hive.ql.io.parquet.MapredParquetInputFormat",
@@ -77,7 +79,7 @@ class Catalog(Construct):
         project: str,
         environment: str,
         lake_bucket: s3.IBucket,
-        lake_prefix: str,
+        datasets: Sequence[Dataset],
         dead_letter_bucket: s3.IBucket,
         dead_letter_prefix: str,
         dead_letter_retention_days: int,
@@ -149,30 +151,11 @@ class Catalog(Construct):
         if kafka is not None:
             self._kafka_table(kafka)
 
-        self.lake_table_name = table_name("events")
-        self.lake_location = f"s3://{lake_bucket.bucket_name}/{lake_prefix}/"
-        self._table(
-            "LakeTable",
-            self.lake_table_name,
-            description="The lake: validated events, Parquet (snappy), Hive partitions in UTC",
-            columns=schema.lake_columns(),
-            partition_keys=schema.lake_partition_columns(),
-            location=self.lake_location,
-            storage=PARQUET_STORAGE,
-            parameters={
-                "classification": "parquet",
-                "parquet.compression": "SNAPPY",
-                "projection.enabled": "true",
-                "projection.event_date.type": "date",
-                "projection.event_date.format": "yyyy-MM-dd",
-                "projection.event_date.range": LAKE_PROJECTION_DATE_RANGE,
-                "projection.event_date.interval": "1",
-                "projection.event_date.interval.unit": "DAYS",
-                "projection.event_hour.type": "integer",
-                "projection.event_hour.range": "0,23",
-                "storage.location.template": f"{self.lake_location}event_date=${{event_date}}/event_hour=${{event_hour}}/",
-            },
-        )
+        # One lake table per dataset some source carries, under the dataset's own prefix.
+        self.lake_table_names: dict[str, str] = {}
+        self.lake_locations: dict[str, str] = {}
+        for dataset in datasets:
+            self._lake_table(dataset, lake_bucket)
 
         # One dead-letter table per source: the jobs write dead_letters/<source>/ingest_date=.../.
         self.dead_letter_table_names: dict[str, str] = {}
@@ -204,6 +187,42 @@ class Catalog(Construct):
             self.dead_letter_locations[source_name] = location
 
     # ---- tables -------------------------------------------------------------------------------
+
+    def _lake_table(self, dataset: Dataset, lake_bucket: s3.IBucket) -> None:
+        """The dataset's typed lake table. clickstream keeps the name `events` and the logical id it had before
+        datasets (a rename would replace the table and strand a deployed lake; infra/storage.lake_prefix_of)."""
+        kept = dataset.name == "clickstream"
+        name = table_name("events") if kept else table_name(dataset.name)
+        location = f"s3://{lake_bucket.bucket_name}/{lake_prefix_of(dataset.name)}/"
+        # Projection from the dataset's not_before (UTC date): an earlier start would only add empty partitions
+        # to unfiltered queries, a later one would hide valid events.
+        start = time.strftime("%Y-%m-%d", time.gmtime(dataset.event_time.not_before_ms // 1000))
+        future_days = max(1, -(-dataset.event_time.max_future_ms // 86_400_000))
+        self._table(
+            "LakeTable" if kept else f"LakeTable{pascal(dataset.name)}",
+            name,
+            description=("The lake: validated events, Parquet (snappy), Hive partitions in UTC" if kept else
+                         f"Lake table of dataset {dataset.name}: {dataset.description} (Parquet, snappy, UTC hour partitions)"),
+            columns=dataset.columns(catalog=True) + [(n, glue_type) for n, glue_type, _ in schema.INGESTION_COLUMNS],
+            partition_keys=schema.lake_partition_columns(),
+            location=location,
+            storage=PARQUET_STORAGE,
+            parameters={
+                "classification": "parquet",
+                "parquet.compression": "SNAPPY",
+                "projection.enabled": "true",
+                "projection.event_date.type": "date",
+                "projection.event_date.format": "yyyy-MM-dd",
+                "projection.event_date.range": f"{start},NOW+{future_days}DAYS",
+                "projection.event_date.interval": "1",
+                "projection.event_date.interval.unit": "DAYS",
+                "projection.event_hour.type": "integer",
+                "projection.event_hour.range": "0,23",
+                "storage.location.template": f"{location}event_date=${{event_date}}/event_hour=${{event_hour}}/",
+            },
+        )
+        self.lake_table_names[dataset.name] = name
+        self.lake_locations[dataset.name] = location
 
     def _kinesis_table(self, source_name: str, stream: kinesis.IStream) -> None:
         name = table_name("source", source_name)

@@ -11,6 +11,9 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
+
 import aws_cdk as cdk
 from aws_cdk import aws_glue as glue
 from aws_cdk import aws_iam as iam
@@ -33,7 +36,7 @@ class CompactionJob(Construct):
         environment: str,
         settings: CompactionConfig,
         lake_bucket: s3.IBucket,
-        lake_prefix: str,
+        lake_prefixes: Mapping[str, str],
         temp_bucket: s3.IBucket,
         security: GlueJobSecurity,
     ) -> None:
@@ -41,14 +44,16 @@ class CompactionJob(Construct):
         self.role = iam.Role(
             self, "Role", assumed_by=iam.ServicePrincipal("glue.amazonaws.com"), description="Glue hourly compaction job"
         )
-        # Compaction rewrites files in place: read, write and delete under the lake prefix only.
-        grant_prefix(self.role, lake_bucket, lake_prefix, glue_version=settings.glue_version)
+        # Compaction rewrites files in place: read, write and delete under the lake tables' prefixes only.
+        for prefix in lake_prefixes.values():
+            grant_prefix(self.role, lake_bucket, prefix, glue_version=settings.glue_version)
         grant_prefix(self.role, temp_bucket, "glue-temp/compaction", glue_version=settings.glue_version)
         security.grant_job(self.role)
         grant_put_metric_data(self.role, "PublishCompactionMetrics")
-        self.lake_path = f"s3://{lake_bucket.bucket_name}/{lake_prefix}"
+        # {dataset: lake path}: one run compacts every dataset's table, each with its own key and journal.
+        self.lake_paths = {dataset: f"s3://{lake_bucket.bucket_name}/{prefix}" for dataset, prefix in lake_prefixes.items()}
         self.default_arguments = {
-            "--lake_path": self.lake_path,
+            "--lake_tables": json.dumps(self.lake_paths, separators=(",", ":")),
             "--environment": environment,
             "--target_file_mb": str(settings.target_file_mb),
             "--grace_minutes": str(settings.grace_minutes),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import aws_cdk as cdk
 from constructs import Construct
 
+from glue_jobs import datasets
 from infra.catalog import Catalog, KafkaTableSource
 from infra.compaction_job import CompactionJob
 from infra.config import EnvironmentConfig
@@ -13,7 +14,7 @@ from infra.glue_security import GlueJobSecurity
 from infra.monitoring import Monitoring, MskSignals, StreamingJobSignals
 from infra.msk import KafkaSourceInfrastructure
 from infra.network import Network
-from infra.storage import Storage
+from infra.storage import Storage, lake_prefix_of
 from infra.streaming_job import CatalogNames, KafkaSource, LakeLocations, StreamingJob
 from infra.streams import Streams
 
@@ -74,13 +75,15 @@ class StreamingLakeStack(cdk.Stack):
             if config.msk.enabled
             else None
         )
+        # The datasets this environment's sources carry, read (and checked) once from datasets/.
+        self.datasets = {name: datasets.load(name) for name in config.datasets}
         self.catalog = Catalog(
             self,
             "Catalog",
             project=project,
             environment=config.name,
             lake_bucket=self.storage.lake_bucket,
-            lake_prefix=self.storage.lake_prefix,
+            datasets=list(self.datasets.values()),
             dead_letter_bucket=self.storage.dead_letter_bucket,
             dead_letter_prefix=self.storage.dead_letter_prefix,
             dead_letter_retention_days=config.storage.dead_letter_expiration_days,
@@ -125,25 +128,28 @@ class StreamingLakeStack(cdk.Stack):
         self.glue_security = GlueJobSecurity(
             self, "GlueSecurity", data_key=storage.data_key, removal_policy=self.removal_policy
         )
-        locations = LakeLocations(
-            lake_bucket=storage.lake_bucket,
-            lake_prefix=storage.lake_prefix,
-            dead_letter_bucket=storage.dead_letter_bucket,
-            dead_letter_prefix=storage.dead_letter_prefix,
-            checkpoint_bucket=storage.checkpoint_bucket,
-            checkpoint_prefix=storage.checkpoint_prefix,
-        )
         self.streaming_jobs: dict[str, StreamingJob] = {}
 
         def streaming_job(source: str, **reads) -> None:
+            dataset = self.datasets[config.source_datasets[source]]
+            locations = LakeLocations(
+                lake_bucket=storage.lake_bucket,
+                lake_prefix=lake_prefix_of(dataset.name),
+                dead_letter_bucket=storage.dead_letter_bucket,
+                dead_letter_prefix=storage.dead_letter_prefix,
+                checkpoint_bucket=storage.checkpoint_bucket,
+                checkpoint_prefix=storage.checkpoint_prefix,
+            )
             self.streaming_jobs[source] = StreamingJob(
                 self,
                 f"StreamingJob{pascal(source)}",
                 environment=config.name,
                 source_name=source,
+                dataset=dataset,
                 settings=config.streaming,
                 locations=locations,
-                catalog=CatalogNames(catalog.database_name, catalog.source_table_names[source], catalog.lake_table_name),
+                catalog=CatalogNames(catalog.database_name, catalog.source_table_names[source],
+                                     catalog.lake_table_names[dataset.name]),
                 security=self.glue_security,
                 **reads,
             )
@@ -170,7 +176,7 @@ class StreamingLakeStack(cdk.Stack):
             environment=config.name,
             settings=config.compaction,
             lake_bucket=storage.lake_bucket,
-            lake_prefix=storage.lake_prefix,
+            lake_prefixes={name: lake_prefix_of(name) for name in self.datasets},
             temp_bucket=storage.temp_bucket,
             security=self.glue_security,
         )
@@ -190,10 +196,14 @@ class StreamingLakeStack(cdk.Stack):
             "AccessLogBucketName": (storage.access_log_bucket.bucket_name, "S3 access logs and VPC flow logs"),
             "DataKeyArn": (storage.data_key.key_arn, "KMS key for data at rest"),
             "CatalogDatabaseName": (catalog.database_name, "Data Catalog database"),
-            "LakeTableName": (catalog.lake_table_name, "lake table (partition projection)"),
             "SchemaRegistryName": (catalog.registry_name, "Glue Schema Registry"),
             "EventSchemaName": (catalog.schema_name, "event schema in the registry"),
         }
+        if "clickstream" in catalog.lake_table_names:  # the key the tools read before datasets
+            outputs["LakeTableName"] = (catalog.lake_table_names["clickstream"], "lake table (partition projection)")
+        for dataset, table in catalog.lake_table_names.items():
+            outputs[f"LakeTableName{pascal(dataset)}"] = (table, f"lake table of dataset {dataset}")
+            outputs[f"LakePath{pascal(dataset)}"] = (catalog.lake_locations[dataset], f"lake files of dataset {dataset}")
         for source, stream in self.streams.streams.items():
             outputs[f"KinesisStreamName{pascal(source)}"] = (stream.stream_name, f"Kinesis stream of source {source}")
         for source in self.config.source_names:

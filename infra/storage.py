@@ -24,6 +24,15 @@ from infra.config import StorageConfig
 from infra.nag import acknowledge
 
 LAKE_PREFIX = "events"
+# Each dataset's lake lives under its own prefix, named after it. clickstream keeps `events/`, where the lake
+# was before datasets: a new prefix would strand a deployed lake's files outside its table.
+_KEPT_LAKE_PREFIXES = {"clickstream": LAKE_PREFIX}
+
+
+def lake_prefix_of(dataset: str) -> str:
+    """The prefix of a dataset's lake table in the lake bucket."""
+    return _KEPT_LAKE_PREFIXES.get(dataset, dataset)
+
 DEAD_LETTER_PREFIX = "dead_letters"
 CHECKPOINT_PREFIX = "checkpoints"
 TEMP_PREFIX = "glue-temp"

@@ -23,6 +23,7 @@ from aws_cdk import aws_kinesis as kinesis
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from glue_jobs.datasets import Dataset
 from glue_jobs.metrics import METRICS_NAMESPACE
 from infra import job_assets
 from infra.config import StreamingJobConfig
@@ -48,7 +49,7 @@ class KafkaSource:
 @dataclass(frozen=True)
 class LakeLocations:
     lake_bucket: s3.IBucket
-    lake_prefix: str  # e.g. "events"
+    lake_prefix: str  # the job's dataset's prefix, e.g. "events" (infra/storage.lake_prefix_of)
     dead_letter_bucket: s3.IBucket
     dead_letter_prefix: str  # e.g. "dead_letters"
     checkpoint_bucket: s3.IBucket
@@ -70,6 +71,7 @@ class StreamingJob(Construct):
         *,
         environment: str,
         source_name: str,
+        dataset: Dataset,
         settings: StreamingJobConfig,
         locations: LakeLocations,
         catalog: CatalogNames,
@@ -117,6 +119,10 @@ class StreamingJob(Construct):
         self.default_arguments = {
             "--source_name": source_name,
             "--source_type": self.source_type,
+            # The dataset the source carries, and its files' digest: the entrypoint refuses a zip whose files
+            # differ, and a dataset.json or schema change shows in the diff of every job that carries it.
+            "--dataset": dataset.name,
+            "--dataset_digest": dataset.digest,
             "--environment": environment,
             "--catalog_database": catalog.database_name,
             "--source_table": catalog.source_table_name,

@@ -88,12 +88,14 @@ class KinesisStreamConfig:
     capacity_mode: str
     shard_count: int | None
     retention_hours: int
+    dataset: str  # the dataset its records are (datasets/<dataset>/)
 
 
 @dataclass(frozen=True)
 class MskConfig:
     mode: str
     source_name: str
+    dataset: str  # the dataset the topic's records are (datasets/<dataset>/)
     topic: str
     topic_partitions: int
     kafka_version: str
@@ -169,6 +171,17 @@ class EnvironmentConfig:
         """Every source that gets its own streaming job: the Kinesis streams, then MSK if enabled."""
         names = tuple(s.name for s in self.kinesis_streams)
         return names + ((self.msk.source_name,) if self.msk.enabled else ())
+
+    @property
+    def source_datasets(self) -> dict[str, str]:
+        """{source name: the dataset it carries} for every source with a streaming job."""
+        datasets = {s.name: s.dataset for s in self.kinesis_streams}
+        return datasets | ({self.msk.source_name: self.msk.dataset} if self.msk.enabled else {})
+
+    @property
+    def datasets(self) -> tuple[str, ...]:
+        """The datasets some source of the environment carries, sorted: each gets its lake table."""
+        return tuple(sorted(set(self.source_datasets.values())))
 
 
 @dataclass(frozen=True)

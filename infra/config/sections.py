@@ -106,6 +106,14 @@ def _storage(r: _Reader) -> StorageConfig:
     return cfg
 
 
+def _dataset(r: _Reader) -> str:
+    """A source's `dataset`: the name of a folder under datasets/ (glue_jobs.datasets, which checks its files)."""
+    from glue_jobs import datasets
+
+    known = datasets.names()
+    return r.string("dataset", choices=known)
+
+
 def _kinesis_streams(r: _Reader) -> tuple[KinesisStreamConfig, ...]:
     found, value = r._take("kinesis_streams", [], required=True)
     if not found:
@@ -123,6 +131,7 @@ def _kinesis_streams(r: _Reader) -> tuple[KinesisStreamConfig, ...]:
             shard_count=s.integer("shard_count", minimum=1, maximum=10000, optional=True),
             # Kinesis retention: 24 hours to 365 days (8760 hours).
             retention_hours=s.integer("retention_hours", minimum=24, maximum=8760),
+            dataset=_dataset(s),
         )
         if mode == "provisioned" and stream.shard_count is None:
             s.fail("shard_count", None, "is required when capacity_mode is 'provisioned'")
@@ -141,6 +150,7 @@ def _msk(r: _Reader) -> MskConfig:
     cfg = MskConfig(
         mode=mode,
         source_name=r.string("source_name", pattern=_NAME_RE, allowed="a lower-case name of 2-32 letters, digits and '-'"),
+        dataset=_dataset(r),
         topic=r.string("topic", pattern=_KAFKA_TOPIC_RE, allowed="a Kafka topic name (letters, digits, '.', '_', '-')"),
         topic_partitions=r.integer("topic_partitions", minimum=1, maximum=1000),
         kafka_version=r.string("kafka_version", choices=MSK_KAFKA_VERSIONS),
