@@ -65,6 +65,10 @@ class Node:
         """The Glue Data Catalog column type: Hive DDL without backticks (Athena reads it as written)."""
         return self._ddl(_STORED_DDL, stored=True, quote=False)
 
+    def wire_catalog_type(self) -> str:
+        """The Catalog column type of the value as it arrives (a decimal keeps its precision and scale)."""
+        return self._ddl(_WIRE_DDL, stored=True, quote=False)
+
     def wire_ddl(self) -> str:
         """Spark DDL of the value as the JSON parse reads it (see the module table)."""
         return self._ddl(_WIRE_DDL, stored=False)

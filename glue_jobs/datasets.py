@@ -52,7 +52,7 @@ class Dataset:
     table_format: str
     versions: tuple[int, ...]
     schema: Node  # the newest version's root record
-    digest: str  # sha256 over dataset.json and every schema version: changes exactly when the contract does
+    digest: str  # sha256 over dataset.json and every schema version (20 hex digits): changes when the contract does
 
     @property
     def latest_version(self) -> int:
@@ -77,6 +77,11 @@ class Dataset:
     @property
     def avro_full_name(self) -> str:
         return full_name(self.avro())
+
+    def source_columns(self) -> list[tuple[str, str]]:
+        """(name, Catalog type) of the record as it arrives (a stream's source table): dates as strings,
+        timestamps and the epoch event time as bigint."""
+        return [(f.name, f.type.wire_catalog_type()) for f in self.schema.fields]
 
     def columns(self, *, catalog: bool = False) -> list[tuple[str, str]]:
         """The dataset's stored columns (name, Spark DDL or, with `catalog`, the Catalog's Hive type), in schema
@@ -154,7 +159,8 @@ def _load(root_text: str, name: str) -> Dataset:  # keyed by the root so a test'
     parts = read_contract(name, contract, schema, problems)
     if problems:
         raise DatasetError(problems)
-    digest = hashlib.sha256(raw_contract + b"".join(texts[v].encode() for v in versions)).hexdigest()
+    # 20 hex digits: enough to tell contract versions apart, and unlike a 64-digit asset hash the snapshots keep it.
+    digest = hashlib.sha256(raw_contract + b"".join(texts[v].encode() for v in versions)).hexdigest()[:20]
     return Dataset(name=name, versions=tuple(versions), schema=schema, digest=digest, **parts)
 
 

@@ -80,6 +80,7 @@ class Catalog(Construct):
         environment: str,
         lake_bucket: s3.IBucket,
         datasets: Sequence[Dataset],
+        source_datasets: Mapping[str, str],
         dead_letter_bucket: s3.IBucket,
         dead_letter_prefix: str,
         dead_letter_retention_days: int,
@@ -142,14 +143,21 @@ class Catalog(Construct):
             self.schema_versions[number] = version
             previous = version
         self._latest_schema_resource = previous
+        # {dataset: (schema name, schema ARN, newest version number, the resource that registers it)}
+        self.dataset_schemas: dict[str, tuple[str, str, int, cdk.CfnResource]] = {
+            "clickstream": (self.schema_name, self.schema_arn, schema.latest_version(), previous)}
+        for dataset in datasets:
+            if dataset.name != "clickstream":
+                self._register(dataset, removal_policy)
 
         # {source name: table name} for every source a streaming job reads.
         self.source_table_names: dict[str, str] = {}
         self.tables: dict[str, glue.CfnTable] = {}
+        by_name = {d.name: d for d in datasets}
         for source_name, stream in streams.items():
-            self._kinesis_table(source_name, stream)
+            self._kinesis_table(source_name, stream, by_name[source_datasets[source_name]])
         if kafka is not None:
-            self._kafka_table(kafka)
+            self._kafka_table(kafka, source_datasets[kafka.source_name])
 
         # One lake table per dataset some source carries, under the dataset's own prefix.
         self.lake_table_names: dict[str, str] = {}
@@ -185,6 +193,28 @@ class Catalog(Construct):
             )
             self.dead_letter_table_names[source_name] = name
             self.dead_letter_locations[source_name] = location
+
+    def _register(self, dataset: Dataset, removal_policy: cdk.RemovalPolicy) -> None:
+        """The dataset's registry schema: version 1 as the AWS::Glue::Schema, each later committed version an
+        AWS::Glue::SchemaVersion in order (create-only and never changed, so an evolution deploys as added)."""
+        resource = glue.CfnSchema(
+            self, f"Schema{pascal(dataset.name)}", name=dataset.avro_full_name,
+            registry=glue.CfnSchema.RegistryProperty(arn=self.registry.attr_arn), data_format="AVRO",
+            compatibility=SCHEMA_COMPATIBILITY, schema_definition=dataset.registry_definition(1),
+            description=f"Dataset {dataset.name} (datasets/{dataset.name}/schema.v1.avsc)",
+        )
+        resource.apply_removal_policy(removal_policy)
+        previous: cdk.CfnResource = resource
+        for number in dataset.versions[1:]:
+            version = glue.CfnSchemaVersion(
+                self, f"Schema{pascal(dataset.name)}Version{number}",
+                schema=glue.CfnSchemaVersion.SchemaProperty(schema_arn=resource.attr_arn),
+                schema_definition=dataset.registry_definition(number),
+            )
+            version.apply_removal_policy(removal_policy)
+            version.node.add_dependency(previous)
+            previous = version
+        self.dataset_schemas[dataset.name] = (dataset.avro_full_name, resource.attr_arn, dataset.latest_version, previous)
 
     # ---- tables -------------------------------------------------------------------------------
 
@@ -224,7 +254,7 @@ class Catalog(Construct):
         self.lake_table_names[dataset.name] = name
         self.lake_locations[dataset.name] = location
 
-    def _kinesis_table(self, source_name: str, stream: kinesis.IStream) -> None:
+    def _kinesis_table(self, source_name: str, stream: kinesis.IStream, dataset: Dataset) -> None:
         name = table_name("source", source_name)
         stack = cdk.Stack.of(self)
         # The shape the Glue console writes for a Kinesis source table; the streaming job reads it
@@ -239,7 +269,7 @@ class Catalog(Construct):
             f"SourceTable{pascal(source_name)}",
             name,
             description=f"Kinesis stream of source {source_name} (JSON, one event per record)",
-            columns=schema.source_columns(),
+            columns=dataset.source_columns(),
             location=stream.stream_name,
             storage=JSON_STORAGE,
             parameters=params,
@@ -247,8 +277,10 @@ class Catalog(Construct):
         )
         self.source_table_names[source_name] = name
 
-    def _kafka_table(self, kafka: KafkaTableSource) -> None:
+    def _kafka_table(self, kafka: KafkaTableSource, dataset: str) -> None:
+        """The topic's table: Glue decodes its Avro with the registry schema of the dataset it carries."""
         name = table_name("source", kafka.source_name)
+        schema_name, _, latest, registered_by = self.dataset_schemas[dataset]
         params = {
             "typeOfData": "kafka",
             "topicName": kafka.topic,
@@ -266,13 +298,13 @@ class Catalog(Construct):
             parameters=params,
             storage_parameters=params,
             schema_reference=glue.CfnTable.SchemaReferenceProperty(
-                schema_id=glue.CfnTable.SchemaIdProperty(registry_name=self.registry_name, schema_name=self.schema_name),
+                schema_id=glue.CfnTable.SchemaIdProperty(registry_name=self.registry_name, schema_name=schema_name),
                 # the newest committed file: CloudFormation creates version 1 with the schema and each later
                 # file as an AWS::Glue::SchemaVersion with the next number
-                schema_version_number=schema.latest_version(),
+                schema_version_number=latest,
             ),
         )
-        table.node.add_dependency(self._latest_schema_resource)  # the version it pins exists first
+        table.node.add_dependency(registered_by)  # the version it pins exists first
         self.source_table_names[kafka.source_name] = name
 
     def _table(

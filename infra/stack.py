@@ -84,6 +84,7 @@ class StreamingLakeStack(cdk.Stack):
             environment=config.name,
             lake_bucket=self.storage.lake_bucket,
             datasets=list(self.datasets.values()),
+            source_datasets=config.source_datasets,
             dead_letter_bucket=self.storage.dead_letter_bucket,
             dead_letter_prefix=self.storage.dead_letter_prefix,
             dead_letter_retention_days=config.storage.dead_letter_expiration_days,
@@ -167,7 +168,7 @@ class StreamingLakeStack(cdk.Stack):
                     connection_security_group_ids=self.msk.connection_security_group_ids,
                     connection_vpc_id=self.network.vpc.vpc_id,
                     registry_arn=catalog.registry_arn,
-                    schema_arn=catalog.schema_arn,
+                    schema_arn=catalog.dataset_schemas[config.msk.dataset][1],
                 ),
             )
         self.compaction = CompactionJob(

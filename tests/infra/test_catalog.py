@@ -3,13 +3,15 @@ the lake table and the dead-letter tables with partition projection."""
 
 from __future__ import annotations
 
+import json
+
 import aws_cdk as cdk
 import pytest
 from aws_cdk import assertions
 from aws_cdk import aws_kinesis as kinesis
 from aws_cdk import aws_s3 as s3
 
-from glue_jobs import schema
+from glue_jobs import datasets, schema
 from infra.catalog import Catalog, KafkaTableSource
 from tests.infra.bare import bare_stack, instance_named
 
@@ -23,7 +25,8 @@ def built():
     stream = kinesis.Stream(stack, "Clicks", stream_name="streamlake-qa-clickstream")
     catalog = Catalog(
         stack, "Catalog", project="streamlake", environment="qa",
-        lake_bucket=lake, lake_prefix="events", dead_letter_bucket=dead, dead_letter_prefix="dead_letters",
+        lake_bucket=lake, datasets=[datasets.load("clickstream")],
+        source_datasets={"clickstream": "clickstream", "orders": "clickstream"}, dead_letter_bucket=dead, dead_letter_prefix="dead_letters",
         dead_letter_retention_days=365, streams={"clickstream": stream},
         kafka=KafkaTableSource("orders", "orders-events", "streamlake-qa-orders-kafka"),
         removal_policy=cdk.RemovalPolicy.RETAIN,
@@ -51,7 +54,7 @@ def test_names_exposed_for_jobs_tools_and_alarms(built):
     assert catalog.schema_name == "com.streamlake.events.Event"
     assert cdk.Stack.of(catalog).resolve(catalog.registry_name) == instance_named("streamlake-qa")
     assert catalog.source_table_names == {"clickstream": "source_clickstream", "orders": "source_orders"}
-    assert catalog.lake_table_name == "events"
+    assert catalog.lake_table_names == {"clickstream": "events"}
     assert catalog.dead_letter_table_names == {"clickstream": "dead_letters_clickstream", "orders": "dead_letters_orders"}
 
 
@@ -152,3 +155,48 @@ def test_dead_letter_table_per_source_where_the_job_writes(built):
         assert table["StorageDescriptor"]["Location"] == _s3(ids["dead"], f"/dead_letters/{source}/")
         assert table["Parameters"]["projection.ingest_date.range"] == "NOW-365DAYS,NOW"
         assert table["Parameters"]["storage.location.template"] == _s3(ids["dead"], f"/dead_letters/{source}/ingest_date=${{ingest_date}}/")
+
+
+@pytest.fixture(scope="module")
+def orders_built():
+    stack = bare_stack("CatalogOrders")
+    lake = s3.Bucket(stack, "Lake")
+    catalog = Catalog(
+        stack, "Catalog", project="streamlake", environment="qa", lake_bucket=lake,
+        datasets=[datasets.load("orders")], source_datasets={"orders": "orders"}, dead_letter_bucket=s3.Bucket(stack, "Dead"),
+        dead_letter_prefix="dead_letters", dead_letter_retention_days=365, streams={},
+        kafka=KafkaTableSource("orders", "orders-events", "streamlake-qa-orders-kafka"), removal_policy=cdk.RemovalPolicy.RETAIN,
+    )
+    return stack, catalog, assertions.Template.from_stack(stack), {"lake": stack.get_logical_id(lake.node.default_child)}
+
+
+def test_a_topic_carrying_a_nested_dataset_reads_it_through_that_datasets_registry_schema(orders_built):
+    stack, catalog, template, _ = orders_built
+    orders = datasets.load("orders")
+    schemas = template.find_resources("AWS::Glue::Schema")
+    assert {r["Properties"]["Name"] for r in schemas.values()} == {"com.streamlake.events.Event", "com.streamlake.orders.Order"}
+    (order_schema,) = [r for r in schemas.values() if r["Properties"]["Name"] == "com.streamlake.orders.Order"]
+    assert json.loads(order_schema["Properties"]["SchemaDefinition"]) == orders.avro(1)
+    table = _tables(template)["source_orders"]
+    assert table["Properties"]["TableInput"]["StorageDescriptor"]["SchemaReference"]["SchemaId"]["SchemaName"] == "com.streamlake.orders.Order"
+    assert stack.get_logical_id(catalog.node.find_child("SchemaOrders")) in table["DependsOn"]
+    assert catalog.lake_table_names == {"orders": "orders"}
+
+
+def test_a_nested_dataset_gets_its_own_typed_lake_table(orders_built):
+    _, _, template, ids = orders_built
+    table = _tables(template)["orders"]["Properties"]["TableInput"]
+    assert table["StorageDescriptor"]["Columns"] == _columns([
+        ("order_id", "string"), ("ordered_at", "timestamp"), ("customer_id", "string"), ("status", "string"),
+        ("currency", "string"), ("total", "decimal(12,2)"),
+        ("items", "array<struct<sku:string,quantity:int,unit_price:decimal(10,2)>>"),
+        ("shipping", "struct<country:string,city:string,express:boolean>"), ("coupons", "map<string,int>"),
+        ("source", "string"), ("source_partition", "string"), ("source_offset", "string"), ("arrival_time", "timestamp"),
+        ("batch_id", "bigint"),
+    ])
+    assert table["PartitionKeys"] == [{"Name": "event_date", "Type": "string"}, {"Name": "event_hour", "Type": "int"}]
+    assert table["StorageDescriptor"]["Location"] == _s3(ids["lake"], "/orders/")
+    assert table["Parameters"]["projection.event_date.range"] == "2000-01-01,NOW+1DAYS"  # from not_before, max_future
+    assert table["Parameters"]["storage.location.template"] == _s3(ids["lake"], "/orders/event_date=${event_date}/event_hour=${event_hour}/")
+
+

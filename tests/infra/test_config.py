@@ -53,6 +53,7 @@ BAD_VALUES = [
     ("dev", "compaction.schedule", "cron(15 8 * * ? *)", "dev.compaction.schedule: 'cron(15 8 * * ? *)' is not a supported shape"),
     ("dev", "compaction.schedule", "rate(1 hour)", "dev.compaction.schedule: 'rate(1 hour)' is not an EventBridge/Glue cron expression"),
     ("prod", "removal_policy", "destroy", "prod.removal_policy: 'destroy' is not allowed in prod"),
+    ("staging", "msk.dataset", "payments", "staging.msk.dataset: 'payments' is not one of clickstream, orders"),
     ("dev", "removal_policy", "keep", "dev.removal_policy: 'keep' is not one of retain, destroy"),
     ("dev", "msk.mode", "cluster", "dev.msk.mode: 'cluster' is not one of none, provisioned, serverless, existing"),
     ("dev", "msk.mode", "existing", "dev.msk.bootstrap_servers: null is required when mode is 'existing'"),
@@ -85,8 +86,8 @@ def test_bad_value_is_reported_with_environment_field_value_and_what_is_allowed(
 
 def test_kinesis_stream_rules(raw):
     streams = [
-        {"name": "clicks", "capacity_mode": "provisioned", "shard_count": None, "retention_hours": 24},
-        {"name": "clicks", "capacity_mode": "on_demand", "shard_count": 3, "retention_hours": 12},
+        {"name": "clicks", "dataset": "clickstream", "capacity_mode": "provisioned", "shard_count": None, "retention_hours": 24},
+        {"name": "clicks", "dataset": "clickstream", "capacity_mode": "on_demand", "shard_count": 3, "retention_hours": 12},
     ]
     problems = _problems(raw, "staging", "kinesis_streams", streams)
     assert problems == [

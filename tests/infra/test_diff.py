@@ -15,7 +15,7 @@ def test_shard_increase_in_prod_only_shows_in_prod_with_positive_cost_delta(temp
     raw = json.loads(DEFAULT_CONFIG_PATH.read_text())
     base_config = load_config()
     changed = parse_config(update_raw(raw, "prod", "kinesis_streams", [
-        {"name": "clickstream", "capacity_mode": "provisioned", "shard_count": 16, "retention_hours": 168}]))
+        {"name": "clickstream", "dataset": "clickstream", "capacity_mode": "provisioned", "shard_count": 16, "retention_hours": 168}]))
     new_templates = synth_templates(config=changed)
     report = diff.render_report(templates, new_templates, base_config, changed, "HEAD")
     sections = {s.split("\n", 1)[0]: s for s in report.split("\n## ")[1:]}

@@ -12,6 +12,7 @@ from aws_cdk import aws_kinesis as kinesis
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 
+from glue_jobs import datasets
 from infra.compaction_job import CompactionJob
 from infra.config import load_config
 from infra.glue_security import GlueJobSecurity
@@ -26,7 +27,8 @@ def _stack(env_name: str):
     locations = LakeLocations(buckets["Lake"], "events", buckets["Dead"], "dead_letters", buckets["Temp"], "checkpoints")
     security = GlueJobSecurity(stack, "Security", data_key=key, removal_policy=cdk.RemovalPolicy.DESTROY)
     stream = kinesis.Stream(stack, "Clicks", encryption=kinesis.StreamEncryption.KMS, encryption_key=key)
-    StreamingJob(stack, "ClickJob", environment=env_name, source_name="clickstream", settings=env.streaming,
+    StreamingJob(stack, "ClickJob", environment=env_name, source_name="clickstream", dataset=datasets.load("clickstream"),
+                 settings=env.streaming,
                  locations=locations, catalog=CatalogNames("lake_db", "src_clickstream", "events"),
                  security=security, stream=stream)
     connections = (glue.Connection.from_connection_name(stack, "Conn", "msk-conn"),
@@ -34,11 +36,12 @@ def _stack(env_name: str):
     kafka = KafkaSource("arn:aws:kafka:eu-west-1:111122223333:cluster/lake/abc-1", "orders-events", connections,
                         "arn:aws:glue:eu-west-1:111122223333:registry/lake", "arn:aws:glue:eu-west-1:111122223333:schema/lake/event",
                         ("subnet-0a1", "subnet-0b1"), ("sg-0b2",), "vpc-0c3")
-    StreamingJob(stack, "OrderJob", environment=env_name, source_name="orders", settings=env.streaming,
+    StreamingJob(stack, "OrderJob", environment=env_name, source_name="orders", dataset=datasets.load("clickstream"),
+                 settings=env.streaming,
                  locations=locations, catalog=CatalogNames("lake_db", "src_orders", "events"),
                  security=security, kafka=kafka)
     CompactionJob(stack, "Compaction", environment=env_name, settings=env.compaction, lake_bucket=buckets["Lake"],
-                  lake_prefix="events", temp_bucket=buckets["Temp"], security=security)
+                  lake_prefixes={"clickstream": "events"}, temp_bucket=buckets["Temp"], security=security)
     return assertions.Template.from_stack(stack)
 
 

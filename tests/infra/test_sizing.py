@@ -74,7 +74,7 @@ def test_more_shards_cost_more():
     raw = json.loads(sizing.REPO_ROOT.joinpath("config/environments.json").read_text())
     base = sizing.environment_cost(parse_config(raw).get("prod"), PRICES)
     bigger = update_raw(raw, "prod", "kinesis_streams", [
-        {"name": "clickstream", "capacity_mode": "provisioned", "shard_count": 16, "retention_hours": 168}])
+        {"name": "clickstream", "dataset": "clickstream", "capacity_mode": "provisioned", "shard_count": 16, "retention_hours": 168}])
     after = sizing.environment_cost(parse_config(bigger).get("prod"), PRICES)
     assert after["kinesis:clickstream"] - base["kinesis:clickstream"] == pytest.approx(8 * 730 * 0.015, abs=0.01)
 

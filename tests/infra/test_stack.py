@@ -14,6 +14,7 @@ COMMON_OUTPUTS = {
     "EventSchemaName",
 }
 PER_SOURCE = ("SourceTableName", "DeadLetterTableName", "DeadLetterPath", "CheckpointPath")
+PER_DATASET = ("LakeTableName", "LakePath")
 # Actions a `*` resource is allowed for, because AWS offers nothing narrower for them (the code next to
 # each such statement says so too). Anything else with `*` fails.
 WILDCARD_ONLY_ACTIONS = {
@@ -36,6 +37,7 @@ def test_outputs_name_everything_an_operations_tool_needs(templates, environment
     expected |= {f"KinesisStreamName{s.name.capitalize()}" for s in config.kinesis_streams}
     expected |= {f"{key}{s.capitalize()}" for key in PER_SOURCE for s in config.source_names}
     expected |= {f"StreamingJobName{s.capitalize()}" for s in config.source_names}
+    expected |= {f"{key}{d.capitalize()}" for key in PER_DATASET for d in config.datasets}
     expected |= {"CompactionJobName", "AlarmTopicArn"}
     if config.msk.enabled:
         expected |= MSK_OUTPUTS

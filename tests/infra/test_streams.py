@@ -17,8 +17,8 @@ def test_streams_are_encrypted_with_the_data_key_and_sized_from_config():
     streams = Streams(
         stack, "Streams", project="streamlake", environment="qa",
         streams=(
-            KinesisStreamConfig("clickstream", "provisioned", 4, 168),
-            KinesisStreamConfig("web-clicks", "on_demand", None, 24),
+            KinesisStreamConfig("clickstream", "provisioned", 4, 168, "clickstream"),
+            KinesisStreamConfig("web-clicks", "on_demand", None, 24, "clickstream"),
         ),
         encryption_key=key, removal_policy=cdk.RemovalPolicy.RETAIN,
     )
@@ -47,7 +47,7 @@ def test_streams_are_encrypted_with_the_data_key_and_sized_from_config():
 def test_a_stream_destroyed_with_its_stack_keeps_its_plain_name():
     stack = bare_stack("Streams")
     Streams(stack, "Streams", project="streamlake", environment="dev",
-            streams=(KinesisStreamConfig("clickstream", "on_demand", None, 24),),
+            streams=(KinesisStreamConfig("clickstream", "on_demand", None, 24, "clickstream"),),
             encryption_key=kms.Key(stack, "DataKey"), removal_policy=cdk.RemovalPolicy.DESTROY)
     (stream,) = assertions.Template.from_stack(stack).find_resources("AWS::Kinesis::Stream").values()
     assert stream["Properties"]["Name"] == "streamlake-dev-clickstream"

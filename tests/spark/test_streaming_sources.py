@@ -8,7 +8,7 @@ import pytest
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from glue_jobs import glue_entry
+from glue_jobs import datasets, glue_entry
 from glue_jobs.schema import envelope_schema, spark_source_schema
 from glue_jobs.sources import from_kafka_avro, from_kinesis, from_local_files
 
@@ -132,7 +132,8 @@ def _argv(source_type: str, extra: dict[str, str]) -> list[str]:
               "catalog_database": "db", "source_table": "src", "lake_path": "s3://l/events",
               "dead_letter_path": "s3://d/dead_letters/clicks", "checkpoint_path": "s3://t/checkpoints/clicks/",
               "window_size_seconds": "60", "batch_max_retries": "3", "metrics_namespace": "StreamLake",
-              "metrics_region": "eu-west-1", "starting_position": "TRIM_HORIZON", **extra}
+              "metrics_region": "eu-west-1", "starting_position": "TRIM_HORIZON", "dataset": "clickstream",
+              "dataset_digest": datasets.load("clickstream").digest, **extra}
     return ["script.py", *(x for k, v in values.items() for x in (f"--{k}", v)), "--enable-auto-scaling", "true"]
 
 
@@ -151,6 +152,15 @@ def test_entrypoint_resolves_its_arguments_and_builds_glue_options():
                                                 "startingOffsets": "earliest", "maxOffsetsPerTrigger": "1000000"}
     with pytest.raises(Exception, match="max_offsets_per_trigger"):
         glue_entry.resolve_arguments(_argv("kafka", {}))  # max_offsets_per_trigger missing
+
+
+def test_entrypoint_refuses_dataset_files_other_than_the_synthesized_ones():
+    """--dataset_digest is the digest of the dataset files the stack was synthesized with; a zip holding other
+    files (a stale package, a hand-edited dataset.json) is refused before a record is read."""
+    args = {"dataset": "clickstream", "dataset_digest": datasets.load("clickstream").digest}
+    assert glue_entry.dataset_table(args).name == "clickstream"
+    with pytest.raises(ValueError, match="dataset clickstream: the job zip's files have digest .* the job arguments 0000"):
+        glue_entry.dataset_table({**args, "dataset_digest": "0000"})
 
 
 @pytest.mark.skipif(importlib.util.find_spec("awsglue") is None, reason="AWSGlueDataplanePython is not installed here")
