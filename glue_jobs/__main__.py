@@ -59,12 +59,27 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--duplicate-ratio", type=_ratio, default=0.005)
     gen.add_argument("--seed", type=int, default=7)
     gen.add_argument("--expect", default=None, help="also write what the job must produce to this JSON file")
+    gen.add_argument("--dataset", default="clickstream", type=_dataset,
+                     help="whose records (datasets/<name>/); clickstream has its own realistic generator (default)")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command == "generate" and args.dataset != "clickstream":
+        from glue_jobs import datasets
+        from glue_jobs.dataset_generate import generate_dataset
+
+        expect = generate_dataset(datasets.load(args.dataset), args.out, records=args.records, files=args.files,
+                                  bad_ratio=args.bad_ratio, duplicate_ratio=args.duplicate_ratio, seed=args.seed)
+        if args.expect:
+            with open(args.expect, "w", encoding="utf-8") as handle:
+                json.dump(expect.__dict__, handle)
+        print(f"wrote {expect.records} {args.dataset} records in {args.files} files to {args.out}: "
+              f"{len(expect.valid_keys)} valid, {sum(expect.bad_by_reason.values())} bad {expect.bad_by_reason}, "
+              f"{expect.duplicates} duplicates")
+        return 0
     if args.command == "generate":
         from glue_jobs.generate import generate
 

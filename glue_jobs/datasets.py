@@ -114,7 +114,10 @@ def names() -> tuple[str, ...]:
 
 
 def load(name: str) -> Dataset:
-    return _load(str(root()), name)
+    """The dataset in folder `name`, read now (a file edited since the last call is read again)."""
+    folder = _folder(name)
+    files = tuple(sorted((e.name, e.read_bytes()) for e in folder.iterdir() if e.is_file())) if folder.is_dir() else ()
+    return _parse(name, str(folder), files)
 
 
 def load_all() -> dict[str, Dataset]:
@@ -135,19 +138,22 @@ def file_digest(text: bytes) -> str:
 
 
 @cache
-def _load(root_text: str, name: str) -> Dataset:  # keyed by the root so a test's STREAMLAKE_DATASETS reads afresh
-    folder = _folder(name)
+def _parse(name: str, where: str, files: tuple[tuple[str, bytes], ...]) -> Dataset:
+    """The dataset of a folder's files (cached by their bytes: the jobs ask for it once per batch)."""
+    contents = dict(files)
     problems: list[str] = []
     if not _NAME.match(name):
         problems.append(f"{name}: the folder name must match {_NAME.pattern} (it names tables, prefixes and metrics)")
-    if not folder.joinpath("dataset.json").is_file():
-        raise DatasetError(problems + [f"{name}: dataset.json is missing ({folder})"])
+    elif name == "events" or name.startswith(("source_", "dead_letters_")):
+        problems.append(f"{name}: the folder name is taken by another table of the database (events, source_*, dead_letters_*)")
+    if "dataset.json" not in contents:
+        raise DatasetError(problems + [f"{name}: dataset.json is missing ({where})"])
+    raw_contract = contents["dataset.json"]
     try:
-        raw_contract = folder.joinpath("dataset.json").read_bytes()
         contract = json.loads(raw_contract)
     except ValueError as error:
         raise DatasetError(problems + [f"{name}: dataset.json is not JSON: {error}"]) from None
-    versions, texts = _versions(name, folder, problems)
+    versions, texts = _versions(name, contents, problems)
     schema = None
     if versions:
         try:
@@ -164,24 +170,24 @@ def _load(root_text: str, name: str) -> Dataset:  # keyed by the root so a test'
     return Dataset(name=name, versions=tuple(versions), schema=schema, digest=digest, **parts)
 
 
-def _versions(name: str, folder, problems: list[str]) -> tuple[list[int], dict[int, str]]:
+def _versions(name: str, contents: dict[str, bytes], problems: list[str]) -> tuple[list[int], dict[int, str]]:
     """Schema versions 1..N with their texts, each matching its pinned digest in schemas.lock.json."""
     versions = []
-    for entry in folder.iterdir():
-        if entry.name.endswith(".avsc"):
-            match = _VERSION_FILE.match(entry.name)
+    for file_name in contents:
+        if file_name.endswith(".avsc"):
+            match = _VERSION_FILE.match(file_name)
             if match:
                 versions.append(int(match.group(1)))
             else:
-                problems.append(f"{name}: {entry.name}: schema files are named schema.v<N>.avsc")
+                problems.append(f"{name}: {file_name}: schema files are named schema.v<N>.avsc")
     versions.sort()
     if not versions:
         problems.append(f"{name}: no schema.v1.avsc")
     elif versions != list(range(1, len(versions) + 1)):
         problems.append(f"{name}: schema versions must be 1..N without gaps, found {versions}")
-    texts = {v: folder.joinpath(f"schema.v{v}.avsc").read_bytes() for v in versions}
+    texts = {v: contents[f"schema.v{v}.avsc"] for v in versions}
     try:
-        lock = json.loads(folder.joinpath(LOCK_FILE).read_text(encoding="utf-8")) if folder.joinpath(LOCK_FILE).is_file() else {}
+        lock = json.loads(contents[LOCK_FILE]) if LOCK_FILE in contents else {}
     except ValueError as error:
         problems.append(f"{name}: {LOCK_FILE} is not JSON: {error}")
         lock = {}

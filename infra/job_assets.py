@@ -18,6 +18,7 @@ on the path).
 
 from __future__ import annotations
 
+import os
 import zipfile
 from pathlib import Path
 
@@ -38,6 +39,7 @@ PACKAGE_DATA = ("*.py", "schemas/*.avsc")
 # Not job code: the entrypoint scripts (uploaded as the job's script), the command lines and local tools.
 LOCAL_ONLY = frozenset({
     "glue_jobs/__main__.py", "glue_jobs/glue_entry.py", "glue_jobs/generate.py", "glue_jobs/local_runner.py",
+    "glue_jobs/dataset_generate.py",
     "compaction/__main__.py", "compaction/glue_entry.py", "compaction/environments.py",
 })
 PACKAGE_ZIP = REPO_ROOT / "build" / "glue_package.zip"
@@ -77,7 +79,7 @@ def _dataset_entries() -> list[tuple[str, Path]]:
 def build_package_zip(target: Path = PACKAGE_ZIP) -> Path:
     """Write the package zip (byte-identical for identical sources) and return its path."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_suffix(".zip.tmp")
+    tmp = target.with_suffix(f".zip.{os.getpid()}.tmp")  # two synths at once (tests, a shell) never share it
     with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED) as archive:
         for name, path in _entries():
             info = zipfile.ZipInfo(name, date_time=_FIXED_TIME)

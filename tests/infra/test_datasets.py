@@ -143,3 +143,10 @@ def test_the_module_imports_without_pyspark_or_cdk():
             "from glue_jobs import datasets; print(sorted(datasets.load_all()))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "['clickstream', 'orders']"
+
+
+@pytest.mark.parametrize("name", ["events", "source_orders", "dead_letters_x", "Orders", "9lives"])
+def test_a_dataset_name_must_not_collide_or_break_names(root, name):
+    _write(root, name, GOOD_CONTRACT)
+    with pytest.raises(DatasetError, match=f"{name}: the folder name"):
+        datasets.load(name)

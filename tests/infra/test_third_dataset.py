@@ -160,3 +160,23 @@ def test_the_new_dataset_runs_end_to_end_and_keeps_its_own_rows(team_datasets, t
         ("out_of_range", "taken_at: value out of range"),
     ]
     assert {d["payload"] for d in dead_letters} >= {"{not json"}
+
+
+def test_a_dataset_json_change_shows_in_the_diff_as_an_in_place_job_update(team_datasets):
+    """The reviewer sees a contract change: the dataset's digest is a job argument, so the jobs carrying it
+    are modified in place (and nothing is replaced)."""
+    from infra_tools.diff import diff_templates
+    from infra_tools.snapshot import normalize, synth_templates
+
+    config = parse_config(json.loads((team_datasets / "environments.json").read_text()))
+    before = normalize(synth_templates(["dev"], config=config)["dev"])
+    contract_file = team_datasets / "datasets" / "sensor_readings" / "dataset.json"
+    original = contract_file.read_text()
+    try:
+        contract_file.write_text(json.dumps({**CONTRACT, "rules": {**CONTRACT["rules"], "device.id": {"min_length": 3}}}))
+        after = normalize(synth_templates(["dev"], config=config)["dev"])
+    finally:
+        contract_file.write_text(original)
+    changes = [c for c in diff_templates(before, after) if c.type == "AWS::Glue::Job"]
+    assert [(c.kind, c.deploy_fails, c.data_loss) for c in changes] == [("modified", False, False)]
+    assert "Sensors" in changes[0].logical_id
