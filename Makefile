@@ -87,9 +87,14 @@ demo: synth
 	$(PY) -m glue_jobs run-local --input $(DEMO)/input --lake $(DEMO)/lake --dead-letter $(DEMO)/dead-letters \
 	  --checkpoint $(DEMO)/checkpoint --once --max-files-per-batch 2 --source-name clickstream
 	$(PY) -m compaction run-local --lake $(DEMO)/lake --grace-minutes 0 --target-file-mb 1
+	$(PY) -m glue_jobs generate --dataset orders --out $(DEMO)/orders-input --records $(DEMO_RECORDS) --files 10 --bad-ratio 0.02 --seed 7
+	$(PY) -m glue_jobs run-local --dataset orders --input $(DEMO)/orders-input --lake $(DEMO)/orders-lake \
+	  --dead-letter $(DEMO)/orders-dead-letters --checkpoint $(DEMO)/orders-checkpoint --once --max-files-per-batch 2 --source-name orders
+	$(PY) -m compaction run-local --dataset orders --lake $(DEMO)/orders-lake --grace-minutes 0 --target-file-mb 1
 	@echo
 	@echo "templates:      cdk.out/assembly-{dev,staging,prod}/ (cdk-nag clean)"
-	@echo "lake:           $(DEMO)/lake/event_date=*/event_hour=*/ (Parquet, compacted)"
+	@echo "lake:           $(DEMO)/lake/event_date=*/event_hour=*/ (clickstream, Parquet, compacted)"
+	@echo "orders lake:    $(DEMO)/orders-lake/event_date=*/event_hour=*/ (nested: items array<struct>, decimals, timestamps)"
 	@echo "dead letters:   $(DEMO)/dead-letters/ingest_date=*/ (Parquet: payload, reason, ...)"
 	@echo "checkpoint:     $(DEMO)/checkpoint/ (run the run-local line again: nothing is reprocessed)"
 
@@ -99,6 +104,7 @@ bench: synth
 	$(PY) bench/bench_streaming.py --records $(BENCH_RECORDS) --cdk-out cdk.out --out bench-output/streaming.json
 	$(PY) bench/bench_compaction.py --out bench-output/compaction.json
 	$(PY) bench/report.py --streaming bench-output/streaming.json --compaction bench-output/compaction.json --out-dir bench-output
+	$(PY) bench/bench_dataset.py --dataset orders --out bench-output/orders.json
 
 # Markdown summary of what the working tree changes against BASE (default HEAD): no credentials needed.
 BASE ?= HEAD

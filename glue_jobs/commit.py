@@ -9,7 +9,7 @@ before its checkpoint commit. For batch b, `MicroBatchWriter` (glue_jobs/batch.p
 2. `discard_partial(b)`: any earlier partial output is removed: the files named in the publish manifest
    `batch-<b>.manifest.json` (written before the first file moved) and both staging directories.
 3. Spark writes lake rows and dead letters into the staging directories (`lake_staging(b)`,
-   `dead_letter_staging(b)`: `<lake>/_staging/<source>/batch=<b>/`, `<dead letters>/_staging/batch=<b>/`).
+   `dead_letter_staging(b)`: `<lake>/_staging/<source>/batch=<b>/`, `<dead letters>/_staging/<source>/batch=<b>/`).
 4. `publish(b)`: the manifest of final names is written, each staged file is moved to its final name,
    then the partitions-log entry naming the lake hours the batch wrote (glue_jobs/partitions_log.py:
    after the files landed, so compaction never reads an entry whose files are not there).
@@ -103,7 +103,8 @@ class BatchCommit:
         return f"{self.lake_path}/{STAGING_DIR}/{self.source_name}/batch={batch_id}"
 
     def dead_letter_staging(self, batch_id: int) -> str:
-        return f"{self.dead_letter_path}/{STAGING_DIR}/batch={batch_id}"
+        # The source in the path, as in the lake's: sources sharing a root never stage into each other's batch.
+        return f"{self.dead_letter_path}/{STAGING_DIR}/{self.source_name}/batch={batch_id}"
 
     def committed_stats(self, batch_id: int) -> BatchStats | None:
         """The recorded counts of a committed batch, or None. A marker that is not whole JSON was cut off while

@@ -423,3 +423,22 @@ def test_each_batch_records_its_lake_partitions_after_publishing_and_before_comm
     only_invalid = _writer(spark, tmp_path)(json_envelope(spark, ["not json"], source="clicks"), 4)
     assert only_invalid.records_written == 0
     assert not (entry.parent / "abcd1234-b0000000004.json").exists()  # no lake file, no entry
+
+
+def test_two_sources_feeding_one_dataset_never_share_staging_names_or_markers(spark, tmp_path):
+    """Several sources may carry one dataset: each writes into the dataset's lake with its own staging
+    directories, file names, partitions-log entries and markers, so the same batch id from both never collides."""
+    writers = {
+        source: MicroBatchWriter(spark, source_name=source, lake_path=str(tmp_path / "lake"), dead_letter_path=str(tmp_path / "dead"),
+                                 checkpoint_path=str(tmp_path / f"cp-{source}"), clock=lambda: NOW, stream_id="abcd1234")
+        for source in ("web", "app")
+    }
+    assert writers["web"].commit.lake_staging(0) != writers["app"].commit.lake_staging(0)
+    assert writers["web"].commit.dead_letter_staging(0) != writers["app"].commit.dead_letter_staging(0)
+    stats = {source: writer(json_envelope(spark, [_event(f"{source}-1"), "not json"], source=source), 0)
+             for source, writer in writers.items()}
+    assert {s: (st.records_written, st.dead_letters) for s, st in stats.items()} == {"web": (1, 1), "app": (1, 1)}
+    lake = sorted(p.name for p in (tmp_path / "lake").rglob("*.parquet") if "_" not in p.parent.name[:1])
+    assert lake == ["part-app-abcd1234-b0000000000-0000.snappy.parquet", "part-web-abcd1234-b0000000000-0000.snappy.parquet"]
+    assert sorted(r.event_id for r in spark.read.parquet(str(tmp_path / "lake")).collect()) == ["app-1", "web-1"]
+    assert spark.read.parquet(str(tmp_path / "dead")).count() == 2
