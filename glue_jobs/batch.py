@@ -104,7 +104,8 @@ class MicroBatchWriter:
         stats = BatchStats(
             source=self.source_name, batch_id=batch_id, records_in=counts.records_in, records_written=written,
             dead_letters=dead_letters, duplicates_collapsed=counts.valid - written, dead_letters_by_reason=counts.by_reason,
-            duration_ms=int((self.clock() - started) * 1000), files_written=len(files),
+            duration_ms=int((self.clock() - started) * 1000), files_written=len(files), dataset=self.table.name,
+            newest_event_age_seconds=None if counts.newest_event_ms is None or not written else started - counts.newest_event_ms / 1000,
         )
         self.commit.mark_committed(stats)
         log.info("batch %s source=%s in=%s written=%s dead_letters=%s %s duplicates=%s files=%s %sms", batch_id,

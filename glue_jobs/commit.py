@@ -58,6 +58,10 @@ class BatchStats:
     duration_ms: int = 0
     files_written: int = 0
     replayed: bool = False
+    # For the metrics, not the counts (so two stats compare by what the batch did): the dataset, and the
+    # processing time minus the newest event time the batch wrote (None when it wrote no row): freshness.
+    dataset: str = field(default="", compare=False)
+    newest_event_age_seconds: float | None = field(default=None, compare=False)
 
     @property
     def reconciles(self) -> bool:

@@ -3,7 +3,7 @@
 CloudWatch: namespace StreamLake (METRICS_NAMESPACE, shared with compaction/metrics.py and imported by the
 infrastructure's grants and alarms), dimensions Source and Environment,
 metrics RecordsIn, RecordsWritten, DeadLetters, DuplicatesCollapsed (Count) and BatchDurationMs
-(Milliseconds). The alarms in infra/monitoring.py are built on exactly these names and dimensions.
+(Milliseconds); with dimensions Dataset and Environment, NewestEventAgeSeconds (a batch that wrote rows). The alarms in infra/monitoring.py are built on exactly these names and dimensions.
 """
 
 from __future__ import annotations
@@ -17,7 +17,10 @@ RECORDS_WRITTEN = "RecordsWritten"
 DEAD_LETTERS = "DeadLetters"
 DUPLICATES_COLLAPSED = "DuplicatesCollapsed"
 BATCH_DURATION_MS = "BatchDurationMs"
-METRIC_NAMES = (RECORDS_IN, RECORDS_WRITTEN, DEAD_LETTERS, DUPLICATES_COLLAPSED, BATCH_DURATION_MS)
+# Per dataset (dimensions Dataset and Environment): how far the newest event time a batch wrote lags behind
+# the batch's processing time; the freshness alarm watches its minimum over the sources of a dataset.
+NEWEST_EVENT_AGE_SECONDS = "NewestEventAgeSeconds"
+METRIC_NAMES = (RECORDS_IN, RECORDS_WRITTEN, DEAD_LETTERS, DUPLICATES_COLLAPSED, BATCH_DURATION_MS, NEWEST_EVENT_AGE_SECONDS)
 
 log = logging.getLogger("glue_jobs.metrics")
 
@@ -51,10 +54,14 @@ def _values(stats) -> list[tuple[str, float, str]]:
 def metric_data(stats, environment: str) -> list[dict]:
     """The PutMetricData payload for one batch (pure, so it is tested without AWS)."""
     dimensions = [{"Name": "Source", "Value": stats.source}, {"Name": "Environment", "Value": environment}]
-    return [
+    data = [
         {"MetricName": name, "Dimensions": dimensions, "Value": float(value), "Unit": unit}
         for name, value, unit in _values(stats)
     ]
+    if stats.dataset and stats.newest_event_age_seconds is not None:
+        data.append({"MetricName": NEWEST_EVENT_AGE_SECONDS, "Value": float(stats.newest_event_age_seconds), "Unit": "Seconds",
+                     "Dimensions": [{"Name": "Dataset", "Value": stats.dataset}, {"Name": "Environment", "Value": environment}]})
+    return data
 
 
 class CloudWatchPublisher:

@@ -66,6 +66,7 @@ class BatchCounts:
     by_reason: dict[str, int]  # reason code -> rejected rows, codes with none left out
     slot_rows: tuple[int, ...]  # valid rows per write slot (a duplicated id counts in its lowest slot)
     duplicate_keys: str  # JSON array of the event_id hashes seen more than once among valid rows
+    newest_event_ms: int | None = None  # the latest event time among valid rows (epoch ms)
 
     @property
     def rejected(self) -> int:
@@ -103,7 +104,9 @@ class PackedBatch:
         """The batch's counts, in one aggregation over (reason number, event_id hash): only longs and counts
         are shuffled, never ids or payloads. The one action that materializes the batch and fills the cache."""
         is_valid = F.col(_CODE) == 0
-        per_key = self._frame.groupBy(_CODE, _KEY).agg(F.count(F.lit(1)).alias("_n"), F.min(_SLOT).alias(_SLOT))
+        newest = F.max(F.expr(f"unix_millis(`{_LAKE}`.`{self.table.event_time}`)"))  # null on rejected rows
+        per_key = self._frame.groupBy(_CODE, _KEY).agg(F.count(F.lit(1)).alias("_n"), F.min(_SLOT).alias(_SLOT),
+                                                        newest.alias("_newest"))
 
         def total(condition: Column | None = None) -> Column:
             return F.coalesce(F.sum(F.col("_n") if condition is None else F.when(condition, F.col("_n"))), F.lit(0))
@@ -114,6 +117,7 @@ class PackedBatch:
             *(total(F.col(_CODE) == number).alias(code) for code, number in _REASON_NUMBERS.items()),
             *(total(is_valid & (F.col(_SLOT) == slot)).alias(f"slot_{slot}") for slot in range(WRITE_SLOTS)),
             F.to_json(F.collect_list(F.when(is_valid & (F.col("_n") > 1), F.col(_KEY)))).alias("duplicate_keys"),
+            F.max(F.when(is_valid, F.col("_newest"))).alias("newest_event_ms"),
         ).collect()[0]
         return BatchCounts(
             records_in=int(row["records_in"]),
@@ -121,6 +125,7 @@ class PackedBatch:
             by_reason={code: int(row[code]) for code in REASON_CODES if row[code]},
             slot_rows=tuple(int(row[f"slot_{slot}"]) for slot in range(WRITE_SLOTS)),
             duplicate_keys=row["duplicate_keys"],
+            newest_event_ms=row["newest_event_ms"],
         )
 
     def lake_rows(self, counts: BatchCounts, *, batch_id: int) -> DataFrame:

@@ -27,7 +27,7 @@ from compaction.metrics import FILES_AFTER as COMPACTION_FILES_AFTER
 from compaction.metrics import FILES_BEFORE as COMPACTION_FILES_BEFORE
 from compaction.metrics import SUCCEEDED as COMPACTION_SUCCEEDED
 from glue_jobs.metrics import BATCH_DURATION_MS as BATCH_DURATION
-from glue_jobs.metrics import DEAD_LETTERS, RECORDS_IN, RECORDS_WRITTEN
+from glue_jobs.metrics import DEAD_LETTERS, NEWEST_EVENT_AGE_SECONDS, RECORDS_IN, RECORDS_WRITTEN
 from glue_jobs.metrics import METRICS_NAMESPACE as APP_NAMESPACE
 from infra.config import AlarmConfig
 from infra.constants import pascal
@@ -68,6 +68,7 @@ class Monitoring(Construct):
         notification_emails: tuple[str, ...],
         stream_names: dict[str, str],
         streaming_jobs: list[StreamingJobSignals],
+        datasets: tuple[str, ...],
         compaction_job_name: str,
         msk: MskSignals | None,
         removal_policy: cdk.RemovalPolicy,
@@ -100,6 +101,8 @@ class Monitoring(Construct):
             self._kinesis_alarms(name, stream_name)
         for job in streaming_jobs:
             self._streaming_job_alarms(job, window_size_seconds)
+        for dataset in datasets:
+            self._freshness_alarm(dataset)
         if msk is not None:
             self._msk_alarms(msk)
         self._compaction_alarm(compaction_job_name)
@@ -214,6 +217,21 @@ class Monitoring(Construct):
             threshold=s.dead_letter_percent,
             periods=2,
             description=f"Job {job.source_name}: more than {s.dead_letter_percent}% of records dead-lettered for 10 minutes.",
+        )
+
+    def _freshness_alarm(self, dataset: str) -> None:
+        """How far the newest event time written lags behind the batch that wrote it, per dataset: the minimum
+        over its sources in 5 minutes (the freshest source). No batch writing rows publishes nothing, which is
+        not breaching: a quiet hour is not stale data, and a stalled job has NoRecordsProcessed."""
+        minutes = self.settings.freshness_minutes
+        age = cw.Metric(namespace=APP_NAMESPACE, metric_name=NEWEST_EVENT_AGE_SECONDS, statistic="Minimum", period=FIVE_MINUTES,
+                        dimensions_map={"Dataset": dataset, "Environment": self.environment})
+        self._alarm(
+            f"Freshness{pascal(dataset)}",
+            metric=age,
+            threshold=minutes * 60,
+            periods=2,
+            description=f"Dataset {dataset}: the newest event time written lags more than {minutes} minutes behind, for 10 minutes.",
         )
 
     def _msk_alarms(self, msk: MskSignals) -> None:

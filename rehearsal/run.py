@@ -4,7 +4,8 @@
   `--name value`, with a run's arguments replacing defaults of the same name ("Arguments ... replace
   the default arguments set in the job definition itself", StartJobRun,
   https://docs.aws.amazon.com/glue/latest/webapi/API_StartJobRun.html). s3:// locations become folders
-  of a LocalS3 root (pyspark ships no S3 file system); `--extra-py-files` becomes the zip's local copy.
+  of a LocalS3 root (pyspark ships no S3 file system), also inside an argument holding a JSON object;
+  `--extra-py-files` becomes the zip's local copy.
 - An argument is either one of Glue's documented special parameters (GLUE_PARAMETERS) or one the
   deployed script reads (its `job_arguments()`); anything else fails the rehearsal before the run.
 - The process: `python -S` (no site-packages) with PYTHONPATH = script folder, zip, runtime folder;
@@ -52,6 +53,16 @@ class LocalS3:
         return str(self.root / uri[len("s3://"):]) + ("/" if uri.endswith("/") else "")
 
     def localize(self, value: str) -> str:
+        """An s3:// argument as its folder; in an argument holding a JSON object (compaction's --lake_tables),
+        each s3:// value of the object likewise."""
+        if value.startswith("{"):
+            try:
+                mapping = json.loads(value)
+            except ValueError:
+                return value
+            if isinstance(mapping, dict):
+                return json.dumps({k: self.localize(v) if isinstance(v, str) else v for k, v in mapping.items()},
+                                  separators=(",", ":"))
         return self.path(value) if value.startswith("s3://") else value
 
 

@@ -148,6 +148,7 @@ class AlarmConfig:
     dead_letter_percent: float
     msk_disk_used_percent: int
     compaction_missed_hours: int
+    freshness_minutes: int  # per dataset: the newest event time a batch wrote lags behind it by more than this
 
 
 @dataclass(frozen=True)

@@ -234,6 +234,7 @@ def _alarms(r: _Reader) -> AlarmConfig:
         dead_letter_percent=r.number("dead_letter_percent", minimum=0.01, maximum=100),
         msk_disk_used_percent=r.integer("msk_disk_used_percent", minimum=10, maximum=95),
         compaction_missed_hours=r.integer("compaction_missed_hours", minimum=1, maximum=48),
+        freshness_minutes=r.integer("freshness_minutes", minimum=5, maximum=10080),
     )
     r.finish()
     return cfg

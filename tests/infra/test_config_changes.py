@@ -102,6 +102,7 @@ ALTERNATIVES: dict[str, tuple[str, dict]] = {
     "alarms.dead_letter_percent": ("prod", {"alarms.dead_letter_percent": 2.5}),
     "alarms.msk_disk_used_percent": ("prod", {"alarms.msk_disk_used_percent": 70}),
     "alarms.compaction_missed_hours": ("prod", {"alarms.compaction_missed_hours": 6}),
+    "alarms.freshness_minutes": ("prod", {"alarms.freshness_minutes": 90}),
 }
 # Fields not changed in place by design, with the reason.
 NOT_CHANGES = {

@@ -26,6 +26,7 @@ def template() -> assertions.Template:
             StreamingJobSignals("clickstream", "clickstream-job", "kinesis", "clickstream-stream"),
             StreamingJobSignals("orders", "orders-job", "kafka", None),
         ],
+        datasets=("clickstream", "orders"),
         compaction_job_name="compaction-job",
         msk=MskSignals("lake-msk", 3),
         removal_policy=cdk.RemovalPolicy.RETAIN,
@@ -67,6 +68,8 @@ SINGLE_METRIC = [
      {"Cluster Name": "lake-msk", "Broker ID": "3"}, "Maximum", 300, 80, 3, "GreaterThanThreshold"),
     ("CompactionNotSucceeding", "StreamLake", "CompactionSucceeded",
      {"Environment": "prod"}, "Sum", 3600, 1, 3, "LessThanThreshold"),
+    ("FreshnessOrders", "StreamLake", "NewestEventAgeSeconds",
+     {"Dataset": "orders", "Environment": "prod"}, "Minimum", 300, 1800, 2, "GreaterThanThreshold"),
 ]
 
 
@@ -125,8 +128,12 @@ def test_dead_letter_rate_alarm(template):
 
 
 def test_alarm_inventory(template):
-    # 3 per stream, 4 per job x 2, 3 MSK brokers, 1 compaction
-    assert len(_alarms(template)) == 3 + 8 + 3 + 1
+    # 3 per stream, 4 per job x 2, 3 MSK brokers, 1 compaction, 1 freshness per dataset x 2
+    assert len(_alarms(template)) == 3 + 8 + 3 + 1 + 2
+
+
+def test_freshness_alarm_does_not_treat_a_quiet_dataset_as_stale(template):
+    assert _by_prefix(template, "FreshnessClickstream")["TreatMissingData"] == "notBreaching"
 
 
 def test_job_failures_go_to_the_topic(template):
@@ -160,7 +167,7 @@ PUBLISHED_DIMENSIONS = {
     "AWS/Kinesis": {"StreamName"},
     "AWS/Kafka": {"Cluster Name", "Broker ID"},
     "Glue": {"JobName", "JobRunId", "Type"},
-    "StreamLake": {"Environment", "Source"},
+    "StreamLake": {"Environment", "Source", "Dataset"},
 }
 
 
@@ -178,5 +185,9 @@ def test_no_alarm_in_any_environment_watches_a_metric_without_its_dimensions(tem
                     assert names == PUBLISHED_DIMENSIONS["Glue"], (env, logical_id)
                 if metric["Namespace"] == "StreamLake" and metric["MetricName"].startswith("Compaction"):
                     assert names == {"Environment"}, (env, logical_id)
+                if metric["Namespace"] == "StreamLake" and metric["MetricName"] == "NewestEventAgeSeconds":
+                    assert names == {"Dataset", "Environment"}, (env, logical_id)  # as glue_jobs.metrics publishes it
+                elif metric["Namespace"] == "StreamLake":
+                    assert "Dataset" not in names, (env, logical_id)
                 checked += 1
     assert checked >= 40

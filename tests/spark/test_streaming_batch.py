@@ -442,3 +442,18 @@ def test_two_sources_feeding_one_dataset_never_share_staging_names_or_markers(sp
     assert lake == ["part-app-abcd1234-b0000000000-0000.snappy.parquet", "part-web-abcd1234-b0000000000-0000.snappy.parquet"]
     assert sorted(r.event_id for r in spark.read.parquet(str(tmp_path / "lake")).collect()) == ["app-1", "web-1"]
     assert spark.read.parquet(str(tmp_path / "dead")).count() == 2
+
+
+def test_a_batch_reports_its_dataset_freshness_and_publishes_it_per_dataset(spark, tmp_path):
+    """The newest event time written (T + 1 hour here) against the processing time (NOW): the freshness metric,
+    published with the Dataset dimension; a batch that writes no row publishes none."""
+    stats = _writer(spark, tmp_path)(json_envelope(spark, PAYLOADS, source="clicks", arrival_ms=int(NOW * 1000)), 3)
+    assert stats.dataset == "clickstream"
+    assert stats.newest_event_age_seconds == pytest.approx(NOW - (T + 3_600_000) / 1000)
+    data = metric_data(stats, "dev")
+    (freshness,) = [d for d in data if d["MetricName"] == "NewestEventAgeSeconds"]
+    assert freshness["Dimensions"] == [{"Name": "Dataset", "Value": "clickstream"}, {"Name": "Environment", "Value": "dev"}]
+    assert freshness["Unit"] == "Seconds" and freshness["Value"] == pytest.approx(stats.newest_event_age_seconds)
+    rejected_only = _writer(spark, tmp_path / "other")(json_envelope(spark, ["not json"], source="clicks"), 0)
+    assert rejected_only.newest_event_age_seconds is None
+    assert "NewestEventAgeSeconds" not in {d["MetricName"] for d in metric_data(rejected_only, "dev")}
