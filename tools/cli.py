@@ -5,6 +5,7 @@
   job start|stop|status|reset-checkpoint   control one source's streaming job
   compact          start the compaction job for one hour, or for the lookback window (--scan)
   outputs          which stack outputs the tools read, and which are missing
+  dataset new|check   draft a dataset's files from sample records / run its contract over them locally
 
 Every command takes --env (an environment of config/environments.json) and finds resource names
 in the outputs of the environment's stack. Exit codes: 0 ok, 1 refused or failed, 2 bad usage,
@@ -125,6 +126,18 @@ def build_parser() -> argparse.ArgumentParser:
                             "log: for files written by anything but the streaming jobs")
 
     commands.add_parser("outputs", parents=[common], help="stack outputs the tools need, and which are missing")
+
+    dataset = commands.add_parser("dataset", help="onboard a dataset from sample records (no AWS needed)")
+    dataset_commands = dataset.add_subparsers(dest="dataset_command", required=True)
+    new = dataset_commands.add_parser("new", help="draft datasets/NAME/ (dataset.json, schema.v1.avsc) from samples",
+                                      description="Draft a dataset's files from sample records and say what was guessed.")
+    new.add_argument("name", help="the dataset's folder name under datasets/")
+    new.add_argument("--sample", required=True, type=Path, help="newline-delimited JSON records")
+    check = dataset_commands.add_parser("check", help="run a dataset's real contract over sample records locally",
+                                        description="Counts per reason, the first dead letters, the lake table's schema.")
+    check.add_argument("name", help="a dataset under datasets/")
+    check.add_argument("--sample", required=True, type=Path, help="newline-delimited JSON records")
+    check.add_argument("--show", type=_int_in(0, 1000), default=10, help="dead letters to print (default 10)")
     return parser
 
 
@@ -177,7 +190,30 @@ def _run(args) -> int:
         return _compact(args)
     if args.command == "outputs":
         return _outputs(args)
+    if args.command == "dataset":
+        return _dataset(args)
     raise ToolError(f"unknown command {args.command!r}")  # argparse prevents this
+
+
+def _dataset(args) -> int:
+    from glue_jobs import datasets
+
+    if args.dataset_command == "new":
+        from tools.dataset_draft import write_draft
+
+        root = Path(str(datasets.root()))
+        notes = write_draft(root, args.name, args.sample)
+        print(f"drafted {root / args.name}/dataset.json and schema.v1.avsc; guessed:")
+        for note in notes:
+            print(f"  - {note}")
+        print("check: the types (a decimal is drafted as double, an enum as string), the key, the event time, and add rules; "
+              f"then `python -m tools dataset check {args.name} --sample {args.sample}` (it names the digest to pin in "
+              "schemas.lock.json once the schema is final)")
+        return 0
+    from tools.dataset_check import check
+
+    counts = check(args.name, args.sample, show=args.show)
+    return 0 if counts else 1
 
 
 def _produce(args) -> int:

@@ -1,0 +1,22 @@
+"""`python -m tools dataset check`: the dataset's real contract over sample records, locally."""
+
+from __future__ import annotations
+
+import json
+
+from tools.dataset_check import check
+
+
+def test_check_counts_reasons_names_paths_and_shows_the_lake_schema(spark, tmp_path):
+    order = {"order_id": "o-1", "ordered_at": "2026-11-20T10:15:00Z", "customer_id": "c", "status": "paid", "currency": "EUR",
+             "total": 10.5, "items": [{"sku": "a", "quantity": 1, "unit_price": 10.5}]}
+    lines = [json.dumps(order), json.dumps({**order, "order_id": "o-2", "items": [{"sku": "a", "quantity": "1", "unit_price": 1}]}),
+             "{broken"]
+    sample = tmp_path / "orders.jsonl"
+    sample.write_text("\n".join(lines) + "\n")
+    printed: list[str] = []
+    counts = check("orders", sample, out=printed.append)
+    assert counts == {"valid": 1, "invalid_type": 1, "malformed_json": 1}
+    assert "  2: invalid_type, items[0].quantity: wrong JSON type, " + lines[1][:117] + "..." in printed  # long payloads cut
+    assert printed[-1].startswith("struct<order_id:string,ordered_at:timestamp,")
+    assert "items:array<struct<sku:string,quantity:int,unit_price:decimal(10,2)>>" in printed[-1]
