@@ -311,6 +311,27 @@ def schema_check() -> tuple[str, list[str]]:
     return line, problems
 
 
+def dataset_check() -> tuple[str, list[str]]:
+    """Every dataset's committed versions: each against the one before it by the lake's evolution rules
+    (glue_jobs/dataset_evolution.py) and as the registry would check it (BACKWARD, latest and checkpoint)."""
+    from glue_jobs import datasets
+    from glue_jobs.dataset_evolution import dataset_problems
+    from tools import avro_compat
+
+    problems, summary = [], []
+    for name, dataset in datasets.load_all().items():
+        problems += dataset_problems(dataset)
+        parsed = [avro_compat.parse(dataset.schema_text(v), where=f"{name}/schema.v{v}.avsc") for v in dataset.versions]
+        for index in range(1, len(parsed)):
+            problems += [f"{name} v{dataset.versions[index]}: {p}"
+                         for p in avro_compat.evolution_problems("BACKWARD", parsed[index], parsed[:index])]
+        summary.append(f"{name} v{dataset.latest_version} (contract {dataset.digest})")
+    line = (f"Datasets: {', '.join(summary)}; "
+            + ("every version keeps what the lake and the registry can read" if not problems
+               else f"⛔ {len(problems)} evolution problem(s): refused"))
+    return line, problems
+
+
 def _git_show(ref: str, path: str) -> str | None:
     proc = subprocess.run(["git", "show", f"{ref}:{path}"], cwd=REPO_ROOT, capture_output=True, text=True)
     return proc.stdout if proc.returncode == 0 else None
@@ -346,6 +367,8 @@ def render_report(base_templates: dict[str, dict], new_templates: dict[str, dict
         parts.append(f"## {env}\n\nEnvironment removed from the config: `cdk destroy '{env}/*'` to delete it.\n")
     line, problems = schema_check()
     parts += [line, ""] + [f"- {p}" for p in problems] + ([""] if problems else [])
+    line, problems = dataset_check()
+    parts += [line, ""] + [f"- {p}" for p in problems] + ([""] if problems else [])
     parts.append(f"_Costs: fixed capacity from config/prices.json ({prices['region']}, {prices['as_of']}); streaming "
                  f"jobs from {sizing.MIN_STREAMING_WORKERS} workers (unverified floor) to `max_workers`; usage "
                  f"(PUT units, GB, requests) not included._")
@@ -380,7 +403,7 @@ def main(argv: list[str] | None = None) -> int:
         out.write_text(report, encoding="utf-8")
     failing = [c.logical_id for env, template in new_templates.items()
                for c in diff_templates(normalize(base_templates.get(env, {})), normalize(template)) if c.deploy_fails]
-    failing += [f"schema {p}" for p in schema_check()[1]]
+    failing += [f"schema {p}" for p in schema_check()[1] + dataset_check()[1]]
     if failing:
         print(f"error: {len(failing)} change(s) would fail to deploy: {', '.join(failing)}", file=sys.stderr)
         return 3

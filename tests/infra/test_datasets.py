@@ -150,3 +150,62 @@ def test_a_dataset_name_must_not_collide_or_break_names(root, name):
     _write(root, name, GOOD_CONTRACT)
     with pytest.raises(DatasetError, match=f"{name}: the folder name"):
         datasets.load(name)
+
+
+def _node(fields: list[dict]):
+    from glue_jobs.dataset_types import parse_schema
+
+    return parse_schema({"type": "record", "name": "R", "fields": fields}, "test")
+
+
+ITEM = {"type": "record", "name": "Item", "fields": [{"name": "n", "type": "int"}]}
+BASE = [{"name": "id", "type": "string"}, {"name": "items", "type": {"type": "array", "items": ITEM}},
+        {"name": "price", "type": {"type": "bytes", "logicalType": "decimal", "precision": 10, "scale": 2}},
+        {"name": "note", "type": ["null", "string"], "default": None}]
+
+
+def _with_item_fields(*fields):
+    return [BASE[0], {"name": "items", "type": {"type": "array", "items": {**ITEM, "fields": [*ITEM["fields"], *fields]}}}, *BASE[2:]]
+
+
+@pytest.mark.parametrize(("new_fields", "problems"), [
+    (BASE + [{"name": "extra", "type": ["null", "int"], "default": None}], []),
+    (_with_item_fields({"name": "sku", "type": ["null", "string"], "default": None}), []),  # optional, depth 2
+    (BASE + [{"name": "extra", "type": "int"}], ["extra: a new required field (rule: add-optional-field)"]),
+    (_with_item_fields({"name": "sku", "type": "string"}), ["items[].sku: a new required field (rule: add-optional-field)"]),
+    ([BASE[0], {"name": "items", "type": {"type": "array", "items": {**ITEM, "fields": [{"name": "n", "type": "long"}]}}}, *BASE[2:]],
+     ["items[].n: int -> long (rule: keep-type)"]),
+    ([*BASE[:2], {"name": "price", "type": {"type": "bytes", "logicalType": "decimal", "precision": 12, "scale": 2}}, BASE[3]],
+     ["price: decimal(10,2) -> decimal(12,2) (rule: keep-decimal)"]),
+    ([BASE[0], BASE[1], BASE[3], {"name": "cost", "type": BASE[2]["type"]}],
+     ["price: gone (rule: no-rename-or-removal)", "cost: a new required field (rule: add-optional-field)"]),
+    ([*BASE[:3], {"name": "note", "type": "string"}], ["note: optional -> required (rule: keep-optional)"]),
+])
+def test_evolution_rules_name_themselves_at_any_depth(new_fields, problems):
+    from glue_jobs.dataset_evolution import evolution_problems
+
+    assert evolution_problems(_node(BASE), _node(new_fields)) == problems
+
+
+def test_shipped_datasets_evolve_within_the_rules_and_the_diff_says_so(monkeypatch):
+    monkeypatch.delenv(datasets.ROOT_VARIABLE, raising=False)
+    from infra_tools.diff import dataset_check
+
+    line, problems = dataset_check()
+    assert problems == [] and line.startswith("Datasets: clickstream v1 (contract ")
+
+
+def test_an_evolution_the_lake_cannot_read_fails_the_diff(root):
+    _write(root, "evolving", GOOD_CONTRACT)
+    v2 = json.loads(json.dumps(GOOD_SCHEMA))
+    v2["fields"][2]["type"]["items"]["fields"][0]["type"] = "long"  # parts[].n: int -> long
+    folder = root / "evolving"
+    (folder / "schema.v2.avsc").write_text(json.dumps(v2))
+    lock = json.loads((folder / "schemas.lock.json").read_text())
+    lock["schema.v2.avsc"] = datasets.file_digest((folder / "schema.v2.avsc").read_bytes())
+    (folder / "schemas.lock.json").write_text(json.dumps(lock))
+    from infra_tools.diff import dataset_check
+
+    line, problems = dataset_check()
+    assert problems == ["evolving v2: parts[].n: int -> long (rule: keep-type)"]
+    assert "1 evolution problem(s): refused" in line
