@@ -38,6 +38,7 @@ class Expectation:
     records: int = 0
     valid_keys: list[str] = field(default_factory=list)
     bad_by_reason: dict[str, int] = field(default_factory=dict)
+    bad_payloads: list[str] = field(default_factory=list)  # each bad record as written: its dead letter's payload
     duplicates: int = 0
 
 
@@ -192,6 +193,7 @@ def generate_dataset(dataset: Dataset, out_dir: str | Path, *, records: int, fil
         if rng.random() < bad_ratio:
             payload, reason = maker.bad(n, at)
             expect.bad_by_reason[reason] = expect.bad_by_reason.get(reason, 0) + 1
+            expect.bad_payloads.append(payload)
         elif valid_lines and rng.random() < duplicate_ratio:
             payload = rng.choice(valid_lines)
             expect.duplicates += 1

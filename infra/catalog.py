@@ -233,7 +233,11 @@ class Catalog(Construct):
             name,
             description=("The lake: validated events, Parquet (snappy), Hive partitions in UTC" if kept else
                          f"Lake table of dataset {dataset.name}: {dataset.description} (Parquet, snappy, UTC hour partitions)"),
-            columns=dataset.columns(catalog=True) + [(n, glue_type) for n, glue_type, _ in schema.INGESTION_COLUMNS],
+            # clickstream's columns from glue_jobs/schema.py, which reads glue_jobs/schemas/event.v<N>.avsc (the files
+            # schema-evolve and the registry's EventSchema use; tests/infra/test_datasets.py keeps them byte-identical
+            # to datasets/clickstream/): the same columns today, and one place for an evolution to reach the table.
+            columns=schema.lake_columns() if kept else
+            dataset.columns(catalog=True) + [(n, glue_type) for n, glue_type, _ in schema.INGESTION_COLUMNS],
             partition_keys=schema.lake_partition_columns(),
             location=location,
             storage=PARQUET_STORAGE,
@@ -269,7 +273,7 @@ class Catalog(Construct):
             f"SourceTable{pascal(source_name)}",
             name,
             description=f"Kinesis stream of source {source_name} (JSON, one event per record)",
-            columns=dataset.source_columns(),
+            columns=schema.source_columns() if dataset.name == "clickstream" else dataset.source_columns(),
             location=stream.stream_name,
             storage=JSON_STORAGE,
             parameters=params,

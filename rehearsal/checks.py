@@ -12,14 +12,22 @@ from rehearsal.scenario import EnvironmentResult
 
 
 def problems(result: EnvironmentResult, spark, s3: LocalS3) -> list[str]:
-    from glue_jobs.schema import spark_dead_letter_schema, spark_lake_schema
+    from pyspark.sql import functions as F
+
+    from glue_jobs.lake_table import LakeTable
+    from glue_jobs.schema import spark_dead_letter_schema
 
     found = []
-    lake_paths = {run.job.arguments["--lake_path"] for source in result.sources.values() for run in source.runs}
+    # {lake path: its dataset}: each source's rows are read from its dataset's table, ids by the dataset's key
+    lake_tables = {run.job.arguments["--lake_path"]: run.job.arguments["--dataset"]
+                   for source in result.sources.values() for run in source.runs}
+    lake_paths = set(lake_tables)
     lake_ids: Counter = Counter()
-    for path in lake_paths:
-        lake = spark.read.schema(spark_lake_schema()).parquet(s3.path(path))
-        lake_ids.update((r.source, r.event_id) for r in lake.select("source", "event_id").collect())
+    for path, dataset in lake_tables.items():
+        table = LakeTable.of(dataset)
+        lake = spark.read.schema(table.spark_schema()).parquet(s3.path(path))
+        key = F.concat_ws("|", *(F.col(f"`{name}`").cast("string") for name in table.key)).alias("key")
+        lake_ids.update((r.source, r.key) for r in lake.select("source", key).collect())
     for name, source in result.sources.items():
         held, committed = source.held, source.committed
         if committed["records_in"] != held.records:

@@ -237,7 +237,8 @@ def _create_in_moto(template: dict, environment: str, then=None) -> None:
         database = f"streamlake_{environment}"
         assert glue.get_database(Name=database)["Database"]["Name"] == database
         tables = {t["Name"] for t in glue.get_tables(DatabaseName=database)["TableList"]}
-        expected = {"events"} | {f"source_{s}" for s in config.source_names} | {f"dead_letters_{s}" for s in config.source_names}
+        lake_tables = {"events" if d == "clickstream" else d for d in config.datasets}  # one per dataset carried
+        expected = lake_tables | {f"source_{s}" for s in config.source_names} | {f"dead_letters_{s}" for s in config.source_names}
         assert tables == expected
         lake = glue.get_table(DatabaseName=database, Name="events")["Table"]
         assert lake["StorageDescriptor"]["Location"] == f"s3://{outputs['LakeBucketName']}/events/"

@@ -34,7 +34,7 @@ def test_streaming_jobs_provide_exactly_what_the_entrypoint_reads(templates):
             expected = set(streaming_entry.job_arguments(source_type)) - GLUE_SUPPLIED
             assert _ours(job) == expected, (env, source_type, _ours(job) ^ expected)
             checked += 1
-    assert checked == 5  # dev 1 + staging 2 + prod 2
+    assert checked == 6  # dev 2 (clickstream, orders) + staging 2 + prod 2
 
 
 def test_compaction_job_provides_exactly_what_the_entrypoint_reads(templates):
