@@ -65,18 +65,19 @@ def test_dev_rehearses_clean_and_reads_the_source_once_per_batch(cloud_assembly,
     assembly, result, found = _rehearse(cloud_assembly, "dev", spark_lines, moto_endpoint, spark, tmp_path,
                                         observe_source_reads=True)
     assert found == []
-    (source,) = result.sources.values()
-    assert source.committed["records_in"] == RECORDS and source.committed["batches"] == 3
+    assert sorted(result.sources) == ["clickstream", "orders"]  # two datasets: flat JSON and nested JSON
     assert result.compaction is not None and result.alarm_metrics and result.alarm_metrics <= result.metrics
-    # persistDataFrame "false": each batch reads its records from the source once, plus the one record
-    # forEachBatch's take(1) looks at (with the default, awsglue persists and counts the raw batch first).
-    (run,) = source.runs
-    reads = run.events("source_reads")
-    assert len(reads) >= 2
-    for batch in reads:
-        assert RECORDS // 3 <= batch["rows_read"] <= RECORDS // 3 + 1, reads
-    options = run.events("source")[0]["options"]
-    assert "inferSchema=true" in options and "addRecordTimestamp=true" in options
+    for source in result.sources.values():
+        assert source.committed["records_in"] == RECORDS and source.committed["batches"] == 3
+        # persistDataFrame "false": each batch reads its records from the source once, plus the one record
+        # forEachBatch's take(1) looks at (with the default, awsglue persists and counts the raw batch first).
+        (run,) = source.runs
+        reads = run.events("source_reads")
+        assert len(reads) >= 2
+        for batch in reads:
+            assert RECORDS // 3 <= batch["rows_read"] <= RECORDS // 3 + 1, reads
+        options = run.events("source")[0]["options"]
+        assert "inferSchema=true" in options and "addRecordTimestamp=true" in options
 
 
 @pytest.mark.e2e
