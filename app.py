@@ -8,6 +8,7 @@
 
 import sys
 
+from glue_jobs.datasets import DatasetError
 from infra.config import ConfigError
 
 
@@ -16,7 +17,7 @@ def main() -> int:
 
     try:
         app, _ = build_app()
-    except ConfigError as exc:
+    except (ConfigError, DatasetError) as exc:  # every problem of the config or the dataset files, one message
         print(f"error: {exc}", file=sys.stderr)
         return 1
     app.synth()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -61,4 +62,19 @@ def test_app_py_reports_config_errors_without_a_traceback(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code, str(bad)], cwd=REPO_ROOT, capture_output=True, text=True)
     assert proc.returncode == 1
     assert "dev.removal_policy: 'keep' is not one of retain, destroy" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_app_py_reports_every_dataset_problem_without_a_traceback(tmp_path):
+    """A bad dataset file stops synth with one message naming the dataset, key, value and what is allowed."""
+    import shutil
+
+    shutil.copytree(REPO_ROOT / "datasets", tmp_path / "datasets")
+    contract = tmp_path / "datasets" / "orders" / "dataset.json"
+    contract.write_text(contract.read_text().replace('"format": "iso8601"', '"format": "iso"').replace('"min": 0', '"min": "0"', 1))
+    proc = subprocess.run([sys.executable, "-c", "import sys, app; sys.exit(app.main())"], cwd=REPO_ROOT, capture_output=True,
+                          text=True, env={**os.environ, "STREAMLAKE_DATASETS": str(tmp_path / "datasets"), "CDK_OUTDIR": str(tmp_path / "out")})
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert "orders: event_time.format: 'iso' is not one of epoch_millis, epoch_seconds, iso8601" in proc.stderr
+    assert "orders: rules.total.min: '0' must be a finite JSON number" in proc.stderr
     assert "Traceback" not in proc.stderr
