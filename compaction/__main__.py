@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from compaction import layout
 from compaction.environments import read_environment
+from glue_jobs.datasets import dataset_name
 
 if TYPE_CHECKING:
     from compaction.faults import FaultInjector
@@ -60,20 +61,12 @@ def _hour(text: str):
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _dataset(name: str) -> str:
-    from glue_jobs import datasets
-
-    if name not in datasets.names():
-        raise argparse.ArgumentTypeError(f"{name!r} is not a dataset (datasets: {', '.join(datasets.names())})")
-    return name
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m compaction", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run-local", help="compact the hour partitions of a local lake directory")
     run.add_argument("--lake", required=True, help="lake root holding event_date=YYYY-MM-DD/event_hour=H/")
-    run.add_argument("--dataset", default="clickstream", type=_dataset,
+    run.add_argument("--dataset", default="clickstream", type=dataset_name,
                      help="the dataset whose lake table this is (datasets/<name>/): its columns and key (default clickstream)")
     run.add_argument("--hour", type=_hour, help="compact only this UTC hour, e.g. 2026-01-01T05 (ignores the lookback)")
     run.add_argument("--target-file-mb", type=_positive_mb, help="target output file size in MB (fractions allowed)")

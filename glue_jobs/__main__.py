@@ -6,13 +6,7 @@ import argparse
 import json
 import sys
 
-
-def _dataset(name: str) -> str:
-    from glue_jobs import datasets
-
-    if name not in datasets.names():
-        raise argparse.ArgumentTypeError(f"{name!r} is not a dataset (datasets: {', '.join(datasets.names())})")
-    return name
+from glue_jobs.datasets import dataset_name
 
 
 def _positive_int(text: str) -> int:
@@ -47,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--once", action="store_true", help="process the files present now, then exit")
     run.add_argument("--max-files-per-batch", type=_positive_int, default=None, help="files per micro-batch")
     run.add_argument("--source-name", default="local", help="source name recorded on every row (default: local)")
-    run.add_argument("--dataset", default="clickstream", type=_dataset,
+    run.add_argument("--dataset", default="clickstream", type=dataset_name,
                      help="the dataset the records are (datasets/<name>/): its contract and lake table (default clickstream)")
     run.add_argument("--trigger-seconds", type=_positive_int, default=5, help="micro-batch interval without --once")
 
@@ -59,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--duplicate-ratio", type=_ratio, default=0.005)
     gen.add_argument("--seed", type=int, default=7)
     gen.add_argument("--expect", default=None, help="also write what the job must produce to this JSON file")
-    gen.add_argument("--dataset", default="clickstream", type=_dataset,
+    gen.add_argument("--dataset", default="clickstream", type=dataset_name,
                      help="whose records (datasets/<name>/); clickstream has its own realistic generator (default)")
     return parser
 
@@ -67,30 +61,25 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.command == "generate" and args.dataset != "clickstream":
-        from glue_jobs import datasets
-        from glue_jobs.dataset_generate import generate_dataset
-
-        expect = generate_dataset(datasets.load(args.dataset), args.out, records=args.records, files=args.files,
-                                  bad_ratio=args.bad_ratio, duplicate_ratio=args.duplicate_ratio, seed=args.seed)
-        if args.expect:
-            with open(args.expect, "w", encoding="utf-8") as handle:
-                json.dump(expect.__dict__, handle)
-        print(f"wrote {expect.records} {args.dataset} records in {args.files} files to {args.out}: "
-              f"{len(expect.valid_keys)} valid, {sum(expect.bad_by_reason.values())} bad {expect.bad_by_reason}, "
-              f"{expect.duplicates} duplicates")
-        return 0
     if args.command == "generate":
-        from glue_jobs.generate import generate
+        sizes = dict(records=args.records, files=args.files, bad_ratio=args.bad_ratio, duplicate_ratio=args.duplicate_ratio,
+                     seed=args.seed)
+        if args.dataset == "clickstream":  # its own generator: realistic sessions and every kind of bad record
+            from glue_jobs.generate import generate
 
-        expect = generate(args.out, records=args.records, files=args.files, bad_ratio=args.bad_ratio,
-                          duplicate_ratio=args.duplicate_ratio, seed=args.seed)
+            expect = generate(args.out, **sizes)
+            valid = len(expect.valid_event_ids)
+        else:
+            from glue_jobs import datasets
+            from glue_jobs.dataset_generate import generate_dataset
+
+            expect = generate_dataset(datasets.load(args.dataset), args.out, **sizes)
+            valid = len(expect.valid_keys)
         if args.expect:
             with open(args.expect, "w", encoding="utf-8") as handle:
                 json.dump(expect.__dict__, handle)
-        print(f"wrote {expect.records} records in {expect.files} files to {args.out}: "
-              f"{len(expect.valid_event_ids)} valid, {len(expect.bad_lines)} bad {expect.bad_by_reason}, "
-              f"{expect.duplicates} duplicates")
+        print(f"wrote {expect.records} {args.dataset} records in {args.files} files to {args.out}: {valid} valid, "
+              f"{sum(expect.bad_by_reason.values())} bad {expect.bad_by_reason}, {expect.duplicates} duplicates")
         return 0
 
     from glue_jobs.local_runner import configure_logging, run_local

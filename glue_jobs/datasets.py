@@ -113,6 +113,15 @@ def names() -> tuple[str, ...]:
     return tuple(sorted(e.name for e in folder.iterdir() if e.is_dir() and e.joinpath("dataset.json").is_file()))
 
 
+def dataset_name(name: str) -> str:
+    """argparse type of a --dataset option: a dataset folder's name, or the error listing the datasets."""
+    import argparse
+
+    if name not in names():
+        raise argparse.ArgumentTypeError(f"{name!r} is not a dataset (datasets: {', '.join(names())})")
+    return name
+
+
 def load(name: str, *, draft: bool = False) -> Dataset:
     """The dataset in folder `name`, read now (a file edited since the last call is read again). `draft`
     accepts a newest version whose digest is not pinned yet (`python -m tools dataset check` of a new file);

@@ -65,6 +65,13 @@ class KafkaTableSource:
     connection_name: str
 
 
+def _date_projection(column: str, date_range: str) -> dict[str, str]:
+    """Athena partition projection of a daily yyyy-MM-dd partition column over `date_range`."""
+    return {f"projection.{column}.type": "date", f"projection.{column}.format": "yyyy-MM-dd",
+            f"projection.{column}.range": date_range, f"projection.{column}.interval": "1",
+            f"projection.{column}.interval.unit": "DAYS"}
+
+
 def table_name(kind: str, source_name: str = "") -> str:
     """Catalog names are lower-case with underscores (Athena does not accept '-' unquoted)."""
     return "_".join(p for p in (kind, source_name) if p).replace("-", "_")
@@ -182,12 +189,8 @@ class Catalog(Construct):
                 parameters={
                     "classification": "parquet",
                     "projection.enabled": "true",
-                    "projection.ingest_date.type": "date",
-                    "projection.ingest_date.format": "yyyy-MM-dd",
                     # Dead letters expire after the configured days; older dates hold nothing.
-                    "projection.ingest_date.range": f"NOW-{dead_letter_retention_days}DAYS,NOW",
-                    "projection.ingest_date.interval": "1",
-                    "projection.ingest_date.interval.unit": "DAYS",
+                    **_date_projection("ingest_date", f"NOW-{dead_letter_retention_days}DAYS,NOW"),
                     "storage.location.template": f"{location}ingest_date=${{ingest_date}}/",
                 },
             )
@@ -245,11 +248,7 @@ class Catalog(Construct):
                 "classification": "parquet",
                 "parquet.compression": "SNAPPY",
                 "projection.enabled": "true",
-                "projection.event_date.type": "date",
-                "projection.event_date.format": "yyyy-MM-dd",
-                "projection.event_date.range": f"{start},NOW+{future_days}DAYS",
-                "projection.event_date.interval": "1",
-                "projection.event_date.interval.unit": "DAYS",
+                **_date_projection("event_date", f"{start},NOW+{future_days}DAYS"),
                 "projection.event_hour.type": "integer",
                 "projection.event_hour.range": "0,23",
                 "storage.location.template": f"{location}event_date=${{event_date}}/event_hour=${{event_hour}}/",
