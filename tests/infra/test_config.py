@@ -30,8 +30,9 @@ def test_shipped_config_declares_dev_staging_prod_with_defaults_merged():
     # prod overrides one key of streaming; the rest comes from defaults
     assert prod.streaming.window_size_seconds == dev.streaming.window_size_seconds == 60
     assert prod.kinesis_streams[0].shard_count == 8 and dev.kinesis_streams[0].capacity_mode == "on_demand"
-    assert dev.source_names == ("clickstream",)
-    assert prod.source_names == ("clickstream", "orders")
+    assert dev.source_names == ("clickstream", "orders")  # orders as JSON on Kinesis in dev
+    assert prod.source_names == ("clickstream", "orders")  # orders as Avro on MSK in staging and prod
+    assert dev.source_datasets == prod.source_datasets == {"clickstream": "clickstream", "orders": "orders"}
 
 
 def _problems(raw: dict, env: str, dotted: str, value) -> list[str]:

@@ -65,7 +65,7 @@ ALTERNATIVES: dict[str, tuple[str, dict]] = {
     "kinesis_streams.dataset": ("prod", {"kinesis_streams.0.dataset": "orders"}),
     "msk.mode": ("prod", {"msk.mode": "serverless"}),
     "msk.source_name": ("prod", {"msk.source_name": "payments"}),
-    "msk.dataset": ("prod", {"msk.dataset": "orders"}),
+    "msk.dataset": ("prod", {"msk.dataset": "clickstream"}),
     "msk.topic": ("prod", {"msk.topic": "orders-events-v2"}),
     "msk.topic_partitions": ("prod", {"msk.topic_partitions": 24}),
     "msk.kafka_version": ("prod", {"msk.kafka_version": "3.9.x"}),

@@ -64,9 +64,9 @@ def test_adding_an_optional_field_deploys_as_a_new_version_with_no_replacement(t
     (version,) = [r for r in evolved["Resources"].values() if r["Type"] == "AWS::Glue::SchemaVersion"]
     assert json.loads(version["Properties"]["SchemaDefinition"]) == v2
     tables = {c.logical_id: c for c in changes if c.type == "AWS::Glue::Table"}
-    assert any("column `campaign` added (string)" in c.columns for c in tables.values())  # lake and source tables
-    (pinned,) = [c for c in tables.values() if any("SchemaVersionNumber" in path for path, _, _ in c.changes)]
-    assert [(a, b) for path, a, b in pinned.changes if path.endswith("SchemaVersionNumber")] == [(1, 2)]
+    assert sum("column `campaign` added (string)" in c.columns for c in tables.values()) == 2  # lake and Kinesis source
+    # staging's MSK topic carries orders (config msk.dataset): its table stays pinned to the orders schema
+    assert not [c for c in tables.values() if any("SchemaVersionNumber" in path for path, _, _ in c.changes)]
 
     package = job_assets.build_package_zip(tmp_path / "package.zip")
     with zipfile.ZipFile(package) as archive:
@@ -103,3 +103,36 @@ def test_make_diff_checks_every_committed_version(with_versions):
     line, problems = diff.schema_check()
     assert "⛔ 1 compatibility problem(s): the deploy would fail" in line
     assert problems == ["v2: BACKWARD vs version 1: Event.user_id: a value of writer branch null cannot be read as string"]
+
+
+@pytest.mark.e2e
+def test_a_nested_optional_field_in_a_dataset_deploys_as_a_new_version_pinned_by_the_msk_table(templates, tmp_path, monkeypatch):
+    """orders v2 adds an optional field inside its line items: the registry gets version 2, the MSK table is
+    pinned to it, the lake table's column changes in place, and no resource is replaced."""
+    import shutil
+
+    from glue_jobs import datasets
+    from glue_jobs.dataset_evolution import dataset_problems
+
+    root = tmp_path / "datasets"
+    shutil.copytree(datasets.root(), root)
+    v2 = json.loads((root / "orders" / "schema.v1.avsc").read_text())
+    items = next(f for f in v2["fields"] if f["name"] == "items")
+    items["type"]["items"]["fields"].append({"name": "discount", "type": ["null", "int"], "default": None})
+    (root / "orders" / "schema.v2.avsc").write_text(json.dumps(v2, indent=2))
+    lock = json.loads((root / "orders" / "schemas.lock.json").read_text())
+    lock["schema.v2.avsc"] = datasets.file_digest((root / "orders" / "schema.v2.avsc").read_bytes())
+    (root / "orders" / "schemas.lock.json").write_text(json.dumps(lock))
+    monkeypatch.setenv(datasets.ROOT_VARIABLE, str(root))
+    assert dataset_problems(datasets.load("orders")) == []
+
+    evolved = normalize(synth_templates(["staging"])["staging"])
+    changes = diff_templates(normalize(templates["staging"]), evolved)
+    assert not [c for c in changes if c.kind in ("replaced", "removed") or c.deploy_fails or c.data_loss]
+    (version,) = [c for c in changes if c.type == "AWS::Glue::SchemaVersion"]
+    assert version.kind == "added" and "SchemaOrdersVersion2" in version.logical_id
+    tables = {c.logical_id: c for c in changes if c.type == "AWS::Glue::Table"}
+    (pinned,) = [c for c in tables.values() if any("SchemaVersionNumber" in path for path, _, _ in c.changes)]
+    assert [(a, b) for path, a, b in pinned.changes if path.endswith("SchemaVersionNumber")] == [(1, 2)]
+    (lake,) = [c for c in tables.values() if c.logical_id.startswith("CatalogLakeTableOrders")]
+    assert lake.kind == "modified" and any("items" in column and "discount:int" in column for column in lake.columns)

@@ -60,12 +60,14 @@ def test_environment_cost_of_the_shipped_dev_config():
     assert cost == {
         "kinesis:clickstream": round(730 * 0.04, 2),  # one on-demand stream
         "glue_streaming:clickstream": round(4 * 0.25 * 730 * 0.44, 2),  # 4 x G.025X at 0.25 DPU
+        "kinesis:orders": round(730 * 0.04, 2),  # dev carries orders on a second on-demand stream
+        "glue_streaming:orders": round(4 * 0.25 * 730 * 0.44, 2),
         "glue_compaction": round(2 * 1 * (5 / 60) * 730 * 0.29, 2),  # flex
     }
     low = sizing.environment_cost(dev, PRICES, streaming_workers="min")
-    assert low["glue_streaming:clickstream"] == round(2 * 0.25 * 730 * 0.44, 2)  # auto scaling's floor
-    assert {k: v for k, v in low.items() if k != "glue_streaming:clickstream"} == {
-        k: v for k, v in cost.items() if k != "glue_streaming:clickstream"}
+    assert low["glue_streaming:clickstream"] == low["glue_streaming:orders"] == round(2 * 0.25 * 730 * 0.44, 2)  # the floor
+    assert {k: v for k, v in low.items() if not k.startswith("glue_streaming:")} == {
+        k: v for k, v in cost.items() if not k.startswith("glue_streaming:")}
     with pytest.raises(ValueError, match="'most' is not 'max' or 'min'"):
         sizing.environment_cost(dev, PRICES, streaming_workers="most")
 
