@@ -30,8 +30,9 @@ BATCH_EVENT = "batch_processing_time"
 class GlueJobBench:
     def __init__(self, cdk_out: Path, work: Path, *, environment: str = "dev", driver_memory: str = "2g") -> None:
         assembly = assembly_module.load(cdk_out, environment)
-        self.job = next(j for j in assembly.glue_jobs()
-                        if j.command == "gluestreaming" and j.arguments["--source_type"] == "kinesis")
+        self.job = next(j for j in assembly.glue_jobs()  # the clickstream job: the benchmark's records are clickstream's
+                        if j.command == "gluestreaming" and j.arguments["--source_type"] == "kinesis"
+                        and j.arguments["--dataset"] == "clickstream")
         shutil.rmtree(work, ignore_errors=True)
         self.held = work / "held"
         self.held.mkdir(parents=True)

@@ -107,7 +107,7 @@ def test_each_job_kind_rehearses_on_the_other_allowed_glue_version(swapped_lines
 @pytest.mark.e2e
 def test_a_source_option_glue_does_not_document_fails_the_job(cloud_assembly, spark_lines, tmp_path):
     assembly = assembly_module.load(cloud_assembly, "dev")
-    (job,) = [j for j in assembly.glue_jobs() if j.command == "gluestreaming"]
+    (job,) = [j for j in assembly.glue_jobs() if j.command == "gluestreaming" and j.arguments["--dataset"] == "clickstream"]
     held = kinesis_input(tmp_path / "held", records=30, files=1, seed=1)
     tables = source_table(assembly, job, held)
     (table,) = tables.values()
