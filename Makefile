@@ -19,7 +19,7 @@ export PYTHONDONTWRITEBYTECODE := 1
 
 help:
 	@echo "make demo       set up .venv, synthesize every environment (cdk-nag enforced), run the pipeline locally"
-	@echo "make test       set up .venv, lint, run every test on each Glue Spark line"
+	@echo "make test       set up .venv, lint, run every test; the Spark tests but e2e also on Spark 3.3 and 4.1"
 	@echo "make bench      1M-record streaming and 2,000-file compaction benchmarks -> bench-output/"
 	@echo "make test-fast  the tests without the e2e ones, main venv only"
 	@echo "make synth      synthesize every environment into cdk.out/"
@@ -54,13 +54,14 @@ test: $(STAMP) $(STAMP33) $(STAMP41) lint
 	$(MAKE) --no-print-directory test-spark33
 	$(MAKE) --no-print-directory test-spark41
 
-# The job code on the Glue 4.0 line (Spark 3.3): same tests, other pyspark.
+# The job code on the Glue 4.0 line (Spark 3.3): the same tests but the end-to-end ones (runner subprocesses,
+# kill tests), which run on the default line only.
 test-spark33: $(STAMP33)
-	$(VENV33)/bin/python -m pytest tests/spark -p no:cacheprovider
+	$(VENV33)/bin/python -m pytest tests/spark -p no:cacheprovider -m "not e2e"
 
-# The job code on the Glue 6.0 line (Spark 4.1).
+# The job code on the Glue 6.0 line (Spark 4.1), likewise.
 test-spark41: $(STAMP41)
-	$(VENV41)/bin/python -m pytest tests/spark -p no:cacheprovider
+	$(VENV41)/bin/python -m pytest tests/spark -p no:cacheprovider -m "not e2e"
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -m "not e2e"
