@@ -24,8 +24,6 @@ replaces files inside existing event_date/event_hour folders.
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import sys
 
 JOB_ARGUMENTS = ("JOB_NAME", "lake_tables", "environment", "target_file_mb", "grace_minutes", "lookback_hours", "metrics_namespace",
@@ -69,6 +67,8 @@ def settings_from_arguments(args: dict):
 
 def lake_tables(args: dict) -> dict[str, str]:
     """--lake_tables: a JSON object {dataset: lake path} of every dataset table the run compacts, in order."""
+    import json
+
     try:
         tables = json.loads(args["lake_tables"])
     except ValueError:
@@ -103,6 +103,8 @@ def main(argv: list[str] | None = None) -> None:
     job = Job(glue_context)
     job.init(args["JOB_NAME"], args)
     sink = CloudWatchMetricSink(settings.environment, namespace=args["metrics_namespace"], region=args["metrics_region"])
+    import dataclasses
+
     failed = []
     # Each dataset's table is compacted by its own Compactor (its journal, partitions log and key); one
     # failing table does not keep the others from being compacted, and fails the run at the end.

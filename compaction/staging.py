@@ -73,7 +73,7 @@ class Stager:
         )
         attempt = f"{staging}/attempt-1"
         self.faults.watch_staging(lambda: self.storage.exists(staging))
-        drop_ranked_duplicates(ranked, self.table).write.option("compression", "snappy").parquet(attempt)
+        drop_ranked_duplicates(ranked).write.option("compression", "snappy").parquet(attempt)
         observed = observation.get
         rows_in, duplicates = int(observed["rows_in"]), int(observed["duplicates"] or 0)
         files, rows_out = self._verify_staged(attempt, rows_in - duplicates)

@@ -49,13 +49,13 @@ def rank_duplicates(events, table: LakeTable | None = None):
     )
 
 
-def drop_ranked_duplicates(ranked, table: LakeTable | None = None):
-    """Keep the survivors of rank_duplicates, in the stored column order."""
+def drop_ranked_duplicates(ranked):
+    """Keep the survivors of rank_duplicates, in the stored column order (rank_duplicates selected it)."""
     from pyspark.sql import functions as F
 
     is_survivor = F.col(DUPLICATE_RANK) == 1
-    return ranked.filter(is_survivor).select(*(F.col(f"`{c}`") for c in data_columns(table)))
+    return ranked.filter(is_survivor).drop(DUPLICATE_RANK)
 
 
 def deduplicate_events(events, table: LakeTable | None = None):
-    return drop_ranked_duplicates(rank_duplicates(events, table), table)
+    return drop_ranked_duplicates(rank_duplicates(events, table))

@@ -20,7 +20,7 @@ BATCH_DURATION_MS = "BatchDurationMs"
 # Per dataset (dimensions Dataset and Environment): how far the newest event time a batch wrote lags behind
 # the batch's processing time; the freshness alarm watches its minimum over the sources of a dataset.
 NEWEST_EVENT_AGE_SECONDS = "NewestEventAgeSeconds"
-METRIC_NAMES = (RECORDS_IN, RECORDS_WRITTEN, DEAD_LETTERS, DUPLICATES_COLLAPSED, BATCH_DURATION_MS, NEWEST_EVENT_AGE_SECONDS)
+METRIC_NAMES = (RECORDS_IN, RECORDS_WRITTEN, DEAD_LETTERS, DUPLICATES_COLLAPSED, BATCH_DURATION_MS)  # per source
 
 log = logging.getLogger("glue_jobs.metrics")
 

@@ -110,18 +110,21 @@ def test_last_closed_hour_respects_the_grace_period():
 
 def test_glue_arguments_resolve_to_settings():
     pytest.importorskip("awsglue")
-    argv = ["script.py", "--JOB_NAME", "compaction", "--lake_path", "s3://lake-bucket/lake", "--environment", "prod",
+    argv = ["script.py", "--JOB_NAME", "compaction", "--lake_tables", '{"clickstream":"s3://lake-bucket/lake"}', "--environment", "prod",
             "--target_file_mb", "128", "--grace_minutes", "15", "--lookback_hours", "48",
             "--metrics_namespace", "StreamLake", "--metrics_region", "eu-west-1", "--TempDir", "s3://temp/glue-temp/compaction/"]
     args = glue_entry.resolve_arguments(argv)
+    assert glue_entry.lake_tables(args) == {"clickstream": "s3://lake-bucket/lake"}
     assert glue_entry.settings_from_arguments(args) == CompactionSettings(
-        lake_path="s3://lake-bucket/lake", target_file_bytes=128 * MB, grace_minutes=15, lookback_hours=48,
+        lake_path="", target_file_bytes=128 * MB, grace_minutes=15, lookback_hours=48,
         environment="prod")
     with_hour = glue_entry.resolve_arguments([*argv, "--hour", "2026-01-01T05"])
     assert glue_entry.settings_from_arguments(with_hour).hour == datetime(2026, 1, 1, 5, tzinfo=timezone.utc)
     from awsglue.utils import GlueArgumentError
 
-    with pytest.raises(GlueArgumentError, match="required: --lake_path"):
+    with pytest.raises(ValueError, match="--lake_tables: '\\[\\]' is not a JSON object of dataset name -> lake path"):
+        glue_entry.lake_tables({"lake_tables": "[]"})
+    with pytest.raises(GlueArgumentError, match="required: --lake_tables"):
         glue_entry.resolve_arguments(argv[:3])
 
 
@@ -138,7 +141,7 @@ def test_glue_entry_imports_no_glue_or_spark_at_module_level():
     source = glue_entry.__loader__.get_source(glue_entry.__name__)
     module_level = [line for line in source.splitlines() if line.startswith(("import ", "from "))]
     assert module_level == ["from __future__ import annotations", "import sys"]
-    assert set(glue_entry.JOB_ARGUMENTS) == {"JOB_NAME", "lake_path", "environment", "target_file_mb", "grace_minutes",
+    assert set(glue_entry.JOB_ARGUMENTS) == {"JOB_NAME", "lake_tables", "environment", "target_file_mb", "grace_minutes",
                                              "lookback_hours", "metrics_namespace", "metrics_region"}
 
 
