@@ -3,6 +3,7 @@ of the synthesized template) run through AWS's awsglue library against the Glue 
 
 from __future__ import annotations
 
+import json
 import subprocess
 import zipfile
 from pathlib import Path
@@ -123,7 +124,9 @@ def test_assembly_resolves_the_expressions_the_templates_use(cloud_assembly):
     for job in assembly.glue_jobs():
         assert job.script.exists() and job.script.suffix == ".py"
         assert [p.suffix for p in job.extra_py_files] == [".zip"]
-        assert job.arguments["--lake_path"].startswith("s3://rehearsal-storagelakebucket")
+        lake_paths = ([job.arguments["--lake_path"]] if job.command == "gluestreaming" else
+                      list(json.loads(job.arguments["--lake_tables"]).values()))  # compaction: every dataset's table
+        assert lake_paths and all(p.startswith("s3://rehearsal-storagelakebucket") for p in lake_paths)
     with pytest.raises(RehearsalError, match="does not resolve Fn::ImportValue"):
         assembly.resolve({"Fn::ImportValue": "x"})
     with pytest.raises(RehearsalError, match="does not declare"):
