@@ -68,7 +68,7 @@ class Monitoring(Construct):
         notification_emails: tuple[str, ...],
         stream_names: dict[str, str],
         streaming_jobs: list[StreamingJobSignals],
-        datasets: tuple[str, ...],
+        datasets: dict[str, tuple[str, ...]],  # dataset -> the sources that feed it
         compaction_job_name: str,
         msk: MskSignals | None,
         removal_policy: cdk.RemovalPolicy,
@@ -101,8 +101,10 @@ class Monitoring(Construct):
             self._kinesis_alarms(name, stream_name)
         for job in streaming_jobs:
             self._streaming_job_alarms(job, window_size_seconds)
-        for dataset in datasets:
+        for dataset, sources in datasets.items():
             self._freshness_alarm(dataset)
+            self._dead_letter_alarm(dataset, sources)
+            self._no_data_alarm(dataset, sources)
         if msk is not None:
             self._msk_alarms(msk)
         self._compaction_alarm(compaction_job_name)
@@ -204,19 +206,54 @@ class Monitoring(Construct):
             comparison=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
             description=f"Job {job.source_name}: source has data but nothing was processed for {minutes} minutes.",
         )
+
+    def _sum_of(self, name: str, sources: tuple[str, ...], ids: str, period: cdk.Duration) -> tuple[str, dict[str, cw.IMetric]]:
+        """A math expression summing the per-source metric `name` over a dataset's sources (one source: its id alone)."""
+        if len(sources) == 1:
+            return ids, {ids: self._app_metric(name, sources[0], period=period)}
+        metrics = {f"{ids}{i}": self._app_metric(name, source, period=period) for i, source in enumerate(sources)}
+        return "(" + " + ".join(f"FILL({key}, 0)" for key in metrics) + ")", metrics
+
+    def _dead_letter_alarm(self, dataset: str, sources: tuple[str, ...]) -> None:
+        """The share of the dataset's records dead-lettered, over all its sources (one source: that source's share,
+        with the expression and ids this alarm had when it was per source)."""
+        s = self.settings
+        records, using = self._sum_of(RECORDS_IN, sources, "records", FIVE_MINUTES)
+        dead, dead_using = self._sum_of(DEAD_LETTERS, sources, "dead", FIVE_MINUTES)
+        filled = f"FILL({records}, 0)" if len(sources) == 1 else records
+        dead_filled = f"FILL({dead}, 0)" if len(sources) == 1 else dead
         rate = cw.MathExpression(
-            expression="IF(FILL(records, 0) > 0, 100 * FILL(dead, 0) / records, 0)",
-            using_metrics={"records": self._app_metric(RECORDS_IN, job.source_name, period=FIVE_MINUTES),
-                           "dead": self._app_metric(DEAD_LETTERS, job.source_name, period=FIVE_MINUTES)},
-            label=f"{job.source_name} dead-letter %",
+            expression=f"IF({filled} > 0, 100 * {dead_filled} / {records}, 0)",
+            using_metrics={**using, **dead_using},
+            label=f"{dataset} dead-letter %",
             period=FIVE_MINUTES,
         )
         self._alarm(
-            f"DeadLetterRate{key}",
+            f"DeadLetterRate{pascal(dataset)}",
             metric=rate,
             threshold=s.dead_letter_percent,
             periods=2,
-            description=f"Job {job.source_name}: more than {s.dead_letter_percent}% of records dead-lettered for 10 minutes.",
+            description=f"Dataset {dataset} ({', '.join(sources)}): more than {s.dead_letter_percent}% of records "
+                        "dead-lettered for 10 minutes.",
+        )
+
+    def _no_data_alarm(self, dataset: str, sources: tuple[str, ...]) -> None:
+        """No record read by any source of the dataset for `no_data_minutes`: producers stopped, or every job is
+        down. Missing data breaches (a job that does not run publishes nothing). Off when the setting is null."""
+        minutes = self.settings.no_data_minutes
+        if minutes is None:
+            return
+        period = cdk.Duration.minutes(minutes)
+        records, using = self._sum_of(RECORDS_IN, sources, "records", period)
+        self._alarm(
+            f"NoData{pascal(dataset)}",
+            metric=cw.MathExpression(expression=f"FILL({records}, 0)" if len(sources) == 1 else records,
+                                     using_metrics=using, label=f"{dataset} records read", period=period),
+            threshold=1,
+            periods=1,
+            comparison=cw.ComparisonOperator.LESS_THAN_THRESHOLD,
+            missing=cw.TreatMissingData.BREACHING,
+            description=f"Dataset {dataset} ({', '.join(sources)}): no record read for {minutes} minutes.",
         )
 
     def _freshness_alarm(self, dataset: str) -> None:

@@ -114,7 +114,7 @@ class StreamingLakeStack(cdk.Stack):
                 )
                 for source, job in self.streaming_jobs.items()
             ],
-            datasets=config.datasets,
+            datasets={d: tuple(s for s, bound in config.source_datasets.items() if bound == d) for d in config.datasets},
             compaction_job_name=self.compaction.job.job_name,
             msk=(
                 MskSignals(self.msk.cluster_name, config.msk.broker_count)

@@ -149,6 +149,7 @@ class AlarmConfig:
     msk_disk_used_percent: int
     compaction_missed_hours: int
     freshness_minutes: int  # per dataset: the newest event time a batch wrote lags behind it by more than this
+    no_data_minutes: int | None  # per dataset: no record read by any of its sources for this long (None: no alarm)
 
 
 @dataclass(frozen=True)

@@ -235,6 +235,10 @@ def _alarms(r: _Reader) -> AlarmConfig:
         msk_disk_used_percent=r.integer("msk_disk_used_percent", minimum=10, maximum=95),
         compaction_missed_hours=r.integer("compaction_missed_hours", minimum=1, maximum=48),
         freshness_minutes=r.integer("freshness_minutes", minimum=5, maximum=10080),
+        # null turns the alarm off (an environment nobody produces to, like dev). One evaluation period of this
+        # length: PutMetricAlarm allows Period x EvaluationPeriods up to 604,800 s (CloudWatch API reference,
+        # PutMetricAlarm "Period"); a day is plenty for "no data".
+        no_data_minutes=r.integer("no_data_minutes", minimum=5, maximum=1440, optional=True),
     )
     r.finish()
     return cfg

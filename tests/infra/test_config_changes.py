@@ -103,6 +103,7 @@ ALTERNATIVES: dict[str, tuple[str, dict]] = {
     "alarms.msk_disk_used_percent": ("prod", {"alarms.msk_disk_used_percent": 70}),
     "alarms.compaction_missed_hours": ("prod", {"alarms.compaction_missed_hours": 6}),
     "alarms.freshness_minutes": ("prod", {"alarms.freshness_minutes": 90}),
+    "alarms.no_data_minutes": ("prod", {"alarms.no_data_minutes": 120}),
 }
 # Fields not changed in place by design, with the reason.
 NOT_CHANGES = {

@@ -26,7 +26,7 @@ def template() -> assertions.Template:
             StreamingJobSignals("clickstream", "clickstream-job", "kinesis", "clickstream-stream"),
             StreamingJobSignals("orders", "orders-job", "kafka", None),
         ],
-        datasets=("clickstream", "orders"),
+        datasets={"clickstream": ("clickstream",), "orders": ("orders",)},
         compaction_job_name="compaction-job",
         msk=MskSignals("lake-msk", 3),
         removal_policy=cdk.RemovalPolicy.RETAIN,
@@ -128,8 +128,58 @@ def test_dead_letter_rate_alarm(template):
 
 
 def test_alarm_inventory(template):
-    # 3 per stream, 4 per job x 2, 3 MSK brokers, 1 compaction, 1 freshness per dataset x 2
-    assert len(_alarms(template)) == 3 + 8 + 3 + 1 + 2
+    # 3 per stream, 3 per job x 2, 3 MSK brokers, 1 compaction, freshness + dead-letter share + no data per dataset x 2
+    assert len(_alarms(template)) == 3 + 6 + 3 + 1 + 3 * 2
+
+
+def _two_sources(no_data_minutes: int | None) -> dict[str, dict]:
+    """A dataset fed by a Kinesis and a Kafka source: its alarms sum over both."""
+    import dataclasses
+
+    prod = load_config().get("prod")
+    stack = cdk.Stack(cdk.App(), "Mon2")
+    Monitoring(
+        stack, "Monitoring", environment="prod", alarms=dataclasses.replace(prod.alarms, no_data_minutes=no_data_minutes),
+        window_size_seconds=60, notification_emails=(), stream_names={"web": "web-stream"},
+        streaming_jobs=[StreamingJobSignals("web", "web-job", "kinesis", "web-stream"),
+                        StreamingJobSignals("app", "app-job", "kafka", None)],
+        datasets={"clicks": ("web", "app")}, compaction_job_name="compaction-job", msk=None,
+        removal_policy=cdk.RemovalPolicy.DESTROY,
+    )
+    return _alarms(assertions.Template.from_stack(stack))
+
+
+def test_a_dataset_fed_by_two_sources_has_one_dead_letter_share_over_both():
+    alarms = _two_sources(60)
+    props = next(v for k, v in alarms.items() if k.startswith("MonitoringDeadLetterRateClicks"))
+    expression, stats = _math(props)
+    assert expression == ("IF((FILL(records0, 0) + FILL(records1, 0)) > 0, 100 * (FILL(dead0, 0) + FILL(dead1, 0)) / "
+                          "(FILL(records0, 0) + FILL(records1, 0)), 0)")
+    assert {_stat(stats[k])[2]["Source"] for k in ("records0", "records1", "dead0", "dead1")} == {"web", "app"}
+    assert [_stat(stats[k])[1] for k in ("records0", "dead0")] == ["RecordsIn", "DeadLetters"]
+    assert not any(k.startswith(("MonitoringDeadLetterRateWeb", "MonitoringDeadLetterRateApp")) for k in alarms)
+
+
+def test_no_data_alarm_sums_the_sources_and_breaches_on_missing_data():
+    props = next(v for k, v in _two_sources(45).items() if k.startswith("MonitoringNoDataClicks"))
+    expression, stats = _math(props)
+    assert expression == "(FILL(records0, 0) + FILL(records1, 0))"
+    assert sorted((_stat(s)[1:] for s in stats.values()), key=str) == sorted([
+        ("RecordsIn", {"Environment": "prod", "Source": "web"}, "Sum", 2700),
+        ("RecordsIn", {"Environment": "prod", "Source": "app"}, "Sum", 2700)], key=str)
+    assert (props["Threshold"], props["ComparisonOperator"], props["EvaluationPeriods"], props["TreatMissingData"]) == (
+        1, "LessThanThreshold", 1, "breaching")
+    _actions_ok(props)
+
+
+def test_no_data_alarm_is_off_when_the_setting_is_null():
+    assert not any(k.startswith("MonitoringNoData") for k in _two_sources(None))
+
+
+def test_a_single_source_datasets_no_data_alarm(template):
+    expression, stats = _math(_by_prefix(template, "NoDataOrders"))
+    assert expression == "FILL(records, 0)"
+    assert _stat(stats["records"]) == ("StreamLake", "RecordsIn", {"Environment": "prod", "Source": "orders"}, "Sum", 3600)
 
 
 def test_freshness_alarm_does_not_treat_a_quiet_dataset_as_stale(template):
