@@ -203,6 +203,8 @@ class StreamingLakeStack(cdk.Stack):
         }
         if "clickstream" in catalog.lake_table_names:  # the key the tools read before datasets
             outputs["LakeTableName"] = (catalog.lake_table_names["clickstream"], "lake table (partition projection)")
+        for dataset, (schema_name, *_) in catalog.dataset_schemas.items():
+            outputs[f"SchemaName{pascal(dataset)}"] = (schema_name, f"registry schema of dataset {dataset}")
         for dataset, table in catalog.lake_table_names.items():
             outputs[f"LakeTableName{pascal(dataset)}"] = (table, f"lake table of dataset {dataset}")
             outputs[f"LakePath{pascal(dataset)}"] = (catalog.lake_locations[dataset], f"lake files of dataset {dataset}")

@@ -97,8 +97,11 @@ def build_parser() -> argparse.ArgumentParser:
         "schema-evolve", parents=[common], help="check a schema version, then restart the jobs once it is deployed",
         description="Check the schema against the registry (latest and checkpoint version); before its deploy, say "
                     "what to commit and deploy; after it, restart the streaming jobs; then roll out producers.")
+    evolve.add_argument("--dataset", type=_dataset_name, default=None,
+                        help="the dataset whose schema evolves (default: the environment's only dataset; required "
+                             "when it binds several)")
     evolve.add_argument("--schema-file", default=None,
-                        help="Avro schema file (default: the newest committed glue_jobs/schemas/event.v<N>.avsc)")
+                        help="Avro schema file (default: the dataset's newest committed datasets/<name>/schema.v<N>.avsc)")
     evolve.add_argument("--dry-run", action="store_true", help="print the plan; call no mutating API")
     evolve.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     evolve.add_argument("--stop-timeout", type=_int_in(1, 3600), default=600,
@@ -164,6 +167,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return 1
         raise
+
+
+def _dataset_name(name: str) -> str:
+    from glue_jobs.datasets import dataset_name
+
+    return dataset_name(name)
 
 
 def _context(args):
@@ -269,33 +278,51 @@ def _produce(args) -> int:
 
 
 def _schema_evolve(args) -> int:
-    from glue_jobs import schema as event_schema
+    from glue_jobs import datasets as dataset_files
     from tools import schema_evolution
 
+    from tools.resources import load_environment
+
+    env = load_environment(args.env, args.config)
+    bound = sorted(set(env.config.source_datasets.values()))
+    name = args.dataset
+    if name is None:
+        if len(bound) != 1:
+            raise ToolError(f"--dataset is required: environment {args.env!r} binds {len(bound)} datasets "
+                            f"({', '.join(bound) or 'none'})")
+        name = bound[0]
+    if name not in bound:
+        raise ToolError(f"--dataset {name!r} is not bound to a source of environment {args.env!r} (bound: {', '.join(bound)})")
+    try:
+        dataset = dataset_files.load(name)
+    except dataset_files.DatasetError as error:
+        raise ToolError(str(error)) from None
     repo = Path(__file__).resolve().parents[1]
-    schema_file = args.schema_file or str(repo / event_schema.schema_file(event_schema.latest_version()))
+    schema_file = args.schema_file or str(repo / schema_evolution.newest_file(dataset))
     schema_evolution.read_schema_file(schema_file)  # a bad file fails before any AWS call
     env, clients, outputs = _context(args)
-    # The event schema is clickstream's: the sources that carry it (another dataset's versions deploy with the
-    # stack; this procedure is not per dataset yet, docs/datasets.md).
-    sources = [s for s, dataset in env.config.source_datasets.items() if dataset == "clickstream"]
+    sources = [s for s, bound_to in env.config.source_datasets.items() if bound_to == name]
     targets = schema_evolution.Targets(
+        dataset=dataset,
         registry=outputs.schema_registry(),
-        schema_name=outputs.event_schema(),
+        schema_name=outputs.dataset_schema(name),
         database=outputs.catalog_database(),
         source_tables={s: outputs.source_table(s) for s in sources},
-        lake_table=outputs.lake_table(),
+        lake_table=outputs.dataset_lake_table(name),
         streaming_jobs={s: outputs.streaming_job(s) for s in sources},
     )
     plan = schema_evolution.build_plan(clients.glue, targets, schema_file)
-    print(f"plan for {env.stack_name} with {schema_file}{' (dry run: nothing will be changed)' if args.dry_run else ''}:")
+    print(f"plan for dataset {name} of {env.stack_name} with {schema_file}"
+          f"{' (dry run: nothing will be changed)' if args.dry_run else ''}:")
     for line in plan.lines():
         print("  " + line)
     if plan.problems:
-        raise ToolError(f"the new schema is not {plan.compatibility}-compatible with the registry; nothing was "
-                        "changed (see step 1 above)")
+        raise ToolError(f"the new schema is refused (registry {plan.compatibility} compatibility or the lake's rules); "
+                        "nothing was changed (see step 1 above)")
     if not plan.deployed:
-        print(f"nothing changed: commit the file as {plan.next_file}, deploy, then run this command again")
+        print(f"nothing changed: commit the file as {plan.next_file}, pin its digest in "
+              f"datasets/{name}/schemas.lock.json (`python -m tools dataset check {name}` prints the line), deploy, "
+              "then run this command again")
         return 0
     if plan.drift:
         raise ToolError("the deployed catalog does not follow the schema; nothing was changed (see step 3 above)")
@@ -304,7 +331,7 @@ def _schema_evolve(args) -> int:
     if not plan.jobs_to_restart:
         print("nothing to restart: no streaming job is running; they load the new schema when started")
         return 0
-    _confirm(args.yes, f"restart the streaming jobs of {env.stack_name}? type yes: ", "yes")
+    _confirm(args.yes, f"restart the streaming jobs of dataset {name} in {env.stack_name}? type yes: ", "yes")
     schema_evolution.execute(clients.glue, plan, stop_timeout_s=args.stop_timeout)
     return 0
 
@@ -364,7 +391,7 @@ def _outputs(args) -> int:
     from tools.resources import required_output_keys
 
     env, _clients, outputs = _context(args)
-    needed = required_output_keys(env.config.source_names, env.kinesis_sources())
+    needed = required_output_keys(env.config.source_names, env.kinesis_sources(), env.config.datasets)
     missing = [k for k in needed if k not in outputs.outputs]
     for key in needed:
         print(f"{'ok     ' if key in outputs.outputs else 'MISSING'} {key}"

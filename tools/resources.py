@@ -24,6 +24,8 @@ CHECKPOINT_PATH = "CheckpointPath{source}"  # s3://<checkpoint bucket>/<prefix>/
 DEAD_LETTER_PATH = "DeadLetterPath{source}"  # s3://<dead-letter bucket>/dead_letters/<source>
 SOURCE_TABLE_NAME = "SourceTableName{source}"
 LAKE_TABLE_NAME = "LakeTableName"
+DATASET_LAKE_TABLE_NAME = "LakeTableName{source}"  # `{source}`: the PascalCase dataset name
+DATASET_SCHEMA_NAME = "SchemaName{source}"  # the dataset's registry schema
 CATALOG_DATABASE_NAME = "CatalogDatabaseName"
 SCHEMA_REGISTRY_NAME = "SchemaRegistryName"
 EVENT_SCHEMA_NAME = "EventSchemaName"
@@ -120,6 +122,18 @@ class StackOutputs:
     def lake_table(self) -> str:
         return self.get(LAKE_TABLE_NAME)
 
+    def dataset_lake_table(self, dataset: str) -> str:
+        return self._dataset_key(DATASET_LAKE_TABLE_NAME, LAKE_TABLE_NAME, dataset)
+
+    def dataset_schema(self, dataset: str) -> str:
+        return self._dataset_key(DATASET_SCHEMA_NAME, EVENT_SCHEMA_NAME, dataset)
+
+    def _dataset_key(self, template: str, clickstream_key: str, dataset: str) -> str:
+        """A per-dataset output; a stack deployed before datasets had clickstream's under its older key."""
+        if dataset == "clickstream" and template.format(source=pascal(dataset)) not in self.outputs and clickstream_key in self.outputs:
+            return self.outputs[clickstream_key]
+        return self.get(template, dataset)
+
     def catalog_database(self) -> str:
         return self.get(CATALOG_DATABASE_NAME)
 
@@ -133,11 +147,12 @@ class StackOutputs:
         return self.get(COMPACTION_JOB_NAME)
 
 
-def required_output_keys(sources: tuple[str, ...], kinesis_sources: tuple[str, ...]) -> list[str]:
+def required_output_keys(sources: tuple[str, ...], kinesis_sources: tuple[str, ...], datasets: tuple[str, ...] = ()) -> list[str]:
     """Every output key some command reads, for the documentation and the infra check."""
     keys = [LAKE_TABLE_NAME, CATALOG_DATABASE_NAME, SCHEMA_REGISTRY_NAME, EVENT_SCHEMA_NAME, COMPACTION_JOB_NAME]
     for source in sources:
         for template in (STREAMING_JOB_NAME, CHECKPOINT_PATH, DEAD_LETTER_PATH, SOURCE_TABLE_NAME):
             keys.append(template.format(source=pascal(source)))
     keys += [KINESIS_STREAM_NAME.format(source=pascal(s)) for s in kinesis_sources]
+    keys += [template.format(source=pascal(d)) for d in datasets for template in (DATASET_SCHEMA_NAME, DATASET_LAKE_TABLE_NAME)]
     return keys

@@ -1,20 +1,21 @@
-"""Evolve the event schema: check, deploy, restart the jobs, then producers.
+"""Evolve a dataset's schema: check, deploy, restart the jobs, then producers.
 
 The stack owns the schema versions (infra/catalog.py): every committed file
-glue_jobs/schemas/event.v<N>.avsc is a registry version (v1 the AWS::Glue::Schema, each later one an
-AWS::Glue::SchemaVersion), the MSK table is pinned to the newest, the other tables' columns come from
-it, and the job package carries the files. This tool does not register versions or edit tables (that
-would drift from the stack); it runs the procedure around the deploy (docs/operations.md "Schema
-evolution"):
+datasets/<name>/schema.v<N>.avsc is a registry version of the dataset's schema (v1 the AWS::Glue::Schema,
+each later one an AWS::Glue::SchemaVersion), the MSK table of a source carrying the dataset is pinned to the
+newest, the other tables' columns come from it, and the job package carries the files. This tool does not
+register versions or edit tables (that would drift from the stack); it runs the procedure around the deploy
+(docs/operations.md "Schema evolution"), for one dataset (`--dataset`):
   1. check   the schema file against the registry's versions: its latest and its checkpoint version
-             (GetSchema SchemaCheckpoint; tools/avro_compat.evolution_problems says why both), and
-             that it is the newest committed file. A refusal here changes nothing.
+             (GetSchema SchemaCheckpoint; tools/avro_compat.evolution_problems says why both), and against
+             the lake's rules at any depth (glue_jobs/dataset_evolution.py: add an optional field, never
+             change a type, a decimal, a name). A refusal here changes nothing.
   2. deploy  if the registry does not have it yet: the tool prints what to commit and the deploy
              command, and stops (nothing changed). `make diff` shows the version added, no replacement.
   3. verify  once deployed: the registry's latest version is the file, the MSK table is pinned to it,
              the other tables' columns match it.
-  4. restart the streaming jobs that are running (stop, wait, start): a job loads the new package and
-             table when it starts.
+  4. restart the streaming jobs of the dataset's sources that are running (stop, wait, start): a job loads
+             the new package and table when it starts.
   5. then    roll out producers that write the new schema (not done by this tool).
 Producers come last so that no record of the new shape reaches a job still running the old package.
 Re-running after a failure is safe: every step compares first.
@@ -22,6 +23,7 @@ Re-running after a failure is safe: every step compares first.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Callable
@@ -29,38 +31,32 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from glue_jobs import schema as event_schema
+from glue_jobs.dataset_evolution import evolution_problems as lake_problems
+from glue_jobs.dataset_types import Node, SchemaError, parse_schema
+from glue_jobs.datasets import Dataset
 from tools import avro_compat, jobs
 from tools.errors import ToolError
 
 # ----------------------------------------------------------------------------------------------
-# Columns from a schema file (same mapping as glue_jobs/schema.py, applied to any file)
+# Columns from a schema file: what the stack derives from a version (infra/catalog.py), at any depth
 
 
-def contract_columns(schema: avro_compat.Schema, where: str) -> list[tuple[str, str, str]]:
-    """(name, wire Glue type, doc) per field; only the types the pipeline can store are allowed."""
-    columns = []
-    for f in schema.root["fields"]:
-        avro_type = f["type"]
-        if isinstance(avro_type, list):
-            non_null = [t for t in avro_type if t != "null"]
-            if len(non_null) != 1 or "null" not in avro_type:
-                raise ToolError(f"{where}: field {f['name']!r}: only [\"null\", T] unions are supported")
-            avro_type = non_null[0]
-        if not isinstance(avro_type, str) or avro_type not in event_schema._AVRO_TYPES:
-            allowed = ", ".join(event_schema._AVRO_TYPES)
-            raise ToolError(f"{where}: field {f['name']!r}: Avro type {json.dumps(avro_type)} is not supported "
-                            f"by the lake (allowed: {allowed}, or [\"null\", one of them])")
-        columns.append((f["name"], event_schema._AVRO_TYPES[avro_type][0], f.get("doc", "")))
-    return columns
+def schema_node(dataset: Dataset, root: dict, where: str) -> Node:
+    try:
+        return parse_schema(root, where)
+    except SchemaError as error:
+        raise ToolError(f"{where}: {error} (dataset {dataset.name})") from None
 
 
-def source_columns(schema: avro_compat.Schema, where: str) -> list[tuple[str, str, str]]:
-    return contract_columns(schema, where)
+def source_columns(dataset: Dataset, node: Node) -> list[tuple[str, str]]:
+    """(name, Catalog type) of a Kinesis source table carrying the dataset at this schema version."""
+    return dataclasses.replace(dataset, schema=node).source_columns()
 
 
-def lake_columns(schema: avro_compat.Schema, where: str) -> list[tuple[str, str, str]]:
-    stored = [(n, event_schema._STORED_OVERRIDES.get(n, (t,))[0], d) for n, t, d in contract_columns(schema, where)]
-    return stored + [(name, glue, "") for name, glue, _ in event_schema.INGESTION_COLUMNS]
+def lake_columns(dataset: Dataset, node: Node) -> list[tuple[str, str]]:
+    """(name, Catalog type) of the dataset's lake table at this schema version."""
+    stored = dataclasses.replace(dataset, schema=node).columns(catalog=True)
+    return stored + [(name, glue) for name, glue, _ in event_schema.INGESTION_COLUMNS]
 
 
 def read_schema_file(path: str) -> tuple[str, avro_compat.Schema]:
@@ -74,6 +70,10 @@ def read_schema_file(path: str) -> tuple[str, avro_compat.Schema]:
     return json.dumps(parsed.root, separators=(",", ":")), parsed
 
 
+def newest_file(dataset: Dataset) -> str:
+    return f"datasets/{dataset.name}/schema.v{dataset.latest_version}.avsc"
+
+
 # ----------------------------------------------------------------------------------------------
 # The plan
 
@@ -82,6 +82,7 @@ def read_schema_file(path: str) -> tuple[str, avro_compat.Schema]:
 class Targets:
     """What the procedure touches, from the stack outputs."""
 
+    dataset: Dataset
     registry: str
     schema_name: str
     database: str
@@ -100,7 +101,7 @@ class Plan:
     definition: str
     deployed: bool  # the registry's latest version is the file
     next_file: str  # where the file is committed when it is not deployed yet
-    problems: list[str] = field(default_factory=list)  # compatibility refusals
+    problems: list[str] = field(default_factory=list)  # compatibility and lake-rule refusals
     drift: list[str] = field(default_factory=list)  # deployed, but a table does not follow it
     jobs_to_restart: dict[str, jobs.Run] = field(default_factory=dict)  # job name -> its active run
     idle_jobs: list[str] = field(default_factory=list)
@@ -109,7 +110,7 @@ class Plan:
         out = [f"schema {self.registry}/{self.schema_name} (compatibility {self.compatibility}, latest version "
                f"{self.latest_version}, checkpoint version {self.checkpoint_version})"]
         out.append(f"1. check compatibility ({self.compatibility}) against versions {self.latest_version} (latest) and "
-                   f"{self.checkpoint_version} (checkpoint): " + ("REFUSED" if self.problems else "ok"))
+                   f"{self.checkpoint_version} (checkpoint), and the lake's rules: " + ("REFUSED" if self.problems else "ok"))
         out += [f"     {p}" for p in self.problems]
         if not self.deployed:
             out.append(f"2. deploy: not in the registry yet. Commit the file as {self.next_file}, review `make diff` "
@@ -139,19 +140,19 @@ def _registry_version(glue, schema_id: dict, number: int) -> avro_compat.Schema 
     return avro_compat.parse(version["SchemaDefinition"], where=f"registry version {number}")
 
 
-def committed_file_for(definition_root: dict) -> tuple[str, str]:
+def committed_file_for(dataset: Dataset, definition_root: dict) -> tuple[str, str]:
     """(the file this schema is, or would be, committed as; "newest", "older" or "not committed")."""
-    versions = event_schema.schema_versions()
-    for number in versions:
-        if event_schema.avro_schema(number) == definition_root:
-            return event_schema.schema_file(number), "newest" if number == versions[-1] else "older"
-    return event_schema.schema_file(versions[-1] + 1), "not committed"
+    for number in dataset.versions:
+        if dataset.avro(number) == definition_root:
+            return f"datasets/{dataset.name}/schema.v{number}.avsc", "newest" if number == dataset.latest_version else "older"
+    return f"datasets/{dataset.name}/schema.v{dataset.latest_version + 1}.avsc", "not committed"
 
 
 def build_plan(glue, targets: Targets, schema_file: str) -> Plan:
+    dataset = targets.dataset
     definition, new = read_schema_file(schema_file)
-    new_source = [(n, t) for n, t, _ in source_columns(new, schema_file)]
-    new_lake = [(n, t) for n, t, _ in lake_columns(new, schema_file)]
+    node = schema_node(dataset, new.root, schema_file)
+    new_source, new_lake = source_columns(dataset, node), lake_columns(dataset, node)
 
     schema_id = {"RegistryName": targets.registry, "SchemaName": targets.schema_name}
     info = glue.get_schema(SchemaId=schema_id)
@@ -163,12 +164,16 @@ def build_plan(glue, targets: Targets, schema_file: str) -> Plan:
     by_number = {n: _registry_version(glue, schema_id, n) for n in range(1, latest + 1)}
     existing = [v for v in by_number.values() if v is not None]
     deployed = bool(latest) and by_number.get(latest) is not None and by_number[latest].root == new.root
-    next_file, committed = committed_file_for(new.root)
+    next_file, committed = committed_file_for(dataset, new.root)
     problems = []
     if not deployed:
         available = [n for n, v in by_number.items() if v is not None]
         at = available.index(checkpoint) + 1 if checkpoint in available else 1
         problems = avro_compat.evolution_problems(mode, new, existing, checkpoint=at) if existing else []
+        if existing:
+            # The lake holds rows of every deployed version: the newest must be able to read them all.
+            deployed_node = schema_node(dataset, existing[-1].root, f"registry version {available[-1]}")
+            problems += [f"lake rules vs version {available[-1]}: {p}" for p in lake_problems(deployed_node, node)]
     plan = Plan(targets.registry, targets.schema_name, mode, latest, checkpoint, definition, deployed, next_file, problems)
     if not deployed:
         return plan
@@ -224,7 +229,8 @@ def execute(glue, plan: Plan, *, say: Callable[[str], None] = print, sleep: Call
             stop_timeout_s: float = 600) -> None:
     if plan.problems:
         raise ToolError(
-            f"the new schema is not {plan.compatibility}-compatible with the registry; nothing was changed:\n  "
+            f"the new schema is refused (registry {plan.compatibility} compatibility or the lake's rules); nothing was "
+            "changed:\n  "
             + "\n  ".join(plan.problems)
         )
     if not plan.deployed:

@@ -14,7 +14,7 @@ COMMON_OUTPUTS = {
     "EventSchemaName",
 }
 PER_SOURCE = ("SourceTableName", "DeadLetterTableName", "DeadLetterPath", "CheckpointPath")
-PER_DATASET = ("LakeTableName", "LakePath")
+PER_DATASET = ("SchemaName", "LakeTableName", "LakePath")
 # Actions a `*` resource is allowed for, because AWS offers nothing narrower for them (the code next to
 # each such statement says so too). Anything else with `*` fails.
 WILDCARD_ONLY_ACTIONS = {
@@ -50,7 +50,7 @@ def test_outputs_name_everything_an_operations_tool_needs(templates, environment
 def test_outputs_agree_with_the_keys_the_tools_read(templates):
     from tools import resources as tools
     prod = load_config().get("prod")
-    keys = tools.required_output_keys(prod.source_names, tuple(s.name for s in prod.kinesis_streams))
+    keys = tools.required_output_keys(prod.source_names, tuple(s.name for s in prod.kinesis_streams), prod.datasets)
     assert set(keys) <= set(templates["prod"]["Outputs"])
 
 

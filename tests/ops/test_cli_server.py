@@ -92,12 +92,13 @@ def test_schema_evolve_refuses_an_incompatible_schema(deployed, tmp_path):
     schema = tmp_path / "event.avsc"
     schema.write_text(json.dumps(dev_env.schema_with([{"name": "country", "type": "string"}])))
 
-    result = deployed.cli("schema-evolve", *ENV, "--schema-file", str(schema), "--yes")
+    result = deployed.cli("schema-evolve", *ENV, "--dataset", "clickstream", "--schema-file", str(schema), "--yes")
 
     assert result.returncode == 1
-    assert "1. check compatibility (BACKWARD) against versions 1 (latest) and 1 (checkpoint): REFUSED" in result.stdout
+    assert "1. check compatibility (BACKWARD) against versions 1 (latest) and 1 (checkpoint), and the lake's rules: REFUSED" in result.stdout
     assert "Event.country: field added without a default" in result.stdout
-    assert "error: the new schema is not BACKWARD-compatible with the registry; nothing was changed" in result.stderr
+    assert ("error: the new schema is refused (registry BACKWARD compatibility or the lake's rules); nothing was changed"
+            in result.stderr)
     glue = deployed.client("glue")
     assert glue.get_schema(SchemaId=SCHEMA_ID)["LatestSchemaVersion"] == 1
     assert [r["JobRunState"] for r in glue.get_job_runs(JobName=dev_env.STREAMING_JOB)["JobRuns"]] == ["RUNNING"]
@@ -109,32 +110,40 @@ def test_schema_evolve_before_the_deploy_says_what_to_commit_and_changes_nothing
     schema.write_text(json.dumps(dev_env.schema_with([{"name": "country", "type": ["null", "string"], "default": None}])))
     glue = deployed.client("glue")
 
-    result = deployed.cli("schema-evolve", *ENV, "--schema-file", str(schema), "--yes")
+    result = deployed.cli("schema-evolve", *ENV, "--dataset", "clickstream", "--schema-file", str(schema), "--yes")
 
     assert result.returncode == 0, result.stderr
-    assert "Commit the file as glue_jobs/schemas/event.v2.avsc, review `make diff`" in result.stdout
-    assert result.stdout.splitlines()[-1] == ("nothing changed: commit the file as glue_jobs/schemas/event.v2.avsc, "
-                                              "deploy, then run this command again")
+    assert "Commit the file as datasets/clickstream/schema.v2.avsc, review `make diff`" in result.stdout
+    assert result.stdout.splitlines()[-1] == (
+        "nothing changed: commit the file as datasets/clickstream/schema.v2.avsc, pin its digest in "
+        "datasets/clickstream/schemas.lock.json (`python -m tools dataset check clickstream` prints the line), deploy, "
+        "then run this command again")
     assert glue.get_schema(SchemaId=SCHEMA_ID)["LatestSchemaVersion"] == 1
     assert [(r["Id"], r["JobRunState"]) for r in glue.get_job_runs(JobName=dev_env.STREAMING_JOB)["JobRuns"]] == [
         (run_id, "RUNNING")]
+
+
+def test_schema_evolve_needs_the_dataset_where_the_environment_binds_several(deployed):
+    result = deployed.cli("schema-evolve", *ENV, "--dry-run")
+    assert result.returncode == 1
+    assert "error: --dataset is required: environment 'dev' binds 2 datasets (clickstream, orders)" in result.stderr
 
 
 def test_schema_evolve_with_the_deployed_committed_schema_restarts_the_jobs(deployed):
     """The committed newest version is what the registry holds (the dev env registers it): the tool's default
     file, a dry run, then the restart."""
     run_id = _start_running_job(deployed)
-    dry = deployed.cli("schema-evolve", *ENV, "--dry-run")
+    dry = deployed.cli("schema-evolve", *ENV, "--dataset", "clickstream", "--dry-run")
     assert dry.returncode == 0, dry.stderr
     assert "2. deploy - done: registry version 1 is the file" in dry.stdout
     assert f"4. restart streaming jobs: {dev_env.STREAMING_JOB} (run {run_id})" in dry.stdout
     glue = deployed.client("glue")
     assert [r["JobRunState"] for r in glue.get_job_runs(JobName=dev_env.STREAMING_JOB)["JobRuns"]] == ["RUNNING"]
 
-    unconfirmed = deployed.cli("schema-evolve", *ENV)
+    unconfirmed = deployed.cli("schema-evolve", *ENV, "--dataset", "clickstream")
     assert unconfirmed.returncode == 1 and "confirmation needed" in unconfirmed.stderr
 
-    real = deployed.cli("schema-evolve", *ENV, "--yes")
+    real = deployed.cli("schema-evolve", *ENV, "--dataset", "clickstream", "--yes")
     assert real.returncode == 0, real.stderr
     lines = real.stdout.splitlines()
     assert lines[-3] == f"4. stopped {dev_env.STREAMING_JOB} (run {run_id}: STOPPED)"
