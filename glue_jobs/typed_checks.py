@@ -68,8 +68,10 @@ def normalized(value: Column, steps: tuple[str, ...]) -> Column:
 
 
 def _strip(value: Column) -> Column:
-    """Without \\s characters (Java's: space, \\t, \\n, \\x0b, \\f, \\r) at either end."""
-    return F.regexp_replace(value, "^[ \\t\\n\\x0B\\f\\r]+|[ \\t\\n\\x0B\\f\\r]+$", "")
+    """Without \\s characters (Java's: space, \\t, \\n, \\x0b, \\f, \\r) at either end. Each of them sorts at or
+    below a space, so only a value whose first or last character does goes through the regular expression."""
+    edges = (value.substr(1, 1) <= F.lit(" ")) | (value.substr(-1, 1) <= F.lit(" "))
+    return F.when(edges, F.regexp_replace(value, "^[ \\t\\n\\x0B\\f\\r]+|[ \\t\\n\\x0B\\f\\r]+$", "")).otherwise(value)
 
 
 def valid_date(text: Column) -> Column:
@@ -95,13 +97,15 @@ def integer_in_range(text: Column, kind: str) -> Column:
     return fits & (value >= F.lit(low)) & (value <= F.lit(high))
 
 
-def suspect(node: Node, value: Column, *, normalize: dict[str, tuple[str, ...]], path: str = "") -> Column:
+def suspect(node: Node, value: Column, *, normalize: dict[str, tuple[str, ...]], path: str = "", marked: bool = True) -> Column:
     """True when the typed value may break a type rule that the parse itself does not enforce (or is null
-    where required). False negatives would let a bad record through; false positives only cost a diagnosis."""
+    where required). False negatives would let a bad record through; false positives only cost a diagnosis.
+    `marked`: a value of the marked parse (a string's token type is checked); else of the plain parse, whose
+    string tokens glue_jobs/typed_screen.py has proven."""
     missing = value.isNull() if node.required else F.lit(False)
     if node.kind in ("string", "enum", "date"):
-        text = tp.unmarked(value)
-        bad = ~tp.is_string_token(value)
+        text = tp.unmarked(value) if marked else value
+        bad = ~tp.is_string_token(value) if marked else F.lit(False)
         if node.required:
             bad = bad | is_blank(text)
         if node.kind == "enum":
@@ -116,13 +120,16 @@ def suspect(node: Node, value: Column, *, normalize: dict[str, tuple[str, ...]],
     if node.kind in ("timestamp-millis", "timestamp-micros"):
         low, high = _INTEGER_BOUNDS[node.kind]
         return missing | (value < F.lit(low)) | (value > F.lit(high))
+    name = tp.field if marked else (lambda struct, n: struct.getField(n))
     if node.kind == "record":
-        inner = [suspect(f.type, tp.field(value, f.name), normalize=normalize, path=_child(path, f.name)) for f in node.fields]
+        inner = [suspect(f.type, name(value, f.name), normalize=normalize, path=_child(path, f.name), marked=marked)
+                 for f in node.fields]
         return missing | (value.isNotNull() & _any(inner))
     if node.kind == "array":
-        return missing | F.exists(value, lambda x: suspect(node.items, x, normalize=normalize, path=f"{path}[]"))
+        return missing | F.exists(value, lambda x: suspect(node.items, x, normalize=normalize, path=f"{path}[]", marked=marked))
     if node.kind == "map":
-        return missing | F.exists(F.map_values(value), lambda x: suspect(node.items, x, normalize=normalize, path=f"{path}[]"))
+        return missing | F.exists(F.map_values(value), lambda x: suspect(node.items, x, normalize=normalize, path=f"{path}[]",
+                                                                         marked=marked))
     return missing  # boolean, int, long: the parse accepts exactly their tokens
 
 

@@ -25,6 +25,7 @@ from pyspark.sql import functions as F
 from glue_jobs import json_tokens as tokens
 from glue_jobs import typed_checks as tc
 from glue_jobs import typed_parse as tp
+from glue_jobs import typed_screen as screen
 from glue_jobs.batch_constants import with_batch_constants
 from glue_jobs.contract import VALIDATED_EXTRA_COLUMNS, VALIDATED_INGESTION_COLUMNS
 from glue_jobs.dataset_types import Node
@@ -39,64 +40,71 @@ _RULE_ORDER = ("min", "max", "enum", "pattern", "min_length", "max_length", "min
 stored = "_v_{}".format  # a field's stored value (stage 3 on)
 
 
-def _iso_fits(text: Column) -> Column:
-    """An ISO-8601 instant matching _ISO whose parts are in range (the offset within Java's +-18:00)."""
-    def part(group: int) -> Column:
-        digits = F.regexp_extract(text, _ISO, group)  # '' when absent: never cast (ANSI mode throws on it)
-        return F.when(digits != "", digits).cast("int")
+def _iso_instant(column_sql: str) -> Column:
+    """The instant an ISO-8601 text (SQL expression `column_sql`, already matching _ISO) names, or null when a part
+    is out of range (hour 24, February 30, an offset beyond Java's +-18:00, ...): Spark's own string-to-timestamp
+    parse, which returns null for such parts (try_cast: ANSI mode, Spark 4's default, would throw instead)."""
+    return F.expr(f"try_cast({column_sql} AS timestamp)")
 
-    offset_ok = text.endswith("Z") | F.coalesce((part(6) <= 18) & (part(7) <= 59), F.lit(False))
-    return tc.valid_date(text.substr(1, 10)) & (part(1) <= 23) & (part(2) <= 59) & (part(3) <= 59) & offset_ok
+
+def _walk_needed(node: Node, normalize: dict, path: str) -> bool:
+    """Whether storing a plain-parsed value needs more than one cast to its stored type: a string to normalize,
+    a date to check, a timestamp number to convert."""
+    if node.kind in ("string", "enum"):
+        return bool(normalize.get(path))
+    if node.kind in ("date", "timestamp-millis", "timestamp-micros"):
+        return True
+    if node.kind == "record":
+        return any(_walk_needed(f.type, normalize, f"{path}.{f.name}" if path else f.name) for f in node.fields)
+    if node.kind in ("array", "map"):
+        return _walk_needed(node.items, normalize, f"{path}[]")
+    return False
 
 
 def _store(node: Node, value: Column, normalize: dict, path: str) -> Column:
-    """A typed value (from the marked parse) as the lake stores it."""
+    """A value of the plain parse (typed_parse.wire_type(node, "")) as the lake stores it. A decimal is parsed
+    wide with the same integer digits, so its cast cannot overflow; a valid record's has no digit beyond the scale."""
     kind = node.kind
+    if not _walk_needed(node, normalize, path):
+        return value.cast(node.stored_ddl()) if kind in ("decimal", "record", "array", "map") else value
     if kind in ("string", "enum"):
-        return tc.normalized(tp.unmarked(value), normalize.get(path, ()))
+        return tc.normalized(value, normalize.get(path, ()))
     if kind == "date":
-        text = tp.unmarked(value)
-        return F.when(tc.valid_date(text), text).cast("date")
-    if kind == "decimal":
-        return value.cast(f"decimal({node.precision},{node.scale})")
+        return F.when(tc.valid_date(value), value).cast("date")
     if kind in ("timestamp-millis", "timestamp-micros"):
         low, high = tc._INTEGER_BOUNDS[kind]
         per_second = 1000 if kind == "timestamp-millis" else 1_000_000
         in_range = value.between(low, high)
         return F.when(in_range, F.timestamp_seconds(value.cast("decimal(20,0)") / F.lit(per_second)))
     if kind == "record":
-        fields = [_store(f.type, tp.field(value, f.name), normalize, f"{path}.{f.name}" if path else f.name).alias(f.name)
+        fields = [_store(f.type, value.getField(f.name), normalize, f"{path}.{f.name}" if path else f.name).alias(f.name)
                   for f in node.fields]
         return F.when(value.isNotNull(), F.struct(*fields))
     if kind == "array":
         return F.transform(value, lambda x: _store(node.items, x, normalize, f"{path}[]"))
-    if kind == "map":
-        keys = F.transform_keys(value, lambda k, _: tp.unmarked(k))
-        return F.transform_values(keys, lambda _, x: _store(node.items, x, normalize, f"{path}[]"))
-    return value
+    return F.transform_values(value, lambda _, x: _store(node.items, x, normalize, f"{path}[]"))
 
 
-def _event_time(dataset: Dataset, value: Column) -> tuple[Column, Column]:
-    """The stored event time and its checks (format, range) on the typed value of its field."""
+def _event_time(dataset: Dataset) -> tuple[Column, Column, Column]:
+    """The event time in three steps, each a column of its own stage (each is read more than once after it):
+    whether the field's value has the format (`_et_form`, from `_et_in`), the stored timestamp, and the problem
+    (format, then not_before .. processing time + max_future)."""
     spec, where = dataset.event_time, F.lit(dataset.event_time.field)
+    value, form, stamp_column = F.col("_et_in"), F.col("_et_form"), F.col(stored(spec.field))
     latest = F.col(_LATEST_MS)
     if spec.format == "iso8601":
-        text = tp.unmarked(value)
-        well_formed = text.rlike(_ISO)
-        fits = well_formed & _iso_fits(text)
-        stamp = F.when(fits, text).cast("timestamp")
-        too_early = stamp < F.lit(datetime.fromtimestamp(spec.not_before_ms / 1000, timezone.utc))
-        too_late = stamp > F.expr(f"timestamp_millis(`{_LATEST_MS}`)")
-        return stamp, tc.first([tc.when(~well_formed, tc.problem(tc.INVALID_TYPE, where)),
-                                tc.when(~fits | too_early | too_late, tc.problem(tc.OUT_OF_RANGE, where))])
-    else:
-        per_second = 1000 if spec.format == "epoch_millis" else 1
-        low, high = tc._INTEGER_BOUNDS["timestamp-millis"]
-        fits = value.between(low // (1000 // per_second), high // (1000 // per_second))
-        stamp = F.when(fits, F.timestamp_seconds(value.cast("decimal(20,0)") / F.lit(per_second)))
-        millis = value * (1000 // per_second) if per_second == 1000 else F.when(fits, value * 1000)
-    out_of_range = ~fits | (millis < F.lit(spec.not_before_ms)) | (millis > latest)
-    return stamp, tc.when(out_of_range, tc.problem(tc.OUT_OF_RANGE, where))
+        stamp = F.when(form, _iso_instant("`_et_in`"))
+        too_early = stamp_column < F.lit(datetime.fromtimestamp(spec.not_before_ms / 1000, timezone.utc))
+        too_late = stamp_column > F.expr(f"timestamp_millis(`{_LATEST_MS}`)")
+        return value.rlike(_ISO), stamp, tc.first([tc.when(~form, tc.problem(tc.INVALID_TYPE, where)), tc.when(
+            stamp_column.isNull() | too_early | too_late, tc.problem(tc.OUT_OF_RANGE, where))])
+    per_second = 1000 if spec.format == "epoch_millis" else 1
+    low, high = tc._INTEGER_BOUNDS["timestamp-millis"]
+    fits = value.between(low // (1000 // per_second), high // (1000 // per_second))
+    stamp = F.when(form, F.timestamp_seconds(value.cast("decimal(20,0)") / F.lit(per_second)))
+    millis = value * (1000 // per_second) if per_second == 1000 else F.when(form, value * 1000)
+    out_of_range = ~form | (millis < F.lit(spec.not_before_ms)) | (millis > latest)
+    return fits, stamp, tc.when(out_of_range, tc.problem(tc.OUT_OF_RANGE, where))
 
 
 def _broken(rule: str, value: Column, limit) -> Column:
@@ -143,55 +151,91 @@ def _rule_checks(dataset: Dataset, node: Node, value: Column, path: str, where: 
 
 
 def _stages(dataset: Dataset) -> list[dict[str, Column | None]]:
+    """The projections `validate` applies in order (a None keeps a column of the stage before). An expression read
+    more than once gets a column of its own stage: inside a CASE branch or a coalesce Spark evaluates a repeated
+    expression once per use. Expensive ones sit in a CASE branch, so they run only for the records that need
+    them: the plain parse for all, the strict (marked) parse for those the screen cannot prove
+    (glue_jobs/typed_screen.py), the diagnosis for flagged ones."""
     root, normalize = dataset.schema, {r.path: r.normalize for r in dataset.rules if r.normalize}
     names = [f.name for f in root.fields]
+    json_text = frozenset(dataset.json_text)
+    time_field = dataset.event_time.field
     is_json = F.col("record").isNull()
-    text = F.when(is_json, F.col("payload")).otherwise(F.to_json("record"))
-    parse = {**dict.fromkeys(_CARRIED), "_json": text, "_marked": tp.marked(text)}
-    parsed = {**dict.fromkeys(_CARRIED), "_json": None, "_marked": None, "_p": tp.parse(F.col("_marked"), root)}
+    stages: list[dict[str, Column | None]] = []
 
-    p = F.col("_p")
-    corrupt = p.isNull() | p.getField(tokens.CORRUPT).isNotNull()
+    def stage(**columns: Column | None) -> None:
+        """A projection: the carried columns, then `columns` (None: kept from the stage before)."""
+        stages.append({**dict.fromkeys(_CARRIED), **columns})
+
+    fast, wrapped = F.col("_fast"), F.col("_w")
+    stage(_json=F.when(is_json, F.col("payload")).otherwise(F.to_json("record")))
+    stage(_json=None, _w=screen.parse_wrapped(F.col("_json"), root))
+    stage(_json=None, _w=None, **screen.counts("_json", wrapped, root, json_text))
+    stage(_json=None, _wv=screen.record(wrapped), _fast=screen.proven("_json", wrapped))
+    # A proven record is flagged only by the value checks the parse does not make (blank, enum, NaN, scale, ...).
+    stage(_json=None, _wv=None, _fast=None, _sus=F.when(fast, tc.suspect(root, F.col("_wv"), normalize=normalize, marked=False)))
+    stage(_json=None, _wv=None, _fast=None, _sus=None, _marked=F.when(~fast | F.col("_sus"), tp.marked(F.col("_json"))))
+    stage(_json=None, _wv=None, _fast=None, _sus=None, _marked=None, _mp=F.when(~fast, tp.parse(F.col("_marked"), root)))
+
+    mp = F.col("_mp")
+    corrupt = mp.isNull() | mp.getField(tokens.CORRUPT).isNotNull()
     keys = tokens.top_level_keys("_json")
     one_object = (tokens.looks_like_one_object(F.col("_json")) & ~tokens.has_text_after_first_value("_json")
                   & F.coalesce(F.size(keys) == F.size(F.array_distinct(keys)), F.lit(False)))
     top = tp.parse_texts(F.col("_marked"), root)
-    json_text = frozenset(dataset.json_text)
-    flagged = corrupt | tc.suspect(root, p, normalize=normalize)
+    json_texts = {}
+    for name in names:
+        if name in json_text:  # the token's JSON text: only the strict parse knows a string token from another
+            value = tp.field(mp, name)
+            json_texts[f"_jt_{name}"] = F.when(tp.is_string_token(value), tokens.json_string_literal(tp.unmarked(value))).otherwise(
+                tp.rendered_json(value))
+    stage(_marked=None, _p=F.when(fast, F.col("_wv")).otherwise(tp.to_plain(root, mp)),
+          _malformed=F.when(fast, F.lit(False)).otherwise(~one_object | top.getField(tokens.CORRUPT).isNotNull()),
+          _flagged=F.when(fast, F.col("_sus")).otherwise(corrupt | tc.suspect(root, mp, normalize=normalize)), **json_texts)
+
     diagnosis = F.coalesce(
         tc.diagnose(root, F.col("_marked"), F.lit(""), normalize=normalize, json_text=json_text),
         F.struct(F.lit(tc.INVALID_TYPE).alias("reason"), F.lit("payload: does not match the schema").alias("detail")))
     malformed = F.struct(F.lit(MALFORMED_JSON).alias("reason"), F.lit("payload is not one JSON object").alias("detail"))
-    classify = {
-        **dict.fromkeys(_CARRIED), "_p": None,
-        "_problem": F.when(~one_object | top.getField(tokens.CORRUPT).isNotNull(), malformed).when(flagged, diagnosis),
-    }
-    values: dict[str, Column | None] = {**dict.fromkeys(_CARRIED), "_problem": None}
+    kept_texts = dict.fromkeys(json_texts)
+    stage(_p=None, _problem=F.when(F.col("_malformed"), malformed).when(F.col("_flagged"), diagnosis), **kept_texts)
+
+    p = F.col("_p")
+    values: dict[str, Column | None] = {}
     for f in root.fields:
-        value = tp.field(p, f.name)
-        if f.name == dataset.event_time.field:
-            values[stored(f.name)], values["_time_problem"] = _event_time(dataset, value)
+        if f.name == time_field:
+            values["_et_in"] = p.getField(f.name)
         elif f.name in json_text:
-            values[stored(f.name)] = F.when(tp.is_string_token(value), tokens.json_string_literal(tp.unmarked(value))).otherwise(
-                tp.rendered_json(value))
+            values[stored(f.name)] = F.col(f"_jt_{f.name}")
         else:
-            values[stored(f.name)] = _store(f.type, value, normalize, f.name)
+            values[stored(f.name)] = _store(f.type, p.getField(f.name), normalize, f.name)
+    form, stamp, time_problem = _event_time(dataset)
+    others = dict.fromkeys(stored(n) for n in names if n != time_field)
+    stage(_problem=None, **values)
+    stage(_problem=None, **others, _et_in=None, _et_form=form)
+    stage(_problem=None, **others, _et_in=None, _et_form=None, **{stored(time_field): stamp})
+
     rules: list[Column] = []
     for f in root.fields:
-        if f.name == dataset.event_time.field:
-            rules.append(F.col("_time_problem"))
+        if f.name == time_field:
+            rules.append(time_problem)
         found = _rule_checks(dataset, f.type, F.col(stored(f.name)), f.name, F.lit(f.name))
         if found is not None:
             rules.append(found)
-    verdict = F.coalesce(F.col("_problem"), tc.first(rules))
-    judged = {**dict.fromkeys(_CARRIED), **dict.fromkeys(map(stored, names)), "_verdict": verdict}
+    # An optimizer barrier (spark_partition_id is nondeterministic, so a filter on the result stays above this
+    # projection: Spark's PushPredicateThroughNonJoin pushes a filter only through projections of deterministic
+    # expressions, inlining their aliases). Pushed down, a filter such as `reason IS NULL` would inline every
+    # stage into one expression tree: the stages share columns (a DAG), inlined they multiply (OutOfMemoryError
+    # while planning, seen with orders). It costs one integer comparison per record.
+    verdict = F.when(F.spark_partition_id() >= 0, F.coalesce(F.col("_problem"), tc.first(rules)))
+    stage(**dict.fromkeys(map(stored, names)), _verdict=verdict)
     valid = F.col("_verdict").isNull()
-    out = {
-        **{name: F.when(valid, F.col(stored(name))) if name == dataset.event_time.field else F.col(stored(name)) for name in names},
+    stages.append({
+        **{name: F.when(valid, F.col(stored(name))) if name == time_field else F.col(stored(name)) for name in names},
         **dict.fromkeys(VALIDATED_INGESTION_COLUMNS),
         "reason": F.col("_verdict.reason"), "detail": F.col("_verdict.detail"), "payload": None,
-    }
-    return [parse, parsed, classify, values, judged, out]
+    })
+    return stages
 
 
 def validate(envelope: DataFrame, dataset: Dataset, *, now_ms: int) -> DataFrame:

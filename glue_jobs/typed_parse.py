@@ -47,14 +47,15 @@ def marked(payload: Column) -> Column:
     return F.regexp_replace(payload, _STRING_LITERAL, _MARKED_LITERAL)
 
 
-def wire_type(node: Node) -> T.DataType:
-    """The Spark type the marked payload is parsed with (field names carry the marker)."""
+def wire_type(node: Node, mark: str = MARK) -> T.DataType:
+    """The Spark type the marked payload is parsed with (field names carry the marker); with `mark=""`, the
+    type of the plain parse (glue_jobs/typed_screen.py) and of `to_plain`."""
     if node.kind == "record":
-        return T.StructType([T.StructField(MARK + f.name, wire_type(f.type)) for f in node.fields])
+        return T.StructType([T.StructField(mark + f.name, wire_type(f.type, mark)) for f in node.fields])
     if node.kind == "array":
-        return T.ArrayType(wire_type(node.items))
+        return T.ArrayType(wire_type(node.items, mark))
     if node.kind == "map":
-        return T.MapType(T.StringType(), wire_type(node.items))
+        return T.MapType(T.StringType(), wire_type(node.items, mark))
     if node.kind == "decimal":
         return T.DecimalType(*node.wide_decimal())
     return _PRIMITIVE[node.kind]
@@ -83,6 +84,22 @@ def parse_texts(text: Column, node: Node) -> Column:
     if node.kind == "record":
         return F.from_json(text, T.StructType([*texts_type(node).fields, T.StructField(CORRUPT, T.StringType())]), JSON_OPTIONS)
     return F.from_json(text, texts_type(node), JSON_OPTIONS)
+
+
+def to_plain(node: Node, value: Column) -> Column:
+    """A value of the marked parse in the plain parse's shape (wire_type(node, "")): string tokens without their
+    marker, field names without it. A token of another type in a string field comes out garbled; its record is
+    flagged by typed_checks.suspect and never stored."""
+    kind = node.kind
+    if kind in ("string", "enum", "date"):
+        return unmarked(value)
+    if kind == "record":
+        return F.when(value.isNotNull(), F.struct(*[to_plain(f.type, field(value, f.name)).alias(f.name) for f in node.fields]))
+    if kind == "array":
+        return F.transform(value, lambda x: to_plain(node.items, x))
+    if kind == "map":
+        return F.transform_values(F.transform_keys(value, lambda k, _: unmarked(k)), lambda _, x: to_plain(node.items, x))
+    return value
 
 
 def field(struct: Column, name: str) -> Column:

@@ -1,0 +1,101 @@
+"""The typed contract's fast path (glue_jobs/typed_screen.py): which records it proves, and that proving never
+changes a result.
+
+The screen decides only which parse a record takes: a record it proves is read by the plain parse, any other by
+the strict (marked) one. So the one property that matters is that every record comes out the same either way;
+`test_the_screen_never_changes_a_result` runs a corpus through both (the screen as shipped, and turned off) and
+compares every column of every row. The table below says which shapes take which path, so a change that sends
+every record down the strict path (no error, only slower) fails too.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+
+import pytest
+from pyspark.sql import functions as F
+
+from glue_jobs import datasets, typed_screen
+from glue_jobs.dataset_generate import generate_dataset
+from glue_jobs.typed_contract import validate
+from tests.spark.streaming_support import json_envelope
+
+NOW_MS = 1_800_000_000_000  # 2027-01-15T08:00:00Z
+ORDER = {"order_id": "o-1", "ordered_at": "2027-01-15T07:15:00+01:00", "customer_id": "c-9", "status": "paid",
+         "currency": "EUR", "total": 25.5, "items": [{"sku": "a", "quantity": 2, "unit_price": 10.25}],
+         "shipping": {"country": "DE", "city": "Bonn"}, "coupons": {"WELCOME": 150}}
+
+
+def _text(**changes) -> str:
+    return json.dumps({**ORDER, **changes}, separators=(",", ":"))
+
+
+def _raw(**wire: str) -> str:
+    """The order with fields replaced by raw JSON text."""
+    text = _text(**{name: f"__{name}__" for name in wire})
+    for name, value in wire.items():
+        text = text.replace(f'"__{name}__"', value)
+    return text
+
+
+# (payload, proven by the screen: True = the plain parse, False = the strict parse)
+CASES = [
+    (_text(), True),
+    (json.dumps(ORDER), True),  # spaces after ':' and ','
+    (_text(shipping=None), True),  # a null value: keys counted with their nulls, the top level checked for repeats
+    (_text(x=None), True),  # an unknown key holding null: both parses ignore it
+    (_raw(total='"25.5"'), False),  # a string where a decimal is due (the plain parse would take it)
+    (_raw(total='"Infinity"'), False),
+    (_raw(customer_id="123"), False),  # a number where a string is due (the plain parse renders it "123")
+    (_raw(customer_id="true"), False),
+    (_raw(customer_id='{"a":1}'), False),
+    (_raw(customer_id="[1]"), False),
+    (_text(customer_id="12345"), False),  # a string that reads like a number: not provable, so strict
+    (_raw(items='[{"sku":"a","quantity":"2","unit_price":1}]'), False),  # the parse fails: corrupt
+    (_text(x=1), False),  # an unknown key with a value
+    (_text()[:-1] + ',"order_id":"o-2"}', False),  # a repeated top-level key
+    ('{"shipping":null,' + _text()[1:], False),  # repeated, the earlier one null
+    (_text() + " x", False),  # text after the object
+    (_text() + "}", False),
+    (_text() + ',"k":1', False),
+    (_text(customer_id='c\\"9'), False),  # a backslash: no proof without quote-free strings
+    (_text().replace('"customer_id":', '"customer_id" :'), False),  # a space before ':'
+    ("[1]", False),
+    ("", False),
+]
+
+
+@pytest.fixture(scope="module")
+def orders():
+    return datasets.load("orders")
+
+
+def _proven(spark, orders, payloads: list[str]) -> list[bool]:
+    root = orders.schema
+    frame = json_envelope(spark, payloads).select(F.col("payload").alias("_json"))
+    frame = frame.select("_json", typed_screen.parse_wrapped(F.col("_json"), root).alias("_w"))
+    frame = frame.select("*", *(c.alias(n) for n, c in typed_screen.counts("_json", F.col("_w"), root, frozenset()).items()))
+    return [r.p for r in frame.select(typed_screen.proven("_json", F.col("_w")).alias("p")).collect()]
+
+
+def test_which_records_the_screen_proves(spark, orders):
+    payloads = [p for p, _ in CASES]
+    assert _proven(spark, orders, payloads) == [expected for _, expected in CASES]
+
+
+def test_the_screen_never_changes_a_result(spark, orders, tmp_path, monkeypatch):
+    """The table's payloads and 600 generated orders (5% bad, duplicates), through the shipped contract and
+    through the strict path alone: every column of every row equal."""
+    generate_dataset(orders, tmp_path, records=600, files=1, bad_ratio=0.05, seed=5, hours=24,
+                     end=datetime(2027, 1, 15, 7, tzinfo=timezone.utc))
+    generated = [line for f in sorted(tmp_path.iterdir()) for line in f.read_text().splitlines() if line]
+    assert sum(_proven(spark, orders, generated)) > 0.9 * len(generated)  # the valid orders take the fast path
+    payloads = [p for p, _ in CASES] + generated
+    envelope = json_envelope(spark, payloads)
+    shipped = [r.asDict(recursive=True) for r in validate(envelope, orders, now_ms=NOW_MS).collect()]
+    monkeypatch.setattr(typed_screen, "proven", lambda text_name, wrapped: F.lit(False))
+    strict = [r.asDict(recursive=True) for r in validate(envelope, orders, now_ms=NOW_MS).collect()]
+    assert len(shipped) == len(payloads)
+    assert shipped == strict
+    assert {r["reason"] for r in shipped} > {None, "malformed_json", "invalid_type"}
