@@ -18,6 +18,7 @@ checked), and a decimal's fraction digits beyond the 38-digit wide parse are not
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from functools import cache
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -238,12 +239,21 @@ def _stages(dataset: Dataset) -> list[dict[str, Column | None]]:
     return stages
 
 
+@cache
+def _selects(dataset: Dataset, jvm) -> list[list[Column]]:
+    """The stages' columns, built once per dataset and JVM like glue_jobs/contract.py's: building them is thousands
+    of py4j calls (about a second per batch for orders), so a batch only plans the selects."""
+    return [[F.col(f"`{n}`") if c is None else c.alias(n) for n, c in stage.items()] for stage in _stages(dataset)]
+
+
 def validate(envelope: DataFrame, dataset: Dataset, *, now_ms: int) -> DataFrame:
     """Envelope -> one row per record: the dataset's stored fields, VALIDATED_INGESTION_COLUMNS, reason, detail,
     payload (see the module doc). Successive selects, so each parse runs once per row."""
+    from pyspark import SparkContext
+
     frame = with_batch_constants(envelope, {_LATEST_MS: now_ms + dataset.event_time.max_future_ms})
-    for stage in _stages(dataset):
-        frame = frame.select(*(F.col(f"`{n}`") if c is None else c.alias(n) for n, c in stage.items()))
+    for columns in _selects(dataset, SparkContext._jvm):
+        frame = frame.select(*columns)
     if tuple(frame.columns[-len(VALIDATED_EXTRA_COLUMNS):]) != VALIDATED_EXTRA_COLUMNS:
         raise AssertionError(f"typed contract columns drifted: {frame.columns}")
     return frame
