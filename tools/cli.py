@@ -280,7 +280,6 @@ def _produce(args) -> int:
 def _schema_evolve(args) -> int:
     from glue_jobs import datasets as dataset_files
     from tools import schema_evolution
-
     from tools.resources import load_environment
 
     env = load_environment(args.env, args.config)

@@ -12,7 +12,7 @@ import pytest
 from glue_jobs import datasets
 from glue_jobs import schema as event_schema
 from tests.ops import moto_dev_env as dev_env
-from tools import avro_compat, schema_evolution
+from tools import schema_evolution
 from tools.errors import ToolError
 
 TARGETS = schema_evolution.Targets(
