@@ -35,9 +35,12 @@ class HadoopStorage:
         self._spark = spark
         self._jvm = spark.sparkContext._jvm
         self._conf = spark.sparkContext._jsc.hadoopConfiguration()
+        # Looked up once: py4j resolves `jvm.org.apache.hadoop.fs.Path` with a reflection round trip on every
+        # access, so a cached class saves one round trip per path (docs/performance.md has the figures).
+        self._path_class = self._jvm.org.apache.hadoop.fs.Path
 
     def _path(self, path: str):
-        return self._jvm.org.apache.hadoop.fs.Path(path)
+        return self._path_class(path)
 
     def _fs(self, path: str):
         return self._path(path).getFileSystem(self._conf)
@@ -141,7 +144,7 @@ class HadoopStorage:
         authority and each target directory created once: four py4j round trips a move instead of ten.
         Raises the first failure once all moves are done."""
         moves = list(moves)
-        path_class = self._jvm.org.apache.hadoop.fs.Path
+        path_class = self._path_class
         filesystems: dict[tuple[str, str], object] = {}
 
         def filesystem(path: str):
