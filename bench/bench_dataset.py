@@ -24,6 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.rows import at_least  # noqa: E402
+
 TARGET_RATIO = 0.65
 
 
@@ -103,6 +105,8 @@ def main(argv: list[str] | None = None) -> int:
         "dataset": dataset.name, "records": args.records, "cores": cores, "spark": spark.version,
         "bare_seconds": bare, "runner_seconds": ours, "ratio": ratio, "target": TARGET_RATIO, "met": ratio >= TARGET_RATIO,
         "passes": passes, "runner_totals": totals, "expected_valid": len(expect.valid_keys), "reconciles": reconciles,
+        "rows": [at_least(f"{dataset.name}: runner / bare typed read-parse-write, {args.records:,} records "
+                          f"(bare {bare:.2f} s, runner {ours:.2f} s)", round(ratio, 3), TARGET_RATIO)],
     }
     out = Path(args.out or f"bench-output/{dataset.name}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -110,7 +114,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"| {dataset.name}, {args.records:,} records | bare {args.records / bare / cores:,.0f} records/s/core ({bare:.2f} s) "
           f"| runner {args.records / ours / cores:,.0f} records/s/core ({ours:.2f} s) | runner/bare = {ratio:.3f} "
           f"| >= {TARGET_RATIO} ({'met' if result['met'] else 'NOT met'}) | counts reconcile: {reconciles} |")
-    return 0 if result["met"] and reconciles else 1
+    # The target's verdict is bench/report.py's; counts that do not add up are a failure of their own.
+    return 0 if reconciles else 1
 
 
 if __name__ == "__main__":

@@ -37,7 +37,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-TARGET_RATIO = 0.7
+from bench.rows import at_least, at_most, measured  # noqa: E402
+
+TARGET_RATIO = 0.8  # (b)/(a), warm, in one process (issue 32)
+GLUE_JOB_TARGET_RATIO = 0.7  # (c)/(a)
+# A 4k-record micro-batch whose events touch 49 hour partitions, through the deployed job.
+SMALL_BATCH_TARGET_SECONDS = 0.8
 
 
 def bare_read_parse_write(spark, input_dir: str, out_dir: str) -> None:
@@ -148,14 +153,14 @@ def main(argv: list[str] | None = None) -> int:
     runner_seconds = [p["seconds"] for p in passes["runner"] if p["measured"]]
     glue_job: dict = {}
     if glue is not None:
-        from bench.glue_job import first_lines
+        from bench.glue_job import first_lines, hours_touched
 
         glue_seconds = [p["seconds"] for p in passes["glue_job"] if p["measured"]]
         per_batch = {}
         for size in (int(x) for x in args.batch_sizes.split(",") if x):
             part = first_lines(all_records, size, work / f"glue-{size}.json")
             times = [glue.batch(part)["seconds"] for _ in range(4)][1:]  # the first of each size not counted
-            per_batch[str(size)] = {"seconds": times, "median_seconds": statistics.median(times)}
+            per_batch[str(size)] = {"seconds": times, "median_seconds": statistics.median(times), "hours": hours_touched(part)}
             print(f"glue job, {size}-record batches: {', '.join(f'{t:.2f}' for t in times)} s", flush=True)
         glue_job = {
             "seconds": glue_seconds,
@@ -186,16 +191,21 @@ def main(argv: list[str] | None = None) -> int:
         "spark": spark.version,
         "note": "shared machine: other processes compete for the same cores; compare the ratio, not absolute rates",
     }
+    rows = [at_least(f"warm, in one process: (b) runner / (a) bare, {args.records:,} records (bare {bare:.2f} s, runner {run:.2f} s)",
+                     result["ratio_runner_to_bare"], TARGET_RATIO)]
+    if glue_job:
+        rows.append(at_least("warm: (c) the deployed job through forEachBatch / (a) bare, same records",
+                             glue_job["ratio_glue_job_to_bare"], GLUE_JOB_TARGET_RATIO))
+        for size, batch in glue_job["per_batch"].items():
+            name = f"(c) one {int(size):,}-record micro-batch touching {batch['hours']} hour partitions, median seconds"
+            value = round(batch["median_seconds"], 3)
+            rows.append(at_most(name, value, SMALL_BATCH_TARGET_SECONDS, "s") if size == "4000" else measured(name, value, "s"))
+    result["rows"] = rows
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=2))
     print(json.dumps(result, indent=2))
     spark.stop()
-    ok = result["ratio_runner_to_bare"] >= TARGET_RATIO
-    print(f"ratio {result['ratio_runner_to_bare']} {'meets' if ok else 'MISSES'} the {TARGET_RATIO} target")
-    if glue_job:
-        ok = glue_job["ratio_glue_job_to_bare"] >= TARGET_RATIO
-        print(f"(c)/(a) {glue_job['ratio_glue_job_to_bare']} {'meets' if ok else 'MISSES'} the {TARGET_RATIO} target")
-    # The verdict is bench/report.py's exit status (after both benchmarks wrote their results).
+    # The verdict is bench/report.py's (after every benchmark wrote its result): it names the rows that miss.
     return 0
 
 

@@ -88,6 +88,22 @@ def first_lines(source: Path, count: int, target: Path) -> Path:
     return target
 
 
+def hours_touched(source: Path) -> int:
+    """How many hour partitions the records of `source` with an epoch-millisecond event time fall into (bad
+    records included: what the batch's writers see is at most this)."""
+    import json
+
+    hours = set()
+    with open(source, encoding="utf-8") as read:
+        for line in read:
+            try:
+                record = json.loads(line)
+                hours.add(int(record["event_time"]) // 3_600_000)
+            except (ValueError, TypeError, KeyError):
+                continue
+    return len(hours)
+
+
 def concatenated(files: list[Path], target: Path) -> Path:
     with open(target, "wb") as out:
         for path in files:

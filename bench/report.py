@@ -1,45 +1,112 @@
-"""Combine the streaming and compaction benchmark results into one JSON and one PNG chart.
+"""The verdict of `make bench`: every benchmark's rows in one table, with the machine, date and commit.
 
-    python bench/report.py --streaming S.json --compaction C.json --out-dir bench-output
+    python bench/report.py bench-output/streaming.json bench-output/compaction.json ... \\
+        [--out-dir bench-output] [--markdown docs/benchmarks.md]
 
-bench-output/bench.json is what `python -m infra_tools.sizing` reads for the measured records/s per core.
+Writes bench-output/bench.json (what `python -m infra_tools.sizing` reads for the measured records/s per
+core), bench-output/bench.png, and the Markdown table README links (docs/benchmarks.md): each row's value,
+target and whether it is met. Exits 1 when a row misses its target, naming each such row; a result file
+that is missing (its benchmark failed) fails it too.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import platform
+import subprocess
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-def combine(streaming: dict, compaction: dict) -> dict:
+from bench.rows import met  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def machine() -> dict:
+    """What the figures were measured on."""
+    model = memory = ""
+    try:
+        model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                      if line.startswith("model name")), "")
+        kib = next(int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines()
+                   if line.startswith("MemTotal:"))
+        memory = f"{kib / 1024 / 1024:.0f} GiB"
+    except (OSError, StopIteration, ValueError):
+        pass
+    java = subprocess.run(["java", "-version"], capture_output=True, text=True, check=False).stderr.splitlines()
+    return {"cores": os.cpu_count(), "cpu": model or platform.processor(), "memory": memory,
+            "os": f"{platform.system()} {platform.release()}", "python": platform.python_version(),
+            "java": java[0] if java else "not found"}
+
+
+def commit() -> str:
+    """The commit measured, marked when the work tree differs from it."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], capture_output=True, text=True, cwd=ROOT, check=False).stdout.strip()
+
+    head = git("rev-parse", "--short=12", "HEAD") or "unknown"
+    return head + (" + uncommitted changes" if git("status", "--porcelain", "--untracked-files=no") else "")
+
+
+def summary(results: dict[str, dict]) -> dict:
+    """The figures infra_tools.sizing and the chart read (streaming's, when it ran)."""
+    streaming = results.get("streaming") or {}
     glue_job = streaming.get("glue_job") or {}
     return {
-        "streaming": streaming,
-        "compaction": compaction,
-        "summary": {
-            "glue_job_records_per_second_per_core": glue_job.get("records_per_second_per_core"),
-            "ratio_glue_job_to_bare": glue_job.get("ratio_glue_job_to_bare"),
-            "glue_job_meets_target": (glue_job["ratio_glue_job_to_bare"] >= streaming["target_ratio"]) if glue_job else None,
-            "glue_job_median_seconds_per_batch": {size: b["median_seconds"] for size, b in glue_job.get("per_batch", {}).items()},
-            "bare_records_per_second_per_core": streaming["bare_records_per_second_per_core"],
-            "runner_records_per_second_per_core": streaming["runner_records_per_second_per_core"],
-            "ratio_runner_to_bare": streaming["ratio_runner_to_bare"],
-            "runner_meets_target": streaming["ratio_runner_to_bare"] >= streaming["target_ratio"],
-            "compaction_to_bare_time_ratio": compaction["ratio"],
-            "compaction_meets_target": compaction["ratio"] <= compaction["target_ratio"],
-        },
+        "glue_job_records_per_second_per_core": glue_job.get("records_per_second_per_core"),
+        "bare_records_per_second_per_core": streaming.get("bare_records_per_second_per_core"),
+        "runner_records_per_second_per_core": streaming.get("runner_records_per_second_per_core"),
     }
 
 
-def chart(result: dict, path: Path) -> None:
+def _figure(value: float, unit: str) -> str:
+    return f"{value:g} {unit}".strip()
+
+
+def markdown(report: dict) -> str:
+    m = report["machine"]
+    lines = [
+        "# Benchmark results",
+        "",
+        "Written by `make bench` (bench/report.py); do not edit by hand. A figure here describes the commit",
+        "named below: after a change on a measured path, run `make bench` again and commit this file with it.",
+        "What each row measures and how: README \"Benchmarks and sizing\"; where the time goes: docs/performance.md.",
+        "",
+        f"- measured: {report['date']}",
+        f"- commit: {report['commit']}",
+        f"- machine: {m['cores']} cores ({m['cpu']}), {m['memory']}, {m['os']}",
+        f"- Python {m['python']}, {m['java']}, Spark {report.get('spark') or 'n/a'}",
+        "",
+        "| row | measured | target | met |",
+        "|---|---|---|---|",
+    ]
+    for row in report["rows"]:
+        verdict = met(row)
+        target = f"{row['op']} {_figure(row['target'], row['unit'])}" if row["target"] is not None else "—"
+        lines.append(f"| {row['row']} | **{_figure(row['value'], row['unit'])}** | {target} | "
+                     f"{'—' if verdict is None else 'yes' if verdict else '**NO**'} |")
+    missing = report["missing"]
+    if missing:
+        lines += ["", f"Results missing (the benchmark failed before writing them): {', '.join(missing)}."]
+    failing = [row["row"] for row in report["rows"] if met(row) is False]
+    lines += ["", f"Verdict: {'every target met' if not failing and not missing else 'targets NOT met'}."]
+    return "\n".join(lines) + "\n"
+
+
+def chart(results: dict[str, dict], path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    s, c = result["streaming"], result["compaction"]
+    s, c = results.get("streaming") or {}, results.get("compaction") or {}
+    if "bare_records_per_second_per_core" not in s or "bare_median_seconds" not in c:
+        return  # the chart shows the streaming and compaction benchmarks; without both there is nothing to draw
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
     labels = ["(a) bare Spark\nread-parse-write", "(b) local runner"]
     rates = [s["bare_records_per_second_per_core"], s["runner_records_per_second_per_core"]]
@@ -59,22 +126,40 @@ def chart(result: dict, path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--streaming", type=Path, required=True)
-    parser.add_argument("--compaction", type=Path, required=True)
+    parser.add_argument("results", nargs="+", type=Path, help="the benchmarks' JSON results (each with its 'rows')")
     parser.add_argument("--out-dir", type=Path, default=Path("bench-output"))
+    parser.add_argument("--markdown", type=Path, default=None, help="also write the table here (make bench: docs/benchmarks.md)")
     args = parser.parse_args(argv)
-    for path in (args.streaming, args.compaction):
+
+    results, rows, missing, spark = {}, [], [], None
+    for path in args.results:
         if not path.exists():
-            parser.error(f"{path} does not exist: run the benchmark first")
-    result = combine(json.loads(args.streaming.read_text()), json.loads(args.compaction.read_text()))
+            missing.append(str(path))
+            continue
+        result = json.loads(path.read_text())
+        results[path.stem] = result
+        rows += result.get("rows", [])
+        spark = spark or result.get("spark")
+    report = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": commit(), "machine": machine(),
+              "spark": spark, "rows": rows, "missing": missing, "summary": summary(results),
+              **results}  # each benchmark's whole result under its file's name: "streaming" is what sizing reads
     args.out_dir.mkdir(parents=True, exist_ok=True)
-    (args.out_dir / "bench.json").write_text(json.dumps(result, indent=2) + "\n")
-    chart(result, args.out_dir / "bench.png")
-    summary = result["summary"]
-    print(json.dumps(summary, indent=2))
-    print(f"wrote {args.out_dir / 'bench.json'} and {args.out_dir / 'bench.png'}")
-    glue_ok = summary["glue_job_meets_target"] is not False
-    return 0 if summary["runner_meets_target"] and summary["compaction_meets_target"] and glue_ok else 1
+    (args.out_dir / "bench.json").write_text(json.dumps(report, indent=2) + "\n")
+    table = markdown(report)
+    (args.out_dir / "bench.md").write_text(table)
+    if args.markdown:
+        args.markdown.parent.mkdir(parents=True, exist_ok=True)
+        args.markdown.write_text(table)
+    chart(results, args.out_dir / "bench.png")
+    print(table)
+    failing = [row for row in rows if met(row) is False]
+    for row in failing:
+        print(f"NOT met: {row['row']}: {_figure(row['value'], row['unit'])}, target {row['op']} "
+              f"{_figure(row['target'], row['unit'])}", file=sys.stderr)
+    for path in missing:
+        print(f"missing: {path} (its benchmark did not finish)", file=sys.stderr)
+    print(f"wrote {args.out_dir / 'bench.json'}" + (f" and {args.markdown}" if args.markdown else ""))
+    return 1 if failing or missing else 0
 
 
 if __name__ == "__main__":

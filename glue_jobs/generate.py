@@ -46,11 +46,11 @@ class Expectation:
     files: int = 0
 
 
-def _record(rng: random.Random, n: int, base_ms: int) -> dict:
+def _record(rng: random.Random, n: int, base_ms: int, span_hours: int = 48) -> dict:
     record = {
         "event_id": f"evt-{n:09d}-{rng.randrange(16**6):06x}",
         "event_type": rng.choice(EVENT_TYPES) if rng.random() < 0.9 else f" {rng.choice(EVENT_TYPES).upper()} ",
-        "event_time": base_ms - rng.randrange(48 * HOUR_MS),
+        "event_time": base_ms - rng.randrange(span_hours * HOUR_MS),
         "user_id": f"u-{rng.randrange(100_000)}",
     }
     if rng.random() < 0.6:
@@ -98,10 +98,13 @@ def _spoil(kind: str, record: dict, base_ms: int) -> str:
 
 
 def generate(out_dir: str | Path, *, records: int, files: int = 10, bad_ratio: float = 0.01,
-             duplicate_ratio: float = 0.005, seed: int = 7, base_time_ms: int | None = None) -> Expectation:
-    """Write `files` NDJSON files totalling `records` lines into out_dir; return what the job must make of them."""
-    if records < 0 or files < 1 or not 0 <= bad_ratio <= 1 or not 0 <= duplicate_ratio <= 1:
-        raise ValueError("records >= 0, files >= 1, ratios within 0..1")
+             duplicate_ratio: float = 0.005, seed: int = 7, base_time_ms: int | None = None,
+             span_hours: int = 48) -> Expectation:
+    """Write `files` NDJSON files totalling `records` lines into out_dir; return what the job must make of them.
+    Event times fall in the `span_hours` hours before the base time (49 hour partitions by default; a backfill
+    after an outage spans more)."""
+    if records < 0 or files < 1 or not 0 <= bad_ratio <= 1 or not 0 <= duplicate_ratio <= 1 or span_hours < 1:
+        raise ValueError("records >= 0, files >= 1, ratios within 0..1, span_hours >= 1")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     rng = random.Random(seed)
@@ -113,7 +116,7 @@ def generate(out_dir: str | Path, *, records: int, files: int = 10, bad_ratio: f
         lines: list[str] = []
         valid_in_file: list[str] = []
         for _ in range(count):
-            record = _record(rng, n, base_ms)
+            record = _record(rng, n, base_ms, span_hours)
             n += 1
             roll = rng.random()
             if roll < bad_ratio:

@@ -1,0 +1,37 @@
+"""The rows of `make bench`'s result table: what each benchmark measured, its target and whether it is met.
+
+Each benchmark puts its rows in its JSON result under "rows"; bench/report.py gathers them into one table
+(bench-output/bench.json and docs/benchmarks.md) and fails when a row misses its target, naming it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def at_least(name: str, value: float, target: float, unit: str = "") -> dict:
+    """A row met when value >= target (a ratio of our speed to bare Spark's)."""
+    return {"row": name, "value": value, "target": target, "op": ">=", "unit": unit}
+
+
+def at_most(name: str, value: float, target: float, unit: str = "") -> dict:
+    """A row met when value <= target (a time, or a ratio of our time to bare Spark's)."""
+    return {"row": name, "value": value, "target": target, "op": "<=", "unit": unit}
+
+
+def measured(name: str, value: float, unit: str = "") -> dict:
+    """A figure without a target: shown in the table, never failing it."""
+    return {"row": name, "value": value, "target": None, "op": None, "unit": unit}
+
+
+def met(row: dict) -> bool | None:
+    """Whether the row meets its target; None for a row without one."""
+    if row["target"] is None:
+        return None
+    return row["value"] >= row["target"] if row["op"] == ">=" else row["value"] <= row["target"]
+
+
+def write_result(path: Path, result: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=2) + "\n")

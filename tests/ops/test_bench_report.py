@@ -1,0 +1,63 @@
+"""`make bench`'s verdict (bench/report.py): one table of every benchmark's rows, a failing row named."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bench import report
+from bench.rows import at_least, at_most, measured, met
+
+
+def _write(path, rows, **extra):
+    path.write_text(json.dumps({"rows": rows, **extra}))
+    return path
+
+
+@pytest.mark.parametrize(("row", "expected"), [
+    (at_least("r", 0.8, 0.8), True),
+    (at_least("r", 0.799, 0.8), False),
+    (at_most("r", 1.1, 1.1), True),
+    (at_most("r", 1.101, 1.1), False),
+    (measured("r", 3.0, "s"), None),
+])
+def test_met_compares_in_the_row_direction(row, expected):
+    assert met(row) is expected
+
+
+def test_every_row_in_one_table_and_a_missed_target_fails_naming_its_row(tmp_path, capsys):
+    streaming = _write(tmp_path / "streaming.json",
+                       [at_least("warm (b)/(a)", 0.81, 0.8), measured("40k batch", 1.2, "s")],
+                       runner_records_per_second_per_core=60000, spark="3.5.4")
+    compaction = _write(tmp_path / "compaction.json", [at_most("compaction/bare", 1.31, 1.1)])
+    markdown = tmp_path / "docs" / "benchmarks.md"
+
+    status = report.main([str(streaming), str(compaction), "--out-dir", str(tmp_path / "out"), "--markdown", str(markdown)])
+
+    assert status == 1
+    assert "NOT met: compaction/bare: 1.31, target <= 1.1" in capsys.readouterr().err
+    table = markdown.read_text()
+    assert "| warm (b)/(a) | **0.81** | >= 0.8 | yes |" in table
+    assert "| compaction/bare | **1.31** | <= 1.1 | **NO** |" in table
+    assert "| 40k batch | **1.2 s** | — | — |" in table
+    assert "- commit: " in table and "- machine: " in table and "- measured: 20" in table
+    assert "targets NOT met" in table
+    combined = json.loads((tmp_path / "out" / "bench.json").read_text())
+    # infra_tools.sizing reads the streaming result's per-core rate from here
+    assert combined["streaming"]["runner_records_per_second_per_core"] == 60000
+    assert [row["row"] for row in combined["rows"]] == ["warm (b)/(a)", "40k batch", "compaction/bare"]
+
+
+def test_all_met_passes(tmp_path):
+    result = _write(tmp_path / "cold.json", [at_least("cold", 0.76, 0.75)])
+    assert report.main([str(result), "--out-dir", str(tmp_path / "out")]) == 0
+    assert "every target met" in (tmp_path / "out" / "bench.md").read_text()
+
+
+def test_a_benchmark_that_wrote_no_result_fails_the_verdict(tmp_path, capsys):
+    result = _write(tmp_path / "cold.json", [at_least("cold", 0.76, 0.75)])
+    status = report.main([str(result), str(tmp_path / "orders.json"), "--out-dir", str(tmp_path / "out")])
+    assert status == 1
+    assert f"missing: {tmp_path / 'orders.json'}" in capsys.readouterr().err
+    assert "Results missing" in (tmp_path / "out" / "bench.md").read_text()
