@@ -89,18 +89,20 @@ def first_lines(source: Path, count: int, target: Path) -> Path:
 
 
 def hours_touched(source: Path) -> int:
-    """How many hour partitions the records of `source` with an epoch-millisecond event time fall into (bad
-    records included: what the batch's writers see is at most this)."""
+    """How many hour partitions the records of `source` fall into: epoch-millisecond event times inside the
+    contract's range (from 2000-01-01 to a day from now; the generator's out_of_range records are outside it)."""
     import json
 
+    earliest, latest = 946_684_800_000, int(time.time() * 1000) + 86_400_000
     hours = set()
     with open(source, encoding="utf-8") as read:
         for line in read:
             try:
-                record = json.loads(line)
-                hours.add(int(record["event_time"]) // 3_600_000)
+                event_time = json.loads(line)["event_time"]
             except (ValueError, TypeError, KeyError):
                 continue
+            if isinstance(event_time, int) and earliest <= event_time <= latest:
+                hours.add(event_time // 3_600_000)
     return len(hours)
 
 
