@@ -9,6 +9,8 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 STAMP33 := $(VENV33)/.installed
 STAMP41 := $(VENV41)/.installed
+# The JVM jars of jvm/jars.lock (Kafka's broker, ...), from Maven Central, each SHA-256 checked.
+JARS := build/jars/.fetched
 # Node, npm and the CDK CLI all come from the virtualenv and node_modules, never from the system.
 export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/node_modules/.bin:$(PATH)
 export NPM_CONFIG_USERCONFIG := $(CURDIR)/.npmrc
@@ -34,6 +36,10 @@ $(STAMP): requirements.txt requirements-dev.txt constraints.txt package.json pac
 	$(VENV)/bin/npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
+$(JARS): jvm/jars.lock infra_tools/jars.py | $(STAMP)
+	$(PY) -m infra_tools.jars fetch
+	touch $@
+
 $(STAMP33): requirements-spark33.txt
 	$(PYTHON) -m venv $(VENV33)
 	$(VENV33)/bin/pip install --disable-pip-version-check -q -r requirements-spark33.txt
@@ -44,12 +50,12 @@ $(STAMP41): requirements-spark41.txt
 	$(VENV41)/bin/pip install --disable-pip-version-check -q -r requirements-spark41.txt
 	touch $@
 
-bootstrap: $(STAMP) $(STAMP33) $(STAMP41)
+bootstrap: $(STAMP) $(STAMP33) $(STAMP41) $(JARS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
-test: $(STAMP) $(STAMP33) $(STAMP41) lint
+test: $(STAMP) $(STAMP33) $(STAMP41) $(JARS) lint
 	$(PY) -m pytest
 	$(MAKE) --no-print-directory test-spark33
 	$(MAKE) --no-print-directory test-spark41

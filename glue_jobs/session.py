@@ -20,6 +20,18 @@ def job_spark_conf():
     return SparkConf(loadDefaults=False).set("spark.sql.codegen.cache.maxEntries", str(CODEGEN_CACHE_ENTRIES))
 
 
+def connector_jars() -> list[str]:
+    """Spark's Kafka source and Avro functions for this pyspark's line: build/jars/spark-<major>.<minor>/, which
+    `make bootstrap` fetches from Maven Central as jvm/jars.lock pins them (infra_tools/jars.py). [] where they
+    are absent (the job zip on Glue, whose runtime brings its own connectors)."""
+    from pathlib import Path
+
+    import pyspark
+
+    line = ".".join(pyspark.__version__.split(".")[:2])
+    return sorted(str(p) for p in (Path(__file__).resolve().parent.parent / "build" / "jars" / f"spark-{line}").glob("*.jar"))
+
+
 def local_session(app_name: str, *, master: str, settings: dict[str, str] | None = None):
     """A local SparkSession for the job code outside Glue: the local runner, the compaction CLI, the test
     suite, the benchmarks and the tools all start here. It has the job's static settings (job_spark_conf),
@@ -42,6 +54,9 @@ def local_session(app_name: str, *, master: str, settings: dict[str, str] | None
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
     )
+    jars = connector_jars()
+    if jars:
+        builder = builder.config("spark.jars", ",".join(jars))
     for key, value in (settings or {}).items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
