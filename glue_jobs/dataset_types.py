@@ -155,6 +155,10 @@ class _Reader:
         name = avro.get("name")
         if not isinstance(name, str) or not name:
             raise self.fail(path, f"a {avro['type']} needs a name")
+        earlier = self.named.get(name)
+        if earlier is not None and earlier is not avro and earlier.get("namespace") == avro.get("namespace"):
+            # Avro's parsers (Java's Schema.Parser, the Schema Registry's) refuse a second definition of a name.
+            raise self.fail(path, f"named type {name!r} is defined twice: define it once, then refer to it by its name")
         self.named[name] = avro
         if avro.get("namespace"):
             self.named[f"{avro['namespace']}.{name}"] = avro
