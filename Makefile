@@ -11,6 +11,8 @@ STAMP33 := $(VENV33)/.installed
 STAMP41 := $(VENV41)/.installed
 # The JVM jars of jvm/jars.lock (Kafka's broker, ...), from Maven Central, each SHA-256 checked.
 JARS := build/jars/.fetched
+# The project's own JVM functions (jvm/glue-functions: the Kafka job's frame decoder), javac --release 8.
+FUNCTIONS := build/jvm/.built
 # Node, npm and the CDK CLI all come from the virtualenv and node_modules, never from the system.
 export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/node_modules/.bin:$(PATH)
 export NPM_CONFIG_USERCONFIG := $(CURDIR)/.npmrc
@@ -40,6 +42,10 @@ $(JARS): jvm/jars.lock infra_tools/jars.py | $(STAMP)
 	$(PY) -m infra_tools.jars fetch
 	touch $@
 
+$(FUNCTIONS): $(shell find jvm/glue-functions/src -name '*.java') infra/jvm_functions.py | $(STAMP)
+	$(PY) -m infra.jvm_functions build
+	touch $@
+
 $(STAMP33): requirements-spark33.txt
 	$(PYTHON) -m venv $(VENV33)
 	$(VENV33)/bin/pip install --disable-pip-version-check -q -r requirements-spark33.txt
@@ -50,12 +56,12 @@ $(STAMP41): requirements-spark41.txt
 	$(VENV41)/bin/pip install --disable-pip-version-check -q -r requirements-spark41.txt
 	touch $@
 
-bootstrap: $(STAMP) $(STAMP33) $(STAMP41) $(JARS)
+bootstrap: $(STAMP) $(STAMP33) $(STAMP41) $(JARS) $(FUNCTIONS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
-test: $(STAMP) $(STAMP33) $(STAMP41) $(JARS) lint
+test: $(STAMP) $(STAMP33) $(STAMP41) $(JARS) $(FUNCTIONS) lint
 	$(PY) -m pytest
 	$(MAKE) --no-print-directory test-spark33
 	$(MAKE) --no-print-directory test-spark41

@@ -1,4 +1,4 @@
-"""python -m glue_jobs run-local | generate (see docs/streaming-job.md)."""
+"""python -m glue_jobs run-local | run-kafka | generate (see docs/streaming-job.md, docs/kafka.md)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,16 @@ def _positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"{value} must be at least 1")
     return value
+
+
+def _partition_list(text: str) -> list[int]:
+    try:
+        partitions = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of partition numbers") from None
+    if any(p < 0 for p in partitions) or len(set(partitions)) != len(partitions):
+        raise argparse.ArgumentTypeError(f"{text!r}: partitions must be distinct numbers >= 0")
+    return partitions
 
 
 def _ratio(text: str) -> float:
@@ -44,6 +54,23 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--dataset", default="clickstream", type=dataset_name,
                      help="the dataset the records are (datasets/<name>/): its contract and lake table (default clickstream)")
     run.add_argument("--trigger-seconds", type=_positive_int, default=5, help="micro-batch interval without --once")
+
+    kafka = commands.add_parser("run-kafka", help="the Kafka job's path: a topic of Schema Registry frames into a local lake")
+    kafka.add_argument("--bootstrap-servers", required=True, help="host:port[,host:port] of a broker without auth (local)")
+    kafka.add_argument("--topic", required=True)
+    kafka.add_argument("--partitions", type=_partition_list, default=None,
+                       help="only these partitions (comma-separated; Spark's `assign`), e.g. 0,1,2")
+    kafka.add_argument("--registry-name", required=True, help="Glue Schema Registry registry (AWS_ENDPOINT_URL for a local one)")
+    kafka.add_argument("--schema-name", required=True, help="the dataset's schema in that registry")
+    kafka.add_argument("--dataset", required=True, type=dataset_name, help="the dataset the topic carries")
+    kafka.add_argument("--lake", required=True)
+    kafka.add_argument("--dead-letter", required=True)
+    kafka.add_argument("--checkpoint", required=True, help="checkpoint directory; reuse it to resume")
+    kafka.add_argument("--source-name", default="kafka", help="source name recorded on every row (default: kafka)")
+    kafka.add_argument("--starting-offsets", choices=("earliest", "latest"), default="earliest")
+    kafka.add_argument("--max-offsets-per-trigger", type=_positive_int, default=None)
+    kafka.add_argument("--once", action="store_true", help="process what the topic holds now, then exit")
+    kafka.add_argument("--trigger-seconds", type=_positive_int, default=5)
 
     gen = commands.add_parser("generate", help="write realistic NDJSON sample files (with bad records)")
     gen.add_argument("--out", required=True, help="directory to write events-NNNNN.json into")
@@ -85,12 +112,30 @@ def main(argv: list[str] | None = None) -> int:
     from glue_jobs.local_runner import configure_logging, run_local
 
     configure_logging()
+    if args.command == "run-kafka":
+        return _run_kafka(args)
     try:
         run_local(input_dir=args.input, lake_dir=args.lake, dead_letter_dir=args.dead_letter,
                   checkpoint_dir=args.checkpoint, once=args.once, max_files_per_batch=args.max_files_per_batch,
                   source_name=args.source_name, trigger_seconds=args.trigger_seconds, dataset=args.dataset)
     except FileNotFoundError as error:
         parser.error(str(error))
+    return 0
+
+
+def _run_kafka(args) -> int:
+    import boto3
+
+    from glue_jobs import datasets
+    from glue_jobs.local_runner import run_local_kafka
+    from glue_jobs.registry_frames import RegistryVersions
+
+    registry = RegistryVersions(boto3.client("glue"), registry_name=args.registry_name, schema_name=args.schema_name,
+                                dataset=datasets.load(args.dataset))
+    run_local_kafka(bootstrap_servers=args.bootstrap_servers, topic=args.topic, partitions=args.partitions, registry=registry,
+                    lake_dir=args.lake, dead_letter_dir=args.dead_letter, checkpoint_dir=args.checkpoint,
+                    source_name=args.source_name, dataset=args.dataset, starting_offsets=args.starting_offsets,
+                    max_offsets_per_trigger=args.max_offsets_per_trigger, once=args.once, trigger_seconds=args.trigger_seconds)
     return 0
 
 

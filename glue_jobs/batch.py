@@ -29,6 +29,7 @@ from glue_jobs.datasets import Dataset
 from glue_jobs.lake_table import LakeTable
 from glue_jobs.metrics import MetricsSink, NoOpMetricsSink
 from glue_jobs.packed_batch import BatchCounts, PackedBatch
+from glue_jobs.registry_frames import UNKNOWN_SCHEMA_VERSION
 from glue_jobs.session import session_conf
 from glue_jobs.storage import HadoopStorage
 
@@ -81,7 +82,11 @@ class MicroBatchWriter:
     def stream_id(self) -> str:
         return self.commit.stream_id
 
-    def __call__(self, envelope: DataFrame, batch_id: int) -> BatchStats:
+    def __call__(self, envelope: DataFrame, batch_id: int,
+                 redecode: Callable[[list[str]], DataFrame | None] | None = None) -> BatchStats:
+        """`redecode(version_ids)`: for a source that decodes with a schema-version map (Kafka), called once when the
+        batch holds values of versions the map lacks; it returns the batch's envelope decoded again after learning
+        a version, or None (those records stay dead letters with unknown_schema_version)."""
         started, batch_id = self.clock(), int(batch_id)
         recorded = self.commit.committed_stats(batch_id)
         if recorded is not None:
@@ -96,8 +101,15 @@ class MicroBatchWriter:
         with session_conf(envelope.sparkSession, {SHUFFLE_PARTITIONS: str(tasks)}):
             with PackedBatch(self.table.validate(envelope, now_ms=int(started * 1000)), tasks=tasks, table=self.table) as batch:
                 counts = batch.counts()
-                written = self._write_lake(batch, counts, batch_id) if counts.valid else 0
-                dead_letters = self._write_dead_letters(batch, batch_id, started) if counts.rejected else 0
+                decoded_again = None
+                if redecode is not None and counts.by_reason.get(UNKNOWN_SCHEMA_VERSION):
+                    decoded_again = redecode(batch.unknown_versions())
+                if decoded_again is None:
+                    written = self._write_lake(batch, counts, batch_id) if counts.valid else 0
+                    dead_letters = self._write_dead_letters(batch, batch_id, started) if counts.rejected else 0
+        if decoded_again is not None:  # nothing was written: the batch starts again, with the versions learned
+            log.info("batch %s of %s: learned schema versions from the registry, decoding again", batch_id, self.source_name)
+            return self(decoded_again, batch_id)
         if dead_letters != counts.rejected:
             raise AssertionError(f"batch {batch_id}: {counts.rejected} rejected record(s) but {dead_letters} dead letter(s) written")
         files = self.commit.publish(batch_id) if counts.records_in else []

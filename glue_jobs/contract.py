@@ -41,13 +41,14 @@ from pyspark.sql import functions as F
 
 from glue_jobs import json_tokens as tokens
 from glue_jobs.batch_constants import with_batch_constants
+from glue_jobs.registry_frames import MALFORMED_RECORD, UNKNOWN_SCHEMA_VERSION
 from glue_jobs.schema import ENVELOPE_COLUMNS, INGESTION_COLUMNS, contract_fields
 
 MALFORMED_JSON = "malformed_json"
 MISSING_REQUIRED_FIELD = "missing_required_field"
 INVALID_TYPE = "invalid_type"
 OUT_OF_RANGE = "out_of_range"
-REASON_CODES = (MALFORMED_JSON, MISSING_REQUIRED_FIELD, INVALID_TYPE, OUT_OF_RANGE)
+REASON_CODES = (MALFORMED_JSON, MISSING_REQUIRED_FIELD, INVALID_TYPE, OUT_OF_RANGE, MALFORMED_RECORD, UNKNOWN_SCHEMA_VERSION)  # last 2: Kafka
 
 # Field rules the .avsc cannot express. Names must exist in the newest glue_jobs/schemas/event.v<N>.avsc (checked at import).
 EVENT_TIME_FIELD = "event_time"  # epoch milliseconds, stored as a timestamp, drives the partitions
@@ -234,9 +235,9 @@ def _reason() -> Stage:
         ("out_of_range", OUT_OF_RANGE, "value out of range"),
     ):
         checks += [(reason, F.col(broken(rule, f.name)), f"{f.name}: {what}") for f in _FIELDS]
-    reason = F.when(checks[0][1], F.lit(checks[0][0]))
-    detail = F.when(checks[0][1], F.lit(checks[0][2]))
-    for code, condition, message in checks[1:]:
+    known = F.col("problem").isNotNull()  # an adapter's verdict (an undecodable Kafka value) comes first
+    reason, detail = F.when(known, F.col("problem.reason")), F.when(known, F.col("problem.detail"))
+    for code, condition, message in checks:
         reason = reason.when(condition, F.lit(code))
         detail = detail.when(condition, F.lit(message))
     return {**dict.fromkeys((*_CARRIED, *(value(f.name) for f in _FIELDS))), "reason": reason, "detail": detail}

@@ -33,7 +33,7 @@ JOB_ARGUMENTS = (
 )
 SOURCE_ARGUMENTS = {
     "kinesis": ("max_fetch_records_per_shard",),
-    "kafka": ("max_offsets_per_trigger",),
+    "kafka": ("max_offsets_per_trigger", "bootstrap_servers", "topic", "registry_name", "schema_name", "kafka_auth"),
 }
 
 
@@ -52,25 +52,32 @@ def resolve_arguments(argv: list[str]) -> dict[str, str]:
 
 
 def source_options(args: dict[str, str]) -> dict[str, str]:
-    """additional_options for create_data_frame.from_catalog: the catalog table gives the stream and the
-    classification; these are the Kinesis / Kafka connection options of the Glue documentation
-    (docs/streaming-job.md "Sources"). Both sources: addRecordTimestamp (the arrival time column
-    `__src_timestamp`) and emitConsumerLagMetrics (glue.driver.streaming.maxConsumerLagInMs, which the
-    consumer-lag alarm watches). Kinesis: inferSchema=true, so the frame keeps each record's text (with
-    false Glue parses it into the table's columns, and dead letters could not keep the original payload)."""
-    options = {"addRecordTimestamp": "true", "emitConsumerLagMetrics": "true"}
-    if args["source_type"] == "kinesis":
-        options |= {
-            "inferSchema": "true",
+    """additional_options for create_data_frame.from_catalog of a Kinesis source: the catalog table gives the
+    stream and the classification; these are the Kinesis connection options of the Glue documentation
+    (docs/streaming-job.md "Sources"): addRecordTimestamp (the arrival time column `__src_timestamp`),
+    emitConsumerLagMetrics (glue.driver.streaming.maxConsumerLagInMs, which the consumer-lag alarm watches) and
+    inferSchema=true, so the frame keeps each record's text (with false Glue parses it into the table's columns,
+    and dead letters could not keep the original payload). Kafka sources read with Spark's Kafka source instead
+    (kafka_reader_options)."""
+    if args["source_type"] != "kinesis":
+        raise ValueError(f"source_options is for Kinesis sources, not {args['source_type']!r}")
+    return {"addRecordTimestamp": "true", "emitConsumerLagMetrics": "true", "inferSchema": "true",
             "startingPosition": args["starting_position"],
-            "maxFetchRecordsPerShard": args["max_fetch_records_per_shard"],
-        }
-    else:
-        options |= {
-            "startingOffsets": args["starting_position"],
-            "maxOffsetsPerTrigger": args["max_offsets_per_trigger"],
-        }
-    return options
+            "maxFetchRecordsPerShard": args["max_fetch_records_per_shard"]}
+
+
+def kafka_reader_options(args: dict[str, str]) -> dict[str, str]:
+    """Spark's Kafka source options of a Kafka job (glue_jobs/kafka_job.reader_options): the cluster's IAM bootstrap
+    brokers and the topic from the stack, IAM auth (aws-msk-iam-auth) on 9098. `kafka_auth` is "iam" in every
+    deployed job; "none" is for a local broker (the deploy rehearsal passes it as a run argument): MSK's port 9098
+    accepts IAM-authenticated TLS clients only, so "none" cannot reach a cluster."""
+    from glue_jobs.kafka_job import reader_options
+
+    if args["kafka_auth"] not in ("iam", "none"):
+        raise ValueError(f"kafka_auth {args['kafka_auth']!r} is not 'iam' or 'none'")
+    return reader_options(bootstrap_servers=args["bootstrap_servers"], topic=args["topic"],
+                          starting_offsets=args["starting_position"],
+                          max_offsets_per_trigger=int(args["max_offsets_per_trigger"]), iam_auth=args["kafka_auth"] == "iam")
 
 
 def for_each_batch_options(args: dict[str, str]) -> dict[str, str]:
@@ -100,13 +107,23 @@ def dataset_table(args: dict[str, str]):
     return table
 
 
-def adapter_for(source_type: str, table=None):
-    """`(raw frame, source name) -> envelope` for the source type; Kafka's decoding follows the dataset (`table`)."""
-    import functools
+def kafka_batches(spark, args: dict[str, str], writer, table):
+    """A Kafka job's source frame (Spark's Kafka source) and batch function: the dataset's registry versions are
+    loaded (and checked against the zip's schema files) before the first record is read."""
+    import re
 
-    from glue_jobs import sources
+    import boto3
 
-    return {"kinesis": sources.from_kinesis, "kafka": functools.partial(sources.from_kafka_avro, table=table)}[source_type]
+    from glue_jobs.kafka_job import KafkaBatches
+    from glue_jobs.registry_frames import FrameDecoding, RegistryVersions
+
+    registry = RegistryVersions(boto3.client("glue", region_name=args["metrics_region"]), registry_name=args["registry_name"],
+                                schema_name=args["schema_name"], dataset=table.dataset)
+    registry.load()
+    name = "streamlake_decode_" + re.sub(r"[^A-Za-z0-9_]", "_", args["source_name"])
+    decoding = FrameDecoding(spark, table.dataset, registry, name=name)
+    raw = spark.readStream.format("kafka").options(**kafka_reader_options(args)).load()
+    return raw, KafkaBatches(writer, decoding, args["source_name"])
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -127,14 +144,7 @@ def main(argv: list[str] | None = None) -> None:
     job = Job(glue_context)
     job.init(args["JOB_NAME"], args)
 
-    raw = glue_context.create_data_frame.from_catalog(
-        database=args["catalog_database"],
-        table_name=args["source_table"],
-        transformation_ctx=f"source_{args['source_name']}",
-        additional_options=source_options(args),
-    )
     table = dataset_table(args)
-    adapter = adapter_for(args["source_type"], table)
     writer = MicroBatchWriter(
         spark,
         source_name=args["source_name"],
@@ -145,9 +155,20 @@ def main(argv: list[str] | None = None) -> None:
                                       region=args["metrics_region"]),
         dataset=table.dataset,
     )
+    if args["source_type"] == "kafka":
+        raw, process_batch = kafka_batches(spark, args, writer, table)
+    else:
+        from glue_jobs.sources import from_kinesis
 
-    def process_batch(frame, batch_id) -> None:
-        writer(adapter(frame, args["source_name"]), batch_id)
+        raw = glue_context.create_data_frame.from_catalog(
+            database=args["catalog_database"],
+            table_name=args["source_table"],
+            transformation_ctx=f"source_{args['source_name']}",
+            additional_options=source_options(args),
+        )
+
+        def process_batch(frame, batch_id) -> None:
+            writer(from_kinesis(frame, args["source_name"]), batch_id)
 
     glue_context.forEachBatch(frame=raw, batch_function=process_batch, options=for_each_batch_options(args))
     job.commit()

@@ -116,45 +116,122 @@ def run_local(
     )
     summary = RunSummary()
     started = time.time()
+    printed = _batch_printer(summary, started, out)
 
     def on_batch(raw, batch_id: int) -> None:
-        stats = writer(from_local_files(raw, source_name, int(time.time() * 1000)), batch_id)
-        summary.add(stats)
-        elapsed = time.time() - started
-        print(
-            f"batch {batch_id}: in={stats.records_in} written={stats.records_written} "
-            f"dead_letters={stats.dead_letters} duplicates={stats.duplicates_collapsed} "
-            f"{'replayed, nothing rewritten ' if stats.replayed else ''}{stats.duration_ms} ms | "
-            f"total {summary.total('records_in')} records in {elapsed:.1f} s",
-            file=out,
-            flush=True,
-        )
+        printed(writer(from_local_files(raw, source_name, int(time.time() * 1000)), batch_id))
 
     reader = spark.readStream.format("text").option("wholetext", "true")
     if max_files_per_batch:
         reader = reader.option("maxFilesPerTrigger", str(max_files_per_batch))
     stream = reader.load(str(Path(input_dir).resolve()))
-    writer_stream = stream.writeStream.foreachBatch(on_batch).option(
-        "checkpointLocation", str(Path(checkpoint_dir).resolve())
-    )
+    with session_conf(spark, _session_settings(spark)):
+        _run_query(stream, on_batch, checkpoint_dir=checkpoint_dir, once=once, trigger_seconds=trigger_seconds,
+                   name=f"streamlake-{source_name}", out=out)
+    return _finish(summary, started, lake_dir, dead_letter_dir, checkpoint_dir, out)
+
+
+def _batch_printer(summary: RunSummary, started: float, out: TextIO):
+    def printed(stats: BatchStats) -> None:
+        summary.add(stats)
+        print(
+            f"batch {stats.batch_id}: in={stats.records_in} written={stats.records_written} "
+            f"dead_letters={stats.dead_letters} duplicates={stats.duplicates_collapsed} "
+            f"{'replayed, nothing rewritten ' if stats.replayed else ''}{stats.duration_ms} ms | "
+            f"total {summary.total('records_in')} records in {time.time() - started:.1f} s",
+            file=out,
+            flush=True,
+        )
+
+    return printed
+
+
+def _run_query(stream, on_batch, *, checkpoint_dir: str, once: bool, trigger_seconds: int, name: str, out: TextIO,
+               started_query=None) -> None:
+    """Run the foreachBatch query until it ends (once: all that is available now) or SIGTERM / Ctrl-C stops it.
+    `started_query(query)`, if given, gets the running query (the tests stop it when they have seen enough)."""
+    writer_stream = stream.writeStream.foreachBatch(on_batch).option("checkpointLocation", str(Path(checkpoint_dir).resolve()))
     writer_stream = (
         writer_stream.trigger(availableNow=True) if once else writer_stream.trigger(processingTime=f"{trigger_seconds} seconds")
     )
-    previous_handler = signal.signal(signal.SIGTERM, _interrupt)
+    previous_handler = signal.signal(signal.SIGTERM, _interrupt) if _main_thread() else None
     try:
-        with session_conf(spark, _session_settings(spark)):
-            query = writer_stream.queryName(f"streamlake-{source_name}").start()
-            try:
-                query.awaitTermination()
-            except KeyboardInterrupt:
-                print("stopping: the checkpoint keeps the position; run again to resume", file=out, flush=True)
-                query.stop()
+        query = writer_stream.queryName(name).start()
+        if started_query is not None:
+            started_query(query)
+        try:
+            query.awaitTermination()
+        except KeyboardInterrupt:
+            print("stopping: the checkpoint keeps the position; run again to resume", file=out, flush=True)
+            query.stop()
     finally:
-        signal.signal(signal.SIGTERM, previous_handler)
+        if previous_handler is not None:
+            signal.signal(signal.SIGTERM, previous_handler)
+
+
+def _main_thread() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
+
+
+def _finish(summary: RunSummary, started: float, lake_dir: str, dead_letter_dir: str, checkpoint_dir: str,
+            out: TextIO) -> RunSummary:
     summary.seconds = time.time() - started
     print(summary.render(), file=out, flush=True)
     print(f"lake: {lake_dir}  dead letters: {dead_letter_dir}  checkpoint: {checkpoint_dir}", file=out, flush=True)
     return summary
+
+
+def run_local_kafka(
+    *,
+    bootstrap_servers: str,
+    topic: str,
+    registry,
+    lake_dir: str,
+    dead_letter_dir: str,
+    checkpoint_dir: str,
+    source_name: str,
+    dataset: str,
+    partitions: list[int] | None = None,
+    starting_offsets: str = "earliest",
+    max_offsets_per_trigger: int | None = None,
+    min_partitions: int | None = None,
+    once: bool = False,
+    trigger_seconds: int = 5,
+    spark=None,
+    out: TextIO = sys.stdout,
+    started_query=None,
+) -> RunSummary:
+    """The Kafka job's path (glue_jobs/kafka_job.py) on a local Spark: a broker without IAM auth (the tests'
+    loopback broker), the Schema Registry through `registry` (a glue_jobs.registry_frames.RegistryVersions)."""
+    from glue_jobs.kafka_job import KafkaBatches, reader_options
+    from glue_jobs.registry_frames import FrameDecoding
+
+    for path in (lake_dir, dead_letter_dir, checkpoint_dir):
+        Path(path).mkdir(parents=True, exist_ok=True)
+    spark = spark or local_spark_session()
+    registry.load()
+    writer = MicroBatchWriter(
+        spark, source_name=source_name, lake_path=str(Path(lake_dir).resolve()),
+        dead_letter_path=str(Path(dead_letter_dir).resolve()), checkpoint_path=str(Path(checkpoint_dir).resolve()),
+        metrics=LogMetricsSink(), dataset=dataset,
+    )
+    batches = KafkaBatches(writer, FrameDecoding(spark, writer.table.dataset, registry, name=f"decode_{source_name}"),
+                           source_name)
+    summary, started = RunSummary(), time.time()
+    printed = _batch_printer(summary, started, out)
+
+    def on_batch(raw, batch_id: int) -> None:
+        printed(batches(raw, batch_id))
+
+    options = reader_options(bootstrap_servers=bootstrap_servers, topic=topic, partitions=partitions,
+                             starting_offsets=starting_offsets, max_offsets_per_trigger=max_offsets_per_trigger,
+                             min_partitions=min_partitions, iam_auth=False)
+    stream = spark.readStream.format("kafka").options(**options).load()
+    _run_query(stream, on_batch, checkpoint_dir=checkpoint_dir, once=once, trigger_seconds=trigger_seconds,
+               name=f"streamlake-{source_name}", out=out, started_query=started_query)
+    return _finish(summary, started, lake_dir, dead_letter_dir, checkpoint_dir, out)
 
 
 def _interrupt(signum, frame) -> None:

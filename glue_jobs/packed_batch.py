@@ -35,6 +35,7 @@ from pyspark.sql import functions as F
 from glue_jobs.contract import REASON_CODES
 from glue_jobs.lake_layout import dead_letter_write_columns, event_time_ms, hour_modulo, lake_write_columns
 from glue_jobs.lake_table import LakeTable
+from glue_jobs.registry_frames import UNKNOWN_SCHEMA_VERSION, version_id_of
 from glue_jobs.schema import DEAD_LETTER_COLUMNS
 from glue_jobs.session import session_conf
 from glue_jobs.survivors import survivor_first
@@ -127,6 +128,12 @@ class PackedBatch:
             duplicate_keys=row["duplicate_keys"],
             newest_event_ms=row["newest_event_ms"],
         )
+
+    def unknown_versions(self) -> list[str]:
+        """The schema version UUIDs of the batch's unknown_schema_version rows (glue_jobs/registry_frames.py)."""
+        number = _REASON_NUMBERS[UNKNOWN_SCHEMA_VERSION]
+        details = self._frame.filter(F.col(_CODE) == number).select(F.col(f"{_DEAD}.detail")).distinct().limit(1000).collect()
+        return sorted({v for v in (version_id_of(row[0] or "") for row in details) if v})
 
     def lake_rows(self, counts: BatchCounts, *, batch_id: int) -> DataFrame:
         """Valid rows, one per event_id, as the lake's columns. The copies of a duplicated id are ranked

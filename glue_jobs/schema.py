@@ -64,7 +64,10 @@ DEAD_LETTER_COLUMNS: tuple[tuple[str, str, str], ...] = (
 DEAD_LETTER_PARTITION_COLUMNS: tuple[tuple[str, str, str], ...] = (("ingest_date", "string", "string"),)
 # Envelope every source adapter produces (DESIGN "Sources in Glue"): the batch function sees only this.
 # `record` holds already-decoded columns (Avro from MSK); it is null for JSON text sources.
-ENVELOPE_COLUMNS = ("payload", "record", "source", "source_partition", "source_offset", "arrival_time")
+ENVELOPE_COLUMNS = ("payload", "record", "source", "source_partition", "source_offset", "arrival_time", "problem")
+# `problem`: the reason and detail an adapter already knows a record fails with (a Kafka value that cannot be
+# decoded: glue_jobs/registry_frames.py), null otherwise; it wins over the contract's checks.
+PROBLEM_DDL = "struct<reason:string,detail:string>"
 
 
 
@@ -199,7 +202,7 @@ def envelope_schema():
 
     string = T.StringType()
     types = {"payload": string, "record": spark_source_schema(), "source": string, "source_partition": string,
-             "source_offset": string, "arrival_time": T.TimestampType()}
+             "source_offset": string, "arrival_time": T.TimestampType(), "problem": T.StructType([T.StructField("reason", string), T.StructField("detail", string)])}
     return T.StructType([T.StructField(name, types[name]) for name in ENVELOPE_COLUMNS])
 
 

@@ -29,7 +29,12 @@ def connector_jars() -> list[str]:
     import pyspark
 
     line = ".".join(pyspark.__version__.split(".")[:2])
-    return sorted(str(p) for p in (Path(__file__).resolve().parent.parent / "build" / "jars" / f"spark-{line}").glob("*.jar"))
+    repository = Path(__file__).resolve().parent.parent
+    jars = sorted(str(p) for p in (repository / "build" / "jars" / f"spark-{line}").glob("*.jar"))
+    # The project's own JVM functions (jvm/glue-functions: the Kafka job's frame decoder) as infra/jvm_functions.py
+    # last built them (make bootstrap; the test session builds them first). Without it the Kafka path says so.
+    functions = repository / "build" / "jvm" / "glue-functions.jar"
+    return jars + ([str(functions)] if functions.exists() else [])
 
 
 def local_session(app_name: str, *, master: str, settings: dict[str, str] | None = None):

@@ -27,8 +27,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from glue_jobs.batch_constants import with_batch_constants
-from glue_jobs.lake_table import LakeTable
-from glue_jobs.schema import contract_fields, spark_source_schema
+from glue_jobs.schema import PROBLEM_DDL, spark_source_schema
 
 # The record text of a Kinesis frame read with inferSchema=true, as spelled by different Glue releases.
 KINESIS_TEXT_COLUMNS = ("$json$data_infer_schema$_temporary$", "$json$data_infer_schema$.temporary$")
@@ -38,6 +37,10 @@ RECORD_TIMESTAMP = "__src_timestamp"
 
 def _no_record():
     return F.lit(None).cast(spark_source_schema()).alias("record")
+
+
+def _no_problem():
+    return F.lit(None).cast(PROBLEM_DDL).alias("problem")
 
 
 def _quoted(name: str):
@@ -76,33 +79,7 @@ def from_kinesis(raw: DataFrame, source_name: str) -> DataFrame:
         F.lit(None).cast("string").alias("source_partition"),
         F.lit(None).cast("string").alias("source_offset"),
         _record_timestamp(raw, "Kinesis"),
-    )
-
-
-def from_kafka_avro(raw: DataFrame, source_name: str, table: LakeTable | None = None) -> DataFrame:
-    """Decoded Avro columns -> the envelope. For clickstream's flat contract the decoded record is passed on
-    as `record`; for any other dataset the record's JSON rendering is the payload (to_json writes a decimal
-    as a number, an enum as a string and a date as YYYY-MM-DD, as the typed contract reads them) and the
-    typed contract validates it like a JSON record."""
-    table = table or LakeTable.of()
-    if not table.flat:
-        names = [name for name, _ in table.dataset.columns()]
-        _require(raw, names, f"Kafka (decoded Avro of dataset {table.name})")
-        return raw.select(
-            F.to_json(F.struct(*(_quoted(name) for name in names))).alias("payload"), _no_record(),
-            F.lit(source_name).alias("source"), F.lit(None).cast("string").alias("source_partition"),
-            F.lit(None).cast("string").alias("source_offset"), _record_timestamp(raw, "Kafka"),
-        )
-    names = [f.name for f in contract_fields()]
-    _require(raw, names, "Kafka (decoded Avro)")
-    record = F.struct(*(_quoted(f.name).cast(f.spark_type).alias(f.name) for f in contract_fields()))
-    return raw.select(
-        F.to_json(record).alias("payload"),
-        record.cast(spark_source_schema()).alias("record"),
-        F.lit(source_name).alias("source"),
-        F.lit(None).cast("string").alias("source_partition"),
-        F.lit(None).cast("string").alias("source_offset"),
-        _record_timestamp(raw, "Kafka"),
+        _no_problem(),
     )
 
 
@@ -140,4 +117,35 @@ def from_local_files(raw: DataFrame, source_name: str, arrival_ms: int) -> DataF
         F.col("_file").alias("source_partition"),
         (position + 1).cast("string").alias("source_offset"),
         F.expr("timestamp_millis(_arrival_ms)").alias("arrival_time"),
+        _no_problem(),
+    )
+
+
+# Spark's Kafka source (spark-sql-kafka-0-10; structured-streaming-kafka-integration, "Creating a Kafka Source"):
+# key and value (binary), topic, partition (int), offset (long), timestamp, timestampType (int).
+KAFKA_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "timestampType")
+
+
+def from_kafka_records(raw: DataFrame, source_name: str, decoding) -> DataFrame:
+    """Kafka records (value framed by the Schema Registry serializer) -> the envelope. `decoding` is the source's
+    glue_jobs.registry_frames.FrameDecoding. A decoded record's payload is its JSON rendering (the contract
+    validates it like a JSON record); an undecodable one keeps its bytes as base64 and gets its `problem`.
+    source_partition is the Kafka partition number, source_offset the offset, arrival_time the record's
+    timestamp (the broker's append time when the topic sets message.timestamp.type=LogAppendTime, the
+    producer's create time otherwise)."""
+    _require(raw, KAFKA_COLUMNS, "Kafka (Spark's Kafka source)")
+    decoded = F.col("_decoded")
+    failed = decoded.getField("reason").isNotNull()
+    # The undecodable value's base64 comes from the decoder: Spark 3's base64() breaks lines every 76 characters.
+    return raw.select(
+        decoding.column("value").alias("_decoded"), "partition", "offset", "timestamp",
+    ).select(
+        decoded.getField("payload").alias("payload"),
+        _no_record(),
+        F.lit(source_name).alias("source"),
+        F.col("partition").cast("string").alias("source_partition"),
+        F.col("offset").cast("string").alias("source_offset"),
+        F.col("timestamp").alias("arrival_time"),
+        F.when(failed, F.struct(decoded.getField("reason").alias("reason"), decoded.getField("detail").alias("detail")))
+        .cast(PROBLEM_DDL).alias("problem"),
     )

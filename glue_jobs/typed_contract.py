@@ -228,7 +228,7 @@ def _stages(dataset: Dataset) -> list[dict[str, Column | None]]:
     # expressions, inlining their aliases). Pushed down, a filter such as `reason IS NULL` would inline every
     # stage into one expression tree: the stages share columns (a DAG), inlined they multiply (OutOfMemoryError
     # while planning, seen with orders). It costs one integer comparison per record.
-    verdict = F.when(F.spark_partition_id() >= 0, F.coalesce(F.col("_problem"), tc.first(rules)))
+    verdict = F.when(F.spark_partition_id() >= 0, F.coalesce(F.col("problem"), F.col("_problem"), tc.first(rules)))
     stage(**dict.fromkeys(map(stored, names)), _verdict=verdict)
     valid = F.col("_verdict").isNull()
     stages.append({

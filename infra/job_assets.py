@@ -89,6 +89,14 @@ def build_package_zip(target: Path = PACKAGE_ZIP) -> Path:
     return target
 
 
+def functions_jar(scope: Construct) -> glue.Code:
+    """The project's JVM functions (jvm/glue-functions, built by infra/jvm_functions.py: javac --release 8) as an
+    asset the job role may read; for `extra_jars` (Glue's --extra-jars)."""
+    from infra import jvm_functions
+
+    return AssetObjectCode(s3_assets.Asset(scope, "FunctionsJarAsset", path=str(jvm_functions.jar_path())))
+
+
 def entrypoint(package: str, module: str = "glue_entry") -> Path:
     path = REPO_ROOT / package / f"{module}.py"
     if not path.exists():

@@ -163,6 +163,7 @@ class StreamingLakeStack(cdk.Stack):
                 self.msk.source_name,
                 kafka=KafkaSource(
                     cluster_arn=self.msk.cluster_arn,
+                    bootstrap_servers=self.msk.bootstrap_servers,
                     topic=self.msk.topic_name,
                     connections=self.msk.job_connections,
                     connection_subnet_ids=self.msk.connection_subnet_ids,
@@ -170,6 +171,8 @@ class StreamingLakeStack(cdk.Stack):
                     connection_vpc_id=self.network.vpc.vpc_id,
                     registry_arn=catalog.registry_arn,
                     schema_arn=catalog.dataset_schemas[config.msk.dataset][1],
+                    registry_name=catalog.registry_name,
+                    schema_name=catalog.dataset_schemas[config.msk.dataset][0],
                 ),
             )
         self.compaction = CompactionJob(

@@ -34,13 +34,17 @@ from infra.nag import acknowledge_wildcard_resource
 
 @dataclass(frozen=True)
 class KafkaSource:
-    """What a Kafka/MSK job reads: the topic on a cluster, through a Glue connection, Avro via the registry."""
+    """What a Kafka/MSK job reads: the topic on a cluster (Spark's Kafka source, IAM auth on 9098, in the VPC of
+    a Glue connection), values framed by the Schema Registry serializer and decoded in the job."""
 
     cluster_arn: str
+    bootstrap_servers: str  # the cluster's SASL/IAM bootstrap brokers (infra/msk.py)
     topic: str
     connections: tuple[glue.IConnection, ...]  # the KAFKA connection first, then failover NETWORK connections
     registry_arn: str
     schema_arn: str
+    registry_name: str
+    schema_name: str  # the dataset's schema in the registry: the job maps frames' version UUIDs through it
     connection_subnet_ids: tuple[str, ...]  # the connections' subnets, where Glue creates its network interfaces
     connection_security_group_ids: tuple[str, ...]  # the security groups Glue puts on them
     connection_vpc_id: str  # the VPC of those subnets
@@ -114,6 +118,11 @@ class StreamingJob(Construct):
             else {
                 "--starting_position": settings.kafka_starting_offsets,
                 "--max_offsets_per_trigger": str(settings.max_offsets_per_trigger),
+                "--bootstrap_servers": kafka.bootstrap_servers,
+                "--topic": kafka.topic,
+                "--registry_name": kafka.registry_name,
+                "--schema_name": kafka.schema_name,
+                "--kafka_auth": "iam",  # SASL/IAM on 9098 (glue_jobs/glue_entry.kafka_reader_options)
             }
         )
         self.default_arguments = {
@@ -143,6 +152,8 @@ class StreamingJob(Construct):
             role=self.role,
             default_arguments=self.default_arguments,
             connections=list(kafka.connections) if kafka is not None else None,
+            # The frame decoder (jvm/glue-functions), loaded by Glue from --extra-jars (the L2 sets it).
+            extra_jars=[job_assets.functions_jar(self)] if kafka is not None else None,
             **job_assets.common_job_props(
                 self,
                 "glue_jobs",

@@ -83,8 +83,11 @@ class KafkaBroker:
         jvm = [self.java, f"-Xmx{self.heap}", f"-Dlog4j.configuration=file:{log4j}", "-cp", classpath]
         if not (self.workdir / "data" / "meta.properties").exists():
             cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-            subprocess.run([*jvm, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(config)],
-                           check=True, capture_output=True, text=True, timeout=120)
+            formatted = subprocess.run([*jvm, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(config)],
+                                       capture_output=True, text=True, timeout=120)
+            if formatted.returncode:
+                raise RuntimeError(f"formatting the broker's storage failed ({formatted.returncode}):\n"
+                                   f"{formatted.stdout[-2000:]}{formatted.stderr[-2000:]}")
         self._log = open(self.log_path, "ab")  # noqa: SIM115 (closed in stop())
         # Its own process group: stop() reaches anything the JVM started, and a test's Ctrl-C does not.
         self.process = subprocess.Popen([*jvm, "kafka.Kafka", str(config)], stdout=self._log, stderr=subprocess.STDOUT,

@@ -42,6 +42,7 @@ class GlueJob:
     glue_version: str
     script: Path  # the script asset CloudFormation uploads
     extra_py_files: tuple[Path, ...]  # the zip asset(s)
+    extra_jars: tuple[Path, ...]  # --extra-jars asset(s): the Kafka job's frame decoder
     arguments: dict[str, str]  # DefaultArguments, resolved (s3:// locations still as S3 URIs)
 
 
@@ -125,13 +126,14 @@ class Assembly:
         for logical_id, resource in sorted(self.resources("AWS::Glue::Job").items()):
             properties = resource["Properties"]
             arguments = {k: str(v) for k, v in self.resolve(properties.get("DefaultArguments", {})).items()}
-            extra = arguments.get("--extra-py-files", "")
+            extra, jars = arguments.get("--extra-py-files", ""), arguments.get("--extra-jars", "")
             jobs.append(GlueJob(
                 logical_id=logical_id,
                 command=properties["Command"]["Name"],
                 glue_version=properties.get("GlueVersion", ""),
                 script=self.asset(self.resolve(properties["Command"]["ScriptLocation"])),
                 extra_py_files=tuple(self.asset(uri) for uri in extra.split(",") if uri),
+                extra_jars=tuple(self.asset(uri) for uri in jars.split(",") if uri),
                 arguments=arguments,
             ))
         return jobs
@@ -154,6 +156,25 @@ class Assembly:
             if properties["Name"] == schema_name and in_registry:
                 return json.loads(properties["SchemaDefinition"])
         raise RehearsalError(f"schema {registry}/{schema_name} is not in the {self.environment} template")
+
+    def registered_versions(self, registry: str, schema_name: str) -> list[str]:
+        """Every SchemaDefinition the template registers for a schema, in version order: the AWS::Glue::Schema's
+        (version 1), then its AWS::Glue::SchemaVersion resources along their DependsOn chain (infra/catalog.py)."""
+        schemas = {logical: r for logical, r in self.resources("AWS::Glue::Schema").items()
+                   if self.resolve(r["Properties"])["Name"] == schema_name}
+        if len(schemas) != 1:
+            raise RehearsalError(f"schema {registry}/{schema_name}: {len(schemas)} AWS::Glue::Schema resources in the template")
+        (logical, schema), = schemas.items()
+        definitions, previous = [self.resolve(schema["Properties"])["SchemaDefinition"]], logical
+        versions = {k: v for k, v in self.resources("AWS::Glue::SchemaVersion").items()
+                    if v["Properties"]["Schema"].get("SchemaArn") == {"Fn::GetAtt": [logical, "Arn"]}}
+        while versions:
+            following = [k for k, v in versions.items() if previous in (v.get("DependsOn") or [])]
+            if len(following) != 1:
+                raise RehearsalError(f"schema {schema_name}: versions {sorted(versions)} do not follow {previous} one by one")
+            previous = following[0]
+            definitions.append(self.resolve(versions.pop(previous)["Properties"])["SchemaDefinition"])
+        return definitions
 
 
 def load(cdk_out: Path, environment: str) -> Assembly:

@@ -186,6 +186,20 @@ def start_job(
         shutil.copyfile(extra, copy)
         zips.append(copy)
     argv = job_argv(job, s3, zips, run_arguments)
+    # --extra-jars as Glue loads them (the deployed asset files), and for a Kafka job Spark's Kafka source of the
+    # line: a stand-in for Glue's own classpath, where the connector is assumed present (unverified: docs/kafka.md).
+    jars = []
+    for extra in job.extra_jars:
+        copy = deployed / extra.name
+        shutil.copyfile(extra, copy)
+        jars.append(copy)
+    if job.arguments.get("--source_type") == "kafka":
+        from infra_tools.jars import JARS_DIR
+
+        connector = sorted((JARS_DIR / f"spark-{line.spark_line}").glob("*.jar"))
+        if not connector:
+            raise RehearsalError(f"no Spark Kafka connector jars in {JARS_DIR / f'spark-{line.spark_line}'}: run make bootstrap")
+        jars += connector
 
     setup = workdir / f"standin-{job.logical_id}.json"
     setup.write_text(json.dumps({"tables": dict(tables or {}), "files_per_batch": 1,
@@ -202,6 +216,7 @@ def start_job(
         # What Glue's launcher does on the JVM side: master, driver memory, the stand-in classes.
         "PYSPARK_SUBMIT_ARGS": (
             f"--master local[{cores}] --driver-memory {driver_memory} --driver-class-path {jar} "
+            + (f"--jars {','.join(map(str, jars))} " if jars else "") +
             "--conf spark.ui.enabled=false --conf spark.ui.showConsoleProgress=false pyspark-shell"
         ),
         "GLUE_STANDIN_SETUP": str(setup),

@@ -1,8 +1,10 @@
 """An environment's rehearsal: every streaming job fed held input, then compaction, then the checks.
 
 - Kinesis jobs get NDJSON lines (glue_jobs.generate: valid events, bad records of every kind,
-  duplicates); Kafka jobs get decoded Avro records (what Glue's Schema-Registry table delivers: valid
-  events, out-of-range times and duplicates; bytes that do not decode never reach the job).
+  duplicates); Kafka jobs read a real broker on loopback (Kafka's own, infra_tools/kafka_broker.py) holding
+  Schema Registry frames made by the project's producer with the version UUIDs of a registry on the moto
+  server (the template's schema versions registered there first): valid records (some zlib-compressed),
+  out-of-range times, duplicates, and frames that do not decode (docs/kafka.md "Dead letters").
 - A streaming job runs until its commit markers account for every held record, then is stopped; with
   `kill_after_batches` it is first SIGKILLed once that many batches are committed and run again on the
   same checkpoint.
@@ -20,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rehearsal.assembly import Assembly, GlueJob, RehearsalError
+from rehearsal.assembly import REGION, Assembly, GlueJob, RehearsalError
 from rehearsal.run import JobRun, LocalS3, run_job
 from rehearsal.runtime import SparkLine
 
@@ -80,105 +82,122 @@ def kinesis_input(folder: Path, *, records: int, files: int, seed: int, dataset:
     return HeldInput(folder, records, expect.valid_event_ids, expect.bad_lines, expect.duplicates)
 
 
-def dataset_kafka_input(folder: Path, *, records: int, files: int, seed: int, dataset: str) -> HeldInput:
-    """Decoded Avro records of any dataset as JSON lines (what the Schema-Registry table delivers: every value of
-    its Avro type, decimals as numbers, enums and dates as strings): the dataset generator's valid records, one
-    event time in 50 beyond max_future (a valid Avro value the contract refuses), and each file's first record
-    repeated once (a producer retry). A refused record's dead-letter payload is Spark's to_json of it."""
+def bad_frames(good: bytes) -> dict[str, tuple[bytes, str]]:
+    """Values the Kafka job cannot decode, made from one good frame, with the reason each must get."""
+    import uuid
+
+    from glue_jobs.registry_frames import frame
+
+    body = good[18:]
+    return {
+        "plain JSON": (b'{"not": "a frame"}', "malformed_record"),
+        "Confluent frame": (b"\x00\x00\x00\x00\x01" + body, "malformed_record"),
+        "truncated": (good[:12], "malformed_record"),
+        "compression byte 7": (b"\x03\x07" + good[2:], "malformed_record"),
+        "unknown UUID": (frame(uuid.UUID(int=0x5EED), body), "unknown_schema_version"),
+        "Avro cut short": (good[:-2], "malformed_record"),
+        "trailing bytes": (good + b"\x02\x04", "malformed_record"),
+    }
+
+
+def register_versions(assembly: Assembly, job: GlueJob, moto_endpoint: str) -> str:
+    """The registry as the deploy leaves it: the template's versions of the job's schema registered, in order, on
+    the moto server. Returns the newest version's UUID (what a producer frames with)."""
+    import boto3
+
+    glue = boto3.client("glue", endpoint_url=moto_endpoint, region_name=REGION, aws_access_key_id="rehearsal",
+                        aws_secret_access_key="rehearsal")
+    registry, schema = job.arguments["--registry_name"], job.arguments["--schema_name"]
+    definitions = assembly.registered_versions(registry, schema)
+    try:
+        glue.create_registry(RegistryName=registry)
+    except glue.exceptions.AlreadyExistsException:
+        pass
+    try:
+        version_id = glue.create_schema(RegistryId={"RegistryName": registry}, SchemaName=schema, DataFormat="AVRO",
+                                        Compatibility="BACKWARD", SchemaDefinition=definitions[0])["SchemaVersionId"]
+    except glue.exceptions.AlreadyExistsException:
+        return glue.get_schema_version(SchemaId={"RegistryName": registry, "SchemaName": schema},
+                                       SchemaVersionNumber={"VersionNumber": len(definitions)})["SchemaVersionId"]
+    for definition in definitions[1:]:
+        version_id = glue.register_schema_version(SchemaId={"RegistryName": registry, "SchemaName": schema},
+                                                  SchemaDefinition=definition)["SchemaVersionId"]
+    return version_id
+
+
+def kafka_frames_input(broker, topic: str, version_id: str, *, records: int, seed: int, dataset: str) -> HeldInput:
+    """Frames on the topic (one partition per 200 records, at least 2): the dataset generator's valid records,
+    every fourth zlib-compressed, one event time in 50 beyond max_future (a record the contract refuses: its dead
+    letter holds the decoder's JSON rendering), the first valid record sent twice (a producer retry), and
+    bad_frames (their dead letters hold their bytes as base64)."""
+    import base64
     import random
     from datetime import datetime, timezone
 
+    from confluent_kafka.admin import AdminClient, NewTopic
+
     from glue_jobs import datasets
     from glue_jobs.dataset_generate import RecordMaker, decimal_literal
+    from glue_jobs.registry_frames import ZLIB
+    from tools.kafka_producer import AvroFramer, send
 
     table = datasets.load(dataset)
     maker, rng = RecordMaker(table, seed), random.Random(seed)
     end = datetime.fromtimestamp(_end_ms() / 1000, timezone.utc)
-    folder.mkdir(parents=True, exist_ok=True)
-    held = HeldInput(folder, 0, [], [], 0)
-    key = table.key[0]
-    for index in range(files):
-        lines = []
-        for n in range(index * (records // files), (index + 1) * (records // files)):
-            record = maker.valid(n, datetime.fromtimestamp(end.timestamp() - rng.randint(1, 24 * 3600), timezone.utc))
-            if rng.random() < 0.02:
-                record[table.event_time.field] = maker._event_time(datetime(2099, 1, 1, tzinfo=timezone.utc))
-                held.bad_payloads.append(spark_to_json(table.schema, record))
-            else:
-                held.valid_event_ids.append(str(record[key]))
-            lines.append(decimal_literal(record))
-        if lines and str(json.loads(lines[0])[key]) in held.valid_event_ids:
-            lines.append(lines[0])
-            held.duplicates += 1
-        held.records += len(lines)
-        (folder / f"records-{index:05d}.json").write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    admin.create_topics([NewTopic(topic, num_partitions=max(2, records // 200), replication_factor=1)])[topic].result(timeout=30)
+    held = HeldInput(Path(topic), 0, [], [], 0)
+    lines: list[tuple[str, str, bool]] = []  # (where, JSON text, zlib)
+    for n in range(records - 1 - 7):
+        record = maker.valid(n, datetime.fromtimestamp(end.timestamp() - rng.randint(1, 24 * 3600), timezone.utc))
+        for name in table.json_text:  # an Avro string field: its JSON text
+            if record.get(name) is not None:
+                record[name] = json.dumps(record[name], separators=(",", ":"))
+        if rng.random() < 0.02:
+            record[table.event_time.field] = maker._event_time(datetime(2099, 1, 1, tzinfo=timezone.utc))
+            held.bad_payloads.append(decoder_json(table.schema, record))
+        else:
+            held.valid_event_ids.append("|".join(str(record[k]) for k in table.key))
+        lines.append((f"record {n}", decimal_literal(record), n % 4 == 3))
+    lines.append(("retry", next(text for _, text, _ in lines if json.loads(text)[table.key[0]] == held.valid_event_ids[0]), False))
+    held.duplicates += 1
+    for compression in (0, ZLIB):
+        chosen = [(where, text) for where, text, zlib in lines if zlib == (compression == ZLIB)]
+        sent = send({"bootstrap.servers": broker.bootstrap_servers}, topic, chosen, AvroFramer(table, version_id, compression=compression))
+        if sent.failed:
+            raise RehearsalError(f"producing to the rehearsal broker failed: {sent.failed[:3]}")
+    _, good = AvroFramer(table, version_id).frame(lines[0][1], "good")
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "acks": "all"})
+    for value, _ in bad_frames(good).values():
+        producer.produce(topic, value=value)
+        held.bad_payloads.append(base64.b64encode(value).decode())
+    if producer.flush(30):
+        raise RehearsalError("producing the bad frames to the rehearsal broker failed")
+    held.records = len(lines) + 7
     return held
 
 
-def spark_to_json(node, value) -> str:
-    """What Spark's to_json writes for a decoded value of an Avro type (null fields left out, decimals with
-    their scale's digits, fields in schema order, non-ASCII unescaped)."""
+def decoder_json(node, value) -> str:
+    """The JSON the Kafka job's decoder renders for a decoded record (jvm/glue-functions RegistryFrameDecoder.render):
+    every field in schema order (null ones as null), decimals with their scale's digits, map keys in the order
+    written, strings escaped as JSON, non-ASCII kept."""
     from decimal import Decimal
 
+    if value is None:
+        return "null"
     if node.kind == "record":
-        parts = [f"{json.dumps(f.name)}:{spark_to_json(f.type, value[f.name])}"
-                 for f in node.fields if value.get(f.name) is not None]
-        return "{" + ",".join(parts) + "}"
+        return "{" + ",".join(f"{json.dumps(f.name)}:{decoder_json(f.type, value.get(f.name))}" for f in node.fields) + "}"
     if node.kind == "array":
-        return "[" + ",".join(spark_to_json(node.items, v) for v in value) + "]"
+        return "[" + ",".join(decoder_json(node.items, v) for v in value) + "]"
     if node.kind == "map":
-        return "{" + ",".join(f"{json.dumps(k)}:{spark_to_json(node.items, v)}" for k, v in value.items()) + "}"
+        return "{" + ",".join(f"{json.dumps(k, ensure_ascii=False)}:{decoder_json(node.items, v)}" for k, v in value.items()) + "}"
     if node.kind == "decimal":
-        return str(Decimal(str(value)).quantize(Decimal(1).scaleb(-node.scale)))
+        return format(Decimal(str(value)).quantize(Decimal(1).scaleb(-node.scale)), "f")
     if node.kind in ("float", "double"):
-        raise RehearsalError("the rehearsal does not reproduce Java's rendering of a float or double in to_json")
+        raise RehearsalError("the rehearsal does not reproduce Java's rendering of a float or double")
     return json.dumps(value, ensure_ascii=False)
-
-
-def kafka_input(folder: Path, *, records: int, files: int, seed: int) -> HeldInput:
-    """Decoded Avro records as JSON lines: the generator's valid events (metadata as its JSON text, the Avro
-    field's type), one out-of-range event time in 50 (a valid Avro long the contract refuses), and each
-    file's first record repeated once (a producer retry)."""
-    import random
-
-    from glue_jobs.generate import generate
-
-    raw = folder.parent / f"{folder.name}-generated"
-    generate(raw, records=records, files=files, bad_ratio=0.0, duplicate_ratio=0.0, seed=seed, base_time_ms=_end_ms())
-    folder.mkdir(parents=True, exist_ok=True)
-    rng = random.Random(seed)
-    held = HeldInput(folder, 0, [], [], 0)
-    for index, path in enumerate(sorted(raw.iterdir())):
-        lines = []
-        for text in path.read_text(encoding="utf-8").splitlines():
-            record = json.loads(text)
-            if "metadata" in record and not isinstance(record["metadata"], str):
-                record["metadata"] = json.dumps(record["metadata"], separators=(",", ":"))
-            if rng.random() < 0.02:
-                record["event_time"] = 4_102_444_800_000  # 2100-01-01: out_of_range
-                held.bad_payloads.append(_avro_json(record))
-            else:
-                held.valid_event_ids.append(record["event_id"])
-            lines.append(json.dumps(record))
-        if lines and json.loads(lines[0])["event_id"] in held.valid_event_ids:
-            lines.append(lines[0])
-            held.duplicates += 1
-        held.records += len(lines)
-        (folder / f"records-{index:05d}.json").write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
-    return held
-
-
-def _avro_json(record: dict) -> str:
-    """The dead-letter payload of a decoded record: to_json of the contract fields in schema order, nulls
-    left out (Spark's to_json), numbers as Spark writes them."""
-    from glue_jobs.schema import contract_fields
-
-    parts = []
-    for f in contract_fields():
-        value = record.get(f.name)
-        if value is not None:
-            parts.append(f"{json.dumps(f.name)}:{json.dumps(value, ensure_ascii=False)}")
-    return "{" + ",".join(parts) + "}"
 
 
 def avro_columns(avro_schema: dict) -> list[list[str]]:
@@ -224,20 +243,25 @@ def committed_stats(s3: LocalS3, job: GlueJob) -> dict:
 def rehearse_streaming_job(assembly: Assembly, job: GlueJob, *, line: SparkLine, workdir: Path, s3: LocalS3,
                            moto_endpoint: str | None, records: int, files: int, seed: int,
                            kill_after_batches: int | None = None, timeout: float = 600,
-                           observe_source_reads: bool = False) -> SourceResult:
+                           observe_source_reads: bool = False, broker=None) -> SourceResult:
     source, dataset = job.arguments["--source_name"], job.arguments["--dataset"]
-    folder = workdir / "held" / source
-    if job.arguments["--source_type"] == "kinesis":
-        held = kinesis_input(folder, records=records, files=files, seed=seed, dataset=dataset)
-    elif dataset == "clickstream":
-        held = kafka_input(folder, records=records, files=files, seed=seed)
-    else:
-        held = dataset_kafka_input(folder, records=records, files=files, seed=seed, dataset=dataset)
-    result = SourceResult(source, held)
-    tables = source_table(assembly, job, held)
     # A run argument as an operator would pass to StartJobRun: one-second windows instead of the deployed
     # 60 s, so the held files (one per micro-batch) pass in seconds.
     run_arguments = {"--window_size_seconds": "1"}
+    if job.arguments["--source_type"] == "kinesis":
+        held = kinesis_input(workdir / "held" / source, records=records, files=files, seed=seed, dataset=dataset)
+        tables = source_table(assembly, job, held)
+    else:
+        if broker is None or moto_endpoint is None:
+            raise RehearsalError(f"{job.logical_id} reads Kafka: the rehearsal needs its broker and the moto server's registry")
+        version_id = register_versions(assembly, job, moto_endpoint)
+        held = kafka_frames_input(broker, job.arguments["--topic"], version_id, records=records, seed=seed, dataset=dataset)
+        tables = {}
+        # The local broker instead of the cluster's (a deploy-time lookup), without IAM auth (it has none), and
+        # about `files` offsets per micro-batch.
+        run_arguments |= {"--bootstrap_servers": broker.bootstrap_servers, "--kafka_auth": "none",
+                          "--max_offsets_per_trigger": str(-(-held.records // files))}
+    result = SourceResult(source, held)
 
     def all_committed() -> bool:
         return committed_stats(s3, job)["records_in"] >= held.records
@@ -288,16 +312,24 @@ def rehearse_environment(assembly: Assembly, *, lines: Mapping[str, SparkLine], 
                          kill_after_batches: int | None = None, timeout: float = 600,
                          observe_source_reads: bool = False) -> EnvironmentResult:
     """Every job of the environment on the Spark line of its Glue version (`lines`: Glue version -> line)."""
+    import contextlib
+
     s3 = LocalS3(workdir / "s3")
     result = EnvironmentResult(assembly.environment)
     jobs = assembly.glue_jobs()
-    for seed, job in enumerate((j for j in jobs if j.command == "gluestreaming"), start=11):
-        line = _line(lines, job)
-        source = rehearse_streaming_job(assembly, job, line=line, workdir=workdir, s3=s3, moto_endpoint=moto_endpoint,
-                                        records=records, files=files, seed=seed,
-                                        kill_after_batches=kill_after_batches, timeout=timeout,
-                                        observe_source_reads=observe_source_reads)
-        result.sources[source.source] = source
+    streaming = [j for j in jobs if j.command == "gluestreaming"]
+    with contextlib.ExitStack() as stack:
+        broker = None
+        if any(j.arguments["--source_type"] == "kafka" for j in streaming):
+            from infra_tools.kafka_broker import KafkaBroker
+
+            broker = stack.enter_context(KafkaBroker(workdir / "kafka"))  # stopped when the streaming jobs are done
+        for seed, job in enumerate(streaming, start=11):
+            source = rehearse_streaming_job(assembly, job, line=_line(lines, job), workdir=workdir, s3=s3,
+                                            moto_endpoint=moto_endpoint, records=records, files=files, seed=seed,
+                                            kill_after_batches=kill_after_batches, timeout=timeout,
+                                            observe_source_reads=observe_source_reads, broker=broker)
+            result.sources[source.source] = source
     for job in (j for j in jobs if j.command == "glueetl"):
         run = run_job(job, line=_line(lines, job), workdir=workdir, s3=s3,
                       moto_endpoint=moto_endpoint, timeout=timeout)

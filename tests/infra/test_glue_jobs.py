@@ -33,9 +33,12 @@ def _stack(env_name: str):
                  security=security, stream=stream)
     connections = (glue.Connection.from_connection_name(stack, "Conn", "msk-conn"),
                    glue.Connection.from_connection_name(stack, "NetB", "net-b"))
-    kafka = KafkaSource("arn:aws:kafka:eu-west-1:111122223333:cluster/lake/abc-1", "orders-events", connections,
-                        "arn:aws:glue:eu-west-1:111122223333:registry/lake", "arn:aws:glue:eu-west-1:111122223333:schema/lake/event",
-                        ("subnet-0a1", "subnet-0b1"), ("sg-0b2",), "vpc-0c3")
+    kafka = KafkaSource(cluster_arn="arn:aws:kafka:eu-west-1:111122223333:cluster/lake/abc-1", bootstrap_servers="b-1.lake:9098",
+                        topic="orders-events", connections=connections,
+                        registry_arn="arn:aws:glue:eu-west-1:111122223333:registry/lake",
+                        schema_arn="arn:aws:glue:eu-west-1:111122223333:schema/lake/event", registry_name="lake",
+                        schema_name="event", connection_subnet_ids=("subnet-0a1", "subnet-0b1"),
+                        connection_security_group_ids=("sg-0b2",), connection_vpc_id="vpc-0c3")
     StreamingJob(stack, "OrderJob", environment=env_name, source_name="orders", dataset=datasets.load("clickstream"),
                  settings=env.streaming,
                  locations=locations, catalog=CatalogNames("lake_db", "src_orders", "events"),

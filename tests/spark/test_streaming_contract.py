@@ -8,7 +8,7 @@ from pyspark.sql import functions as F
 
 from glue_jobs.contract import VALIDATED_EXTRA_COLUMNS, VALIDATED_INGESTION_COLUMNS, validate
 from glue_jobs.lake_layout import lake_write_columns
-from glue_jobs.schema import contract_fields, envelope_schema, spark_source_schema
+from glue_jobs.schema import PROBLEM_DDL, contract_fields, envelope_schema, spark_source_schema
 
 from .streaming_support import json_envelope, literal_frame
 
@@ -257,6 +257,7 @@ def _avro_envelope(spark, records):
         F.lit("3").alias("source_partition"),
         F.lit("42").alias("source_offset"),
         F.expr("timestamp_millis(0)").alias("arrival_time"),
+        F.lit(None).cast(PROBLEM_DDL).alias("problem"),
     ).select(*envelope_schema().fieldNames())
 
 

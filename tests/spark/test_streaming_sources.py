@@ -9,10 +9,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from glue_jobs import datasets, glue_entry
-from glue_jobs.schema import envelope_schema, spark_source_schema
-from glue_jobs.sources import from_kafka_avro, from_kinesis, from_local_files
-
-from .streaming_support import literal_frame
+from glue_jobs.schema import envelope_schema
+from glue_jobs.sources import from_kinesis, from_local_files
 
 # What Glue hands the batch function (docs/streaming-job.md "Sources"): Kinesis read from the catalog table
 # with inferSchema=true, one string column with the record text, plus __src_timestamp (addRecordTimestamp).
@@ -71,30 +69,6 @@ def test_kinesis_adapter_refuses_frames_glue_gives_without_the_record_text(spark
         from_kinesis(_kinesis_frame(spark, timestamp=F.lit("2023-11-14")), "clickstream")
 
 
-def test_kafka_adapter_maps_the_decoded_avro_columns(spark):
-    # Through the Schema-Registry table Glue decodes the Avro value into the table's columns (the contract
-    # fields' wire types); with addRecordTimestamp=true it adds __src_timestamp. Nothing else.
-    schema = T.StructType(spark_source_schema().fields + [T.StructField("__src_timestamp", T.TimestampType())])
-    raw = literal_frame(spark, [{"event_id": "o-1", "event_type": "purchase", "event_time": 1700000000000,
-                                 "amount": 9.99}], schema).withColumn("__src_timestamp",
-                                                                      F.expr("timestamp_millis(1700000000500)"))
-    envelope = from_kafka_avro(raw, "orders")
-    assert _envelope_types(envelope) == EXPECTED_TYPES
-    row = envelope.select("*", F.expr("unix_millis(arrival_time)").alias("arrival_ms")).first()
-    assert (row.source, row.source_partition, row.source_offset, row.arrival_ms) == ("orders", None, None, 1700000000500)
-    assert row.record.asDict() == {"event_id": "o-1", "event_type": "purchase", "event_time": 1700000000000,
-                                   "user_id": None, "amount": 9.99, "currency": None, "metadata": None}
-    assert row.payload == '{"event_id":"o-1","event_type":"purchase","event_time":1700000000000,"amount":9.99}'
-
-
-def test_kafka_adapter_requires_the_record_timestamp_and_every_field(spark):
-    raw = literal_frame(spark, [{"event_id": "o-1", "event_type": "x", "event_time": 1}], spark_source_schema())
-    with pytest.raises(ValueError, match="addRecordTimestamp"):
-        from_kafka_avro(raw, "orders")
-    with pytest.raises(ValueError, match="lacks column"):
-        from_kafka_avro(raw.drop("metadata").withColumn("__src_timestamp", F.current_timestamp()), "orders")
-
-
 def test_local_file_adapter_numbers_lines_per_file(spark, tmp_path):
     (tmp_path / "a.json").write_text('{"x":1}\n\n{"y":2}\r\nlast-without-newline', encoding="utf-8")
     (tmp_path / "b.json").write_text("", encoding="utf-8")
@@ -121,7 +95,8 @@ def test_local_file_adapter_numbers_lines_per_file(spark, tmp_path):
 
 def test_entrypoint_argument_contract():
     assert glue_entry.job_arguments("kinesis") == glue_entry.JOB_ARGUMENTS + ("max_fetch_records_per_shard",)
-    assert glue_entry.job_arguments("kafka")[-1] == "max_offsets_per_trigger"
+    assert glue_entry.job_arguments("kafka")[len(glue_entry.JOB_ARGUMENTS):] == (
+        "max_offsets_per_trigger", "bootstrap_servers", "topic", "registry_name", "schema_name", "kafka_auth")
     assert "JOB_NAME" in glue_entry.JOB_ARGUMENTS and glue_entry.GLUE_SUPPLIED_ARGUMENTS == ("JOB_NAME",)
     with pytest.raises(ValueError, match="source_type"):
         glue_entry.job_arguments("pubsub")
@@ -146,10 +121,22 @@ def test_entrypoint_resolves_its_arguments_and_builds_glue_options():
     assert glue_entry.for_each_batch_options(args) == {"windowSize": "60 seconds",
                                                        "checkpointLocation": "s3://t/checkpoints/clicks/",
                                                        "batchMaxRetries": "3", "persistDataFrame": "false"}
-    kafka = glue_entry.resolve_arguments(_argv("kafka", {"starting_position": "earliest",
-                                                         "max_offsets_per_trigger": "1000000"}))
-    assert glue_entry.source_options(kafka) == {"addRecordTimestamp": "true", "emitConsumerLagMetrics": "true",
-                                                "startingOffsets": "earliest", "maxOffsetsPerTrigger": "1000000"}
+    kafka = glue_entry.resolve_arguments(_argv("kafka", {
+        "starting_position": "earliest", "max_offsets_per_trigger": "1000000", "bootstrap_servers": "b-1.msk:9098,b-2.msk:9098",
+        "topic": "orders-events", "registry_name": "streamlake-dev", "schema_name": "com.streamlake.orders.Order",
+        "kafka_auth": "iam"}))
+    assert glue_entry.kafka_reader_options(kafka) == {
+        "kafka.bootstrap.servers": "b-1.msk:9098,b-2.msk:9098", "subscribe": "orders-events", "startingOffsets": "earliest",
+        "maxOffsetsPerTrigger": "1000000", "failOnDataLoss": "true", "includeHeaders": "false",
+        "kafka.security.protocol": "SASL_SSL", "kafka.sasl.mechanism": "AWS_MSK_IAM",
+        "kafka.sasl.jaas.config": "software.amazon.msk.auth.iam.IAMLoginModule required;",
+        "kafka.sasl.client.callback.handler.class": "software.amazon.msk.auth.iam.IAMClientCallbackHandler"}
+    with pytest.raises(ValueError, match="for Kinesis sources"):
+        glue_entry.source_options(kafka)
+    local = glue_entry.kafka_reader_options({**kafka, "kafka_auth": "none"})
+    assert "kafka.sasl.mechanism" not in local and "kafka.security.protocol" not in local
+    with pytest.raises(ValueError, match="kafka_auth 'IAM' is not 'iam' or 'none'"):
+        glue_entry.kafka_reader_options({**kafka, "kafka_auth": "IAM"})
     with pytest.raises(Exception, match="max_offsets_per_trigger"):
         glue_entry.resolve_arguments(_argv("kafka", {}))  # max_offsets_per_trigger missing
 

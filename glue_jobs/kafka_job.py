@@ -1,0 +1,70 @@
+"""The Kafka job's read path: Spark's Kafka source, Schema Registry frames decoded in the JVM, the batch writer.
+
+Glue and the local runner share it; docs/kafka.md ("Read path") says why Spark's Kafka source and not Glue's
+catalog source (whose own Avro decoder fails the batch, and with it the job, on a value it cannot read).
+
+- `reader_options(...)`: the Kafka source's options (Spark's structured-streaming-kafka-integration page names
+  each): the topic, or `assign` to give this job a list of partitions; startingOffsets, maxOffsetsPerTrigger,
+  minPartitions; failOnDataLoss stays true (expired offsets: docs/kafka.md "Expired offsets"); on MSK the IAM
+  login of aws-msk-iam-auth on port 9098.
+- `KafkaBatches`: the foreachBatch function: envelope (glue_jobs/sources.from_kafka_records), then the batch
+  writer, which asks it to decode the batch again when it met schema versions the registry then knows.
+"""
+
+from __future__ import annotations
+
+import json
+
+from glue_jobs.batch import BatchStats, MicroBatchWriter
+from glue_jobs.registry_frames import FrameDecoding
+from glue_jobs.sources import from_kafka_records
+
+# aws-msk-iam-auth's settings for a Kafka client (its README, "Configuring a Kafka client to use AWS IAM"), as
+# Spark's Kafka source takes client settings: with the `kafka.` prefix.
+MSK_IAM_OPTIONS = {
+    "kafka.security.protocol": "SASL_SSL",
+    "kafka.sasl.mechanism": "AWS_MSK_IAM",
+    "kafka.sasl.jaas.config": "software.amazon.msk.auth.iam.IAMLoginModule required;",
+    "kafka.sasl.client.callback.handler.class": "software.amazon.msk.auth.iam.IAMClientCallbackHandler",
+}
+
+
+def reader_options(*, bootstrap_servers: str, topic: str, partitions: list[int] | None = None, starting_offsets: str,
+                   max_offsets_per_trigger: int | None = None, min_partitions: int | None = None,
+                   iam_auth: bool = True) -> dict[str, str]:
+    """Options of Spark's Kafka source for one source of the config (see the module doc)."""
+    if not bootstrap_servers:
+        raise ValueError("bootstrap_servers is empty: the stack passes the cluster's IAM bootstrap brokers")
+    if starting_offsets not in ("earliest", "latest"):
+        raise ValueError(f"starting_offsets {starting_offsets!r} is not 'earliest' or 'latest'")
+    options = {"kafka.bootstrap.servers": bootstrap_servers, "startingOffsets": starting_offsets,
+               # Spark's default, written down: offsets the topic's retention deleted fail the query (docs/kafka.md).
+               "failOnDataLoss": "true", "includeHeaders": "false"}
+    if partitions:
+        if any(not isinstance(p, int) or isinstance(p, bool) or p < 0 for p in partitions) or len(set(partitions)) != len(partitions):
+            raise ValueError(f"partitions {partitions!r} must be distinct non-negative integers")
+        options["assign"] = json.dumps({topic: sorted(partitions)}, separators=(",", ":"))
+    else:
+        options["subscribe"] = topic
+    if max_offsets_per_trigger is not None:
+        if max_offsets_per_trigger < 1:
+            raise ValueError(f"max_offsets_per_trigger must be >= 1, got {max_offsets_per_trigger}")
+        options["maxOffsetsPerTrigger"] = str(max_offsets_per_trigger)
+    if min_partitions is not None:
+        if min_partitions < 1:
+            raise ValueError(f"min_partitions must be >= 1, got {min_partitions}")
+        options["minPartitions"] = str(min_partitions)
+    return options | (MSK_IAM_OPTIONS if iam_auth else {})
+
+
+class KafkaBatches:
+    """`(kafka frame, batch id) -> BatchStats`: what foreachBatch calls for a Kafka source."""
+
+    def __init__(self, writer: MicroBatchWriter, decoding: FrameDecoding, source_name: str) -> None:
+        self.writer, self.decoding, self.source_name = writer, decoding, source_name
+
+    def __call__(self, frame, batch_id: int) -> BatchStats:
+        def redecode(version_ids: list[str]):
+            return from_kafka_records(frame, self.source_name, self.decoding) if self.decoding.refresh(version_ids) else None
+
+        return self.writer(from_kafka_records(frame, self.source_name, self.decoding), batch_id, redecode=redecode)

@@ -1,0 +1,157 @@
+"""Kafka values framed by the AWS Glue Schema Registry serializer: the frame format, and decoding in the job.
+
+Frame (docs/kafka.md "Frames" cites awslabs/aws-glue-schema-registry):
+
+    byte 0       header version, 3
+    byte 1       compression: 0 none, 5 zlib (the Avro body deflated as a whole)
+    bytes 2-17   the writer's schema version id, a UUID, most significant bits first
+    bytes 18-    the Avro binary encoding of one record (zlib-deflated when byte 1 is 5)
+
+`frame(...)` builds one (the producer, the tests). `FrameDecoding` decodes a batch's values in the JVM: it
+registers com.streamlake.glue.RegistryFrameDecoder (jvm/glue-functions, shipped with `--extra-jars`) as a Spark
+function that knows every committed version of the dataset by its registry UUID, reads each body with its
+writer's version and resolves it to the dataset's newest version (Avro schema resolution), and renders the
+record as the dataset's JSON, which then meets the dataset's contract like a JSON record. No Python runs per
+record. A value that cannot be decoded gets `malformed_record` or `unknown_schema_version`.
+
+The UUID -> version map comes from the registry (`glue:GetSchemaVersion`), checked against the dataset's own
+files: a registry version whose definition differs from the committed file fails the job at start, since the
+job would otherwise read records with a schema their producer did not write. An unknown UUID is looked up
+when a batch meets it (`refresh`): a version of this dataset's schema that the job zip also has joins the
+map and the batch is decoded again; any other stays unknown (its records are dead letters, replayable once
+the version is deployed). A registry version newer than the deployed dataset is unknown on purpose:
+resolved to the older schema its new fields would be dropped without a trace.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+import zlib
+from collections.abc import Iterable
+
+from glue_jobs.datasets import Dataset
+
+HEADER_VERSION = 3
+NO_COMPRESSION, ZLIB = 0, 5
+HEADER_BYTES = 18
+DECODER_CLASS = "com.streamlake.glue.RegistryFrameDecoder"
+MALFORMED_RECORD = "malformed_record"
+UNKNOWN_SCHEMA_VERSION = "unknown_schema_version"
+DECODED_DDL = "struct<reason:string,detail:string,payload:string,schema_version:string>"
+
+
+def frame(schema_version_id: str | uuid.UUID, avro_body: bytes, *, compression: int = NO_COMPRESSION) -> bytes:
+    """One Schema Registry frame around an Avro binary body (see the module doc)."""
+    if compression not in (NO_COMPRESSION, ZLIB):
+        raise ValueError(f"compression must be {NO_COMPRESSION} (none) or {ZLIB} (zlib), not {compression!r}")
+    body = zlib.compress(avro_body) if compression == ZLIB else avro_body
+    return bytes([HEADER_VERSION, compression]) + uuid.UUID(str(schema_version_id)).bytes + body
+
+
+def canonical(definition: str) -> str:
+    """A schema definition compared by content: parsed JSON, compact (the registry may store either form)."""
+    return json.dumps(json.loads(definition), separators=(",", ":"), sort_keys=True)
+
+
+class RegistryVersions:
+    """The dataset's registry schema versions by UUID, from `glue:GetSchemaVersion` (a boto3 Glue client)."""
+
+    def __init__(self, glue_client, *, registry_name: str, schema_name: str, dataset: Dataset) -> None:
+        self.glue, self.dataset = glue_client, dataset
+        self.schema_id = {"RegistryName": registry_name, "SchemaName": schema_name}
+        self.known: dict[str, int] = {}  # UUID -> version number, every one checked against the dataset's file
+        self.not_found: dict[str, str] = {}  # UUID -> why it is unknown (looked up once)
+
+    def load(self) -> dict[str, int]:
+        """Every committed version of the dataset, by number; fails when the registry lacks one or disagrees."""
+        problems = []
+        for number in self.dataset.versions:
+            try:
+                found = self.glue.get_schema_version(SchemaId=self.schema_id, SchemaVersionNumber={"VersionNumber": number})
+            except self.glue.exceptions.EntityNotFoundException:
+                problems.append(f"version {number} is not registered")
+                continue
+            problem = self._check(found, number)
+            if problem:
+                problems.append(problem)
+            else:
+                self.known[found["SchemaVersionId"]] = number
+        if problems:
+            raise ValueError(f"dataset {self.dataset.name}: the Schema Registry schema {self.schema_id} does not hold the "
+                             f"dataset's committed versions: {'; '.join(problems)} (deploy the stack that registers them)")
+        return dict(self.known)
+
+    def _check(self, found: dict, number: int) -> str | None:
+        if canonical(found["SchemaDefinition"]) != canonical(self.dataset.schema_text(number)):
+            return (f"registry version {number} ({found['SchemaVersionId']}) differs from datasets/{self.dataset.name}/"
+                    f"schema.v{number}.avsc")
+        return None
+
+    def look_up(self, version_ids: Iterable[str]) -> bool:
+        """Look up UUIDs not seen before; True when one joined `known` (decode the batch again)."""
+        learned = False
+        for version_id in sorted(set(version_ids) - set(self.known) - set(self.not_found)):
+            try:
+                found = self.glue.get_schema_version(SchemaVersionId=version_id)
+            except self.glue.exceptions.EntityNotFoundException:
+                self.not_found[version_id] = "not in the registry"
+                continue
+            number = found.get("VersionNumber")
+            if not found.get("SchemaArn", "").endswith(f"/{self.schema_id['RegistryName']}/{self.schema_id['SchemaName']}"):
+                self.not_found[version_id] = f"a version of another schema ({found.get('SchemaArn')})"
+            elif number not in self.dataset.versions:
+                self.not_found[version_id] = (f"version {number} of the registry schema, newer than the deployed dataset "
+                                              f"(v{self.dataset.latest_version}): deploy it, then replay the dead letters")
+            elif self._check(found, number):
+                self.not_found[version_id] = self._check(found, number)
+            else:
+                self.known[version_id] = number
+                learned = True
+        return learned
+
+
+class FrameDecoding:
+    """The decoder as a Spark function for one source: `column(value)` -> DECODED_DDL struct. `refresh(ids)` learns
+    UUIDs from the registry and re-registers the function (a plan built after it sees the new map)."""
+
+    def __init__(self, spark, dataset: Dataset, versions: RegistryVersions | dict[str, int], *, name: str) -> None:
+        self.spark, self.dataset, self.name = spark, dataset, name
+        self.versions = versions
+        self._register()
+
+    def _known(self) -> dict[str, int]:
+        return self.versions.known if isinstance(self.versions, RegistryVersions) else self.versions
+
+    def _register(self) -> None:
+        jvm = self.spark.sparkContext._jvm
+        writers = {version_id: self.dataset.schema_text(number) for version_id, number in self._known().items()}
+        try:
+            decoder = jvm.com.streamlake.glue.RegistryFrameDecoder(writers, self.dataset.schema_text(), self._unknown())
+        except TypeError as error:  # py4j: no such class on the classpath
+            raise RuntimeError(f"{DECODER_CLASS} is not on the JVM's classpath: the Kafka job needs the jar of "
+                               "jvm/glue-functions (--extra-jars on Glue; spark.jars locally)") from error
+        data_type = jvm.org.apache.spark.sql.types.DataType.fromDDL(DECODED_DDL)
+        self.spark._jsparkSession.udf().register(self.name, decoder, data_type)
+
+    def column(self, value_sql: str = "value"):
+        from pyspark.sql import functions as F
+
+        return F.expr(f"{self.name}({value_sql})")
+
+    def refresh(self, version_ids: Iterable[str]) -> bool:
+        """True when a UUID joined the map (the function is registered again: decode the batch again)."""
+        if isinstance(self.versions, RegistryVersions) and self.versions.look_up(version_ids):
+            self._register()
+            return True
+        return False
+
+    def _unknown(self) -> dict[str, str]:
+        return dict(self.versions.not_found) if isinstance(self.versions, RegistryVersions) else {}
+
+
+def version_id_of(detail: str) -> str | None:
+    """The UUID an unknown_schema_version detail names (the JVM decoder's detail: 'schema version <uuid> is ...')."""
+    parts = detail.split()
+    return parts[2] if len(parts) > 2 and parts[:2] == ["schema", "version"] else None
+

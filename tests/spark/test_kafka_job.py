@@ -1,0 +1,243 @@
+"""The Kafka job's path end to end on a real broker: the project's producer frames orders with the version's
+registry UUID (the registry: moto's Glue Schema Registry on a moto server), Spark's Kafka source reads them,
+the JVM decoder and the contract sort them into lake rows and dead letters.
+
+Default Spark line only (broker, e2e): Kafka's own broker from Maven Central on loopback, stopped after.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.broker, pytest.mark.e2e]
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+moto_server = pytest.importorskip("moto.server")
+
+from glue_jobs import datasets  # noqa: E402
+from glue_jobs.dataset_generate import RecordMaker, decimal_literal  # noqa: E402
+from glue_jobs.registry_frames import ZLIB, RegistryVersions  # noqa: E402
+
+REGISTRY, SCHEMA = "streamlake-test", "orders"
+REPOSITORY_DATASETS = Path(__file__).resolve().parents[2] / "datasets"
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    from infra_tools.kafka_broker import KafkaBroker
+
+    started = KafkaBroker(tmp_path_factory.mktemp("kafka"))
+    with started:
+        yield started
+    assert started.process is None
+
+
+@pytest.fixture(scope="module")
+def glue(monkeypatch_module):
+    import boto3
+
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "eu-west-1"}.items():
+        monkeypatch_module.setenv(name, value)
+    try:
+        yield boto3.client("glue", endpoint_url=f"http://{host}:{port}", region_name="eu-west-1")
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    patch = pytest.MonkeyPatch()
+    patch.setenv(datasets.ROOT_VARIABLE, str(REPOSITORY_DATASETS))
+    yield patch
+    patch.undo()
+
+
+@pytest.fixture(scope="module")
+def orders(monkeypatch_module):
+    return datasets.load("orders")
+
+
+@pytest.fixture(scope="module")
+def version_1(glue, orders) -> str:
+    """The registry as the stack leaves it (infra/catalog.py): the dataset's schema with version 1 registered."""
+    glue.create_registry(RegistryName=REGISTRY)
+    created = glue.create_schema(RegistryId={"RegistryName": REGISTRY}, SchemaName=SCHEMA, DataFormat="AVRO",
+                                 Compatibility="BACKWARD", SchemaDefinition=orders.registry_definition(1))
+    return created["SchemaVersionId"]
+
+
+def _topic(broker, name: str, partitions: int) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])[name].result(timeout=30)
+
+
+def _valid_orders(orders, count: int, first: int = 0) -> list[str]:
+    maker = RecordMaker(orders, seed=5)
+    now = datetime.now(timezone.utc)
+    return [decimal_literal(maker.valid(first + n, now - timedelta(minutes=n))) for n in range(count)]
+
+
+def _bad_frames(orders, version_id: str) -> dict[str, tuple[bytes, str]]:
+    from rehearsal.scenario import bad_frames
+    from tools.kafka_producer import AvroFramer
+
+    _, good = AvroFramer(orders, version_id).frame(_valid_orders(orders, 1, first=900)[0], "bad")
+    return bad_frames(good)
+
+
+def _produce_raw(broker, topic: str, values: list[bytes]) -> None:
+    producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap_servers, "acks": "all", "enable.idempotence": True})
+    for value in values:
+        producer.produce(topic, value=value)
+    assert producer.flush(30) == 0
+
+
+def _lake_and_dead_letters(spark, base: Path):
+    lake = spark.read.parquet(str(base / "lake")).select("order_id", "source_partition", "source_offset").collect()
+    dead = spark.read.parquet(str(base / "dead")).select("reason", "detail", "payload", "source_partition", "source_offset").collect()
+    return lake, dead
+
+
+def test_valid_and_bad_frames_become_rows_and_dead_letters_and_the_job_keeps_running(spark, broker, glue, orders, version_1, tmp_path):
+    from glue_jobs.local_runner import run_local_kafka
+    from tools.kafka_producer import AvroFramer, send
+
+    topic = "orders-events"
+    _topic(broker, topic, partitions=3)
+    valid = _valid_orders(orders, 40)
+    sent = send({"bootstrap.servers": broker.bootstrap_servers}, topic, [(f"line {i + 1}", t) for i, t in enumerate(valid[:20])],
+                AvroFramer(orders, version_1))
+    assert (sent.sent, sent.failed) == (20, [])
+    bad = _bad_frames(orders, version_1)
+    _produce_raw(broker, topic, [value for value, _ in bad.values()])
+
+    queries, out = [], []
+    registry = RegistryVersions(glue, registry_name=REGISTRY, schema_name=SCHEMA, dataset=orders)
+    runner = threading.Thread(target=run_local_kafka, kwargs=dict(
+        bootstrap_servers=broker.bootstrap_servers, topic=topic, registry=registry, lake_dir=str(tmp_path / "lake"),
+        dead_letter_dir=str(tmp_path / "dead"), checkpoint_dir=str(tmp_path / "checkpoint"), source_name="orders",
+        dataset="orders", trigger_seconds=1, spark=spark, started_query=queries.append, out=_Lines(out)))
+    runner.start()
+    try:
+        _wait(lambda: sum(_batch_counts(out, "in")) >= 27, "the first 27 records")
+        # After the bad frames, more valid ones (zlib-compressed frames too): the job did not stall on the bad ones.
+        later = send({"bootstrap.servers": broker.bootstrap_servers}, topic, [(f"line {i + 21}", t) for i, t in enumerate(valid[20:])],
+                     AvroFramer(orders, version_1, compression=ZLIB))
+        assert later.sent == 20
+        _wait(lambda: sum(_batch_counts(out, "in")) >= 47, "all 47 records")
+        assert queries[0].isActive and queries[0].exception() is None
+    finally:
+        for query in queries:
+            query.stop()
+        runner.join(60)
+    lake, dead = _lake_and_dead_letters(spark, tmp_path)
+    produced = {(p, o) for p, o in sent.offsets + later.offsets}
+    assert sorted(r.order_id for r in lake) == sorted(f"order_id-{n:08d}" for n in range(40))
+    assert {(int(r.source_partition), int(r.source_offset)) for r in lake} == produced
+    assert sorted(r.reason for r in dead) == sorted(reason for _, reason in bad.values())
+    assert all(r.source_partition is not None and r.source_offset is not None for r in dead)
+    import base64
+
+    assert sorted(base64.b64decode(r.payload) for r in dead) == sorted(value for value, _ in bad.values())
+
+
+class _Lines(list):
+    """A text sink collecting the runner's printed lines (its `out`)."""
+
+    def __init__(self, lines: list) -> None:
+        super().__init__()
+        self.lines = lines
+
+    def write(self, text: str) -> int:
+        self.lines.extend(line for line in text.splitlines() if line)
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
+def _batch_counts(lines: list[str], counter: str) -> list[int]:
+    return [int(part.split("=")[1]) for line in list(lines) if line.startswith("batch ")
+            for part in line.split() if part.startswith(f"{counter}=")]
+
+
+def _wait(condition, what: str, timeout: float = 120) -> None:
+    deadline = time.time() + timeout
+    while not condition():
+        if time.time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.5)
+
+
+def _kafka_runner(broker, endpoint: str, tmp_path: Path, topic: str, *extra: str) -> tuple[list[str], dict]:
+    import os
+    import sys
+
+    repo = Path(__file__).resolve().parents[2]
+    command = [sys.executable, "-m", "glue_jobs", "run-kafka", "--bootstrap-servers", broker.bootstrap_servers,
+               "--topic", topic, "--registry-name", REGISTRY, "--schema-name", SCHEMA, "--dataset", "orders",
+               "--source-name", "orders", "--lake", str(tmp_path / "lake"), "--dead-letter", str(tmp_path / "dead"),
+               "--checkpoint", str(tmp_path / "checkpoint"), *extra]
+    env = {**os.environ, "PYTHONPATH": str(repo), "PYSPARK_PYTHON": sys.executable, "STREAMLAKE_SPARK_MASTER": "local[2]",
+           "STREAMLAKE_DRIVER_MEMORY": "1g", "AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "testing",
+           "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "eu-west-1",
+           datasets.ROOT_VARIABLE: str(REPOSITORY_DATASETS)}
+    return command, env
+
+
+def test_sigkill_at_three_random_moments_then_every_valid_record_exactly_once(spark, broker, glue, orders, version_1, tmp_path):
+    """The Kafka job killed (SIGKILL to its process group: the JVM too) at three moments drawn from a printed seed,
+    restarted on its checkpoint each time, then run to the end: every valid record once, every bad frame once."""
+    import os
+    import random
+    import signal
+    import subprocess
+
+    from tools.kafka_producer import AvroFramer, send
+
+    seed = int(os.environ.get("STREAMLAKE_KILL_SEED", random.randrange(1_000_000)))
+    print(f"kill seed {seed} (STREAMLAKE_KILL_SEED={seed} repeats these moments)")
+    rng = random.Random(seed)
+    topic = "orders-kill"
+    _topic(broker, topic, partitions=3)
+    valid = _valid_orders(orders, 600, first=1000)
+    sent = send({"bootstrap.servers": broker.bootstrap_servers}, topic, [(f"line {i + 1}", t) for i, t in enumerate(valid)],
+                AvroFramer(orders, version_1))
+    assert sent.sent == 600
+    bad = _bad_frames(orders, version_1)
+    _produce_raw(broker, topic, [value for value, _ in bad.values()])
+    endpoint = glue.meta.endpoint_url
+    command, env = _kafka_runner(broker, endpoint, tmp_path, topic, "--max-offsets-per-trigger", "60", "--trigger-seconds", "1")
+    for _ in range(3):
+        process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                   start_new_session=True)
+        try:
+            wanted, seen, deadline = rng.randint(1, 3), 0, time.time() + 300
+            while seen < wanted and time.time() < deadline:  # a number of committed batches, then a random delay
+                line = process.stdout.readline()
+                if not line:
+                    break
+                seen += line.startswith("batch ")
+            assert seen == wanted, f"the runner stopped before {wanted} batches (seed {seed})"
+            time.sleep(rng.uniform(0.0, 2.0))  # between two batches, or inside the next one
+        finally:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=60)
+    done = subprocess.run([*command[:-4], "--once"], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lake, dead = _lake_and_dead_letters(spark, tmp_path)
+    keys = [r.order_id for r in lake]
+    assert len(keys) == len(set(keys)), f"a record was written twice (seed {seed})"
+    assert sorted(keys) == sorted(f"order_id-{n:08d}" for n in range(1000, 1600)), f"seed {seed}"
+    assert {(int(r.source_partition), int(r.source_offset)) for r in lake} == set(sent.offsets)
+    assert sorted(r.reason for r in dead) == sorted(reason for _, reason in bad.values()), f"seed {seed}"
