@@ -65,6 +65,8 @@ class KafkaBatches:
 
     def __call__(self, frame, batch_id: int) -> BatchStats:
         def redecode(version_ids: list[str]):
-            return from_kafka_records(frame, self.source_name, self.decoding) if self.decoding.refresh(version_ids) else None
+            if not self.decoding.refresh(version_ids, frame.sparkSession):
+                return None
+            return from_kafka_records(frame, self.source_name, self.decoding)
 
         return self.writer(from_kafka_records(frame, self.source_name, self.decoding), batch_id, redecode=redecode)

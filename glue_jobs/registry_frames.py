@@ -89,9 +89,11 @@ class RegistryVersions:
         return None
 
     def look_up(self, version_ids: Iterable[str]) -> bool:
-        """Look up UUIDs not seen before; True when one joined `known` (decode the batch again)."""
+        """Look up UUIDs not seen before; True when there were any (decode the batch again: a UUID joined `known`, or
+        its dead letters now say why it is unknown). Each UUID is looked up once per job run."""
         learned = False
         for version_id in sorted(set(version_ids) - set(self.known) - set(self.not_found)):
+            learned = True
             try:
                 found = self.glue.get_schema_version(SchemaVersionId=version_id)
             except self.glue.exceptions.EntityNotFoundException:
@@ -107,13 +109,12 @@ class RegistryVersions:
                 self.not_found[version_id] = self._check(found, number)
             else:
                 self.known[version_id] = number
-                learned = True
         return learned
 
 
 class FrameDecoding:
-    """The decoder as a Spark function for one source: `column(value)` -> DECODED_DDL struct. `refresh(ids)` learns
-    UUIDs from the registry and re-registers the function (a plan built after it sees the new map)."""
+    """The decoder as a Spark function for one source: `column(value)` -> DECODED_DDL struct. `refresh(ids)` looks new
+    UUIDs up in the registry and re-registers the function (a plan built after it sees the new map and reasons)."""
 
     def __init__(self, spark, dataset: Dataset, versions: RegistryVersions | dict[str, int], *, name: str) -> None:
         self.spark, self.dataset, self.name = spark, dataset, name
@@ -123,7 +124,9 @@ class FrameDecoding:
     def _known(self) -> dict[str, int]:
         return self.versions.known if isinstance(self.versions, RegistryVersions) else self.versions
 
-    def _register(self) -> None:
+    def _register(self, session=None) -> None:
+        """Register the function on the job's session and on `session`: a streaming query plans its batches in a clone
+        of the session made when it started, whose function registry no longer follows the original's."""
         jvm = self.spark.sparkContext._jvm
         writers = {version_id: self.dataset.schema_text(number) for version_id, number in self._known().items()}
         try:
@@ -132,17 +135,19 @@ class FrameDecoding:
             raise RuntimeError(f"{DECODER_CLASS} is not on the JVM's classpath: the Kafka job needs the jar of "
                                "jvm/glue-functions (--extra-jars on Glue; spark.jars locally)") from error
         data_type = jvm.org.apache.spark.sql.types.DataType.fromDDL(DECODED_DDL)
-        self.spark._jsparkSession.udf().register(self.name, decoder, data_type)
+        for target in {id(s): s for s in (self.spark, session or self.spark)}.values():
+            target._jsparkSession.udf().register(self.name, decoder, data_type)
 
     def column(self, value_sql: str = "value"):
         from pyspark.sql import functions as F
 
         return F.expr(f"{self.name}({value_sql})")
 
-    def refresh(self, version_ids: Iterable[str]) -> bool:
-        """True when a UUID joined the map (the function is registered again: decode the batch again)."""
+    def refresh(self, version_ids: Iterable[str], session=None) -> bool:
+        """True when a UUID was new to the registry lookup: the function is registered again (also on `session`, the
+        batch frame's), so decode the batch again."""
         if isinstance(self.versions, RegistryVersions) and self.versions.look_up(version_ids):
-            self._register()
+            self._register(session)
             return True
         return False
 

@@ -36,13 +36,19 @@ PRODUCER_SETTINGS = {"acks": "all", "enable.idempotence": True, "compression.typ
 
 
 class AvroFramer:
-    """Dataset JSON text -> a Schema Registry frame of the dataset's newest version (`version_id`: its UUID)."""
+    """Dataset JSON text -> a Schema Registry frame of one of the dataset's versions (the newest unless `version` is
+    given; `version_id`: that version's registry UUID)."""
 
-    def __init__(self, dataset: Dataset, version_id: str, *, compression: int = NO_COMPRESSION) -> None:
+    def __init__(self, dataset: Dataset, version_id: str, *, compression: int = NO_COMPRESSION,
+                 version: int | None = None) -> None:
         import fastavro
 
+        from glue_jobs.dataset_types import parse_schema
+
         self.dataset, self.version_id, self.compression = dataset, version_id, compression
-        self._schema = fastavro.parse_schema(dataset.avro())
+        self.version = dataset.latest_version if version is None else version
+        self._schema = fastavro.parse_schema(dataset.avro(self.version))
+        self._root = parse_schema(dataset.avro(self.version), f"dataset {dataset.name} v{self.version}")
 
     def key(self, record: dict) -> bytes:
         return "|".join(str(record.get(name, "")) for name in self.dataset.key).encode()
@@ -57,12 +63,12 @@ class AvroFramer:
             raise ToolError(f"{where}: not JSON ({error.msg})") from None
         if not isinstance(record, dict):
             raise ToolError(f"{where}: not a JSON object")
-        datum = _datum(self.dataset.schema, record, "", where)
+        datum = _datum(self._root, record, "", where)
         out = io.BytesIO()
         try:
             fastavro.schemaless_writer(out, self._schema, datum, strict=True)
         except (ValueError, TypeError, KeyError, AttributeError) as error:
-            raise ToolError(f"{where}: does not fit dataset {self.dataset.name} v{self.dataset.latest_version}: {error}") from None
+            raise ToolError(f"{where}: does not fit dataset {self.dataset.name} v{self.version}: {error}") from None
         return self.key(record), frame(self.version_id, out.getvalue(), compression=self.compression)
 
 

@@ -241,3 +241,67 @@ def test_sigkill_at_three_random_moments_then_every_valid_record_exactly_once(sp
     assert sorted(keys) == sorted(f"order_id-{n:08d}" for n in range(1000, 1600)), f"seed {seed}"
     assert {(int(r.source_partition), int(r.source_offset)) for r in lake} == set(sent.offsets)
     assert sorted(r.reason for r in dead) == sorted(reason for _, reason in bad.values()), f"seed {seed}"
+
+
+def test_v1_and_v2_frames_in_one_topic_decode_and_a_version_newer_than_the_deployment_is_a_dead_letter(
+        spark, broker, glue, tmp_path, monkeypatch):
+    """orders with v2 committed (shipping.region, a nested optional field): v1 frames still in the topic decode
+    beside v2 frames (v1 rows get null); a v3 registered after the job started (not deployed) is looked up when
+    its frames arrive and dead-lettered with the reason, not read as v2 with its new field dropped."""
+    import io
+    import json
+    import shutil
+
+    from glue_jobs.local_runner import run_local_kafka
+    from tools.kafka_producer import AvroFramer, send
+
+    root = tmp_path / "datasets"
+    shutil.copytree(REPOSITORY_DATASETS, root)
+    v1 = json.loads((root / "orders" / "schema.v1.avsc").read_text())
+    v2 = json.loads(json.dumps(v1))
+    next(f for f in v2["fields"] if f["name"] == "shipping")["type"][1]["fields"].append(
+        {"name": "region", "type": ["null", "string"], "default": None})
+    text = json.dumps(v2).encode()
+    (root / "orders" / "schema.v2.avsc").write_bytes(text)
+    lock = json.loads((root / "orders" / "schemas.lock.json").read_text())
+    (root / "orders" / "schemas.lock.json").write_text(json.dumps({**lock, "schema.v2.avsc": datasets.file_digest(text)}))
+    monkeypatch.setenv(datasets.ROOT_VARIABLE, str(root))
+    orders_v2 = datasets.load("orders")
+    registry_name, schema_name = "evolving", "orders-evolving"
+    glue.create_registry(RegistryName=registry_name)
+    schema_id = {"RegistryName": registry_name, "SchemaName": schema_name}
+    first = glue.create_schema(RegistryId={"RegistryName": registry_name}, SchemaName=schema_name, DataFormat="AVRO",
+                               Compatibility="BACKWARD", SchemaDefinition=orders_v2.registry_definition(1))["SchemaVersionId"]
+    second = glue.register_schema_version(SchemaId=schema_id, SchemaDefinition=orders_v2.registry_definition(2))["SchemaVersionId"]
+    topic = "orders-evolving"
+    _topic(broker, topic, partitions=2)
+
+    records = _valid_orders(orders_v2, 12, first=2000)
+    assert send({"bootstrap.servers": broker.bootstrap_servers}, topic, [(f"v1 {i}", t) for i, t in enumerate(records[:6])],
+                AvroFramer(orders_v2, first, version=1)).sent == 6  # an old producer, still on v1
+    with_region = [json.dumps({**json.loads(t), "shipping": {"country": "DE", "city": None, "express": True, "region": "NRW"}})
+                   for t in records[6:]]
+    assert send({"bootstrap.servers": broker.bootstrap_servers}, topic, [(f"v2 {i}", t) for i, t in enumerate(with_region)],
+                AvroFramer(orders_v2, second)).sent == 6
+    # v3 registered after the deployment (the job's zip has v1 and v2): a producer already writes it.
+    v3 = json.loads(json.dumps(v2))
+    v3["fields"].append({"name": "channel", "type": ["null", "string"], "default": None})
+    third = glue.register_schema_version(SchemaId=schema_id, SchemaDefinition=json.dumps(v3))["SchemaVersionId"]
+    from glue_jobs.registry_frames import frame
+    from tests.spark.test_registry_frames import ORDER, avro_body
+
+    _produce_raw(broker, topic, [frame(third, avro_body(v3, {**ORDER, "order_id": "o-v3", "channel": "app"}))])
+
+    registry = RegistryVersions(glue, registry_name=registry_name, schema_name=schema_name, dataset=orders_v2)
+    summary = run_local_kafka(bootstrap_servers=broker.bootstrap_servers, topic=topic, registry=registry,
+                              lake_dir=str(tmp_path / "lake"), dead_letter_dir=str(tmp_path / "dead"),
+                              checkpoint_dir=str(tmp_path / "checkpoint"), source_name="orders", dataset="orders", once=True,
+                              spark=spark, out=io.StringIO())
+    assert (summary.total("records_in"), summary.total("records_written"), summary.total("dead_letters")) == (13, 12, 1)
+    rows = spark.read.parquet(str(tmp_path / "lake")).select("order_id", "shipping.region").collect()
+    assert sorted((r.order_id, r.region) for r in rows) == sorted(
+        [(json.loads(t)["order_id"], None) for t in records[:6]] + [(json.loads(t)["order_id"], "NRW") for t in with_region])
+    (dead,) = spark.read.parquet(str(tmp_path / "dead")).collect()
+    assert dead.reason == "unknown_schema_version"
+    assert dead.detail == (f"schema version {third} is not a version this job can read: version 3 of the registry schema, "
+                           "newer than the deployed dataset (v2): deploy it, then replay the dead letters")
