@@ -94,7 +94,7 @@ DEMO := demo-output
 DEMO_RECORDS ?= 20000
 # The whole pipeline on this machine: generated events (with bad records of every kind and
 # duplicates) -> streaming runner -> lake + dead letters -> compaction of the closed hours.
-demo: synth
+demo: synth $(JARS) $(FUNCTIONS)
 	rm -rf $(DEMO) && mkdir -p $(DEMO)
 	$(PY) -m glue_jobs generate --out $(DEMO)/input --records $(DEMO_RECORDS) --files 10 --bad-ratio 0.02 --seed 7
 	$(PY) -m glue_jobs run-local --input $(DEMO)/input --lake $(DEMO)/lake --dead-letter $(DEMO)/dead-letters \
@@ -104,12 +104,15 @@ demo: synth
 	$(PY) -m glue_jobs run-local --dataset orders --input $(DEMO)/orders-input --lake $(DEMO)/orders-lake \
 	  --dead-letter $(DEMO)/orders-dead-letters --checkpoint $(DEMO)/orders-checkpoint --once --max-files-per-batch 2 --source-name orders
 	$(PY) -m compaction run-local --dataset orders --lake $(DEMO)/orders-lake --grace-minutes 0 --target-file-mb 1
+	$(PY) -m infra_tools.kafka_demo --out $(DEMO)/kafka --records 2000
+	$(PY) -m compaction run-local --dataset orders --lake $(DEMO)/kafka/lake --grace-minutes 0 --target-file-mb 1
 	@echo
 	@echo "templates:      cdk.out/assembly-{dev,staging,prod}/ (cdk-nag clean)"
 	@echo "lake:           $(DEMO)/lake/event_date=*/event_hour=*/ (clickstream, Parquet, compacted)"
 	@echo "orders lake:    $(DEMO)/orders-lake/event_date=*/event_hour=*/ (nested: items array<struct>, decimals, timestamps)"
 	@echo "dead letters:   $(DEMO)/dead-letters/ingest_date=*/ (Parquet: payload, reason, ...)"
 	@echo "checkpoint:     $(DEMO)/checkpoint/ (run the run-local line again: nothing is reprocessed)"
+	@echo "kafka:          $(DEMO)/kafka/{lake,dead-letters}/ (orders as Schema Registry frames through a local broker, stopped again)"
 
 BENCH_RECORDS ?= 1000000
 BENCH_RESULTS := bench-output/streaming.json bench-output/compaction.json bench-output/cold.json bench-output/orders.json

@@ -62,6 +62,9 @@ class BatchStats:
     # processing time minus the newest event time the batch wrote (None when it wrote no row): freshness.
     dataset: str = field(default="", compare=False)
     newest_event_age_seconds: float | None = field(default=None, compare=False)
+    # The processing time minus the earliest arrival time in the batch (None for an empty batch): how long the
+    # oldest record waited in the source, what Glue's maxConsumerLagInMs measures for its own readers.
+    arrival_lag_ms: int | None = field(default=None, compare=False)
 
     @property
     def reconciles(self) -> bool:

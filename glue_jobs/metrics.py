@@ -2,8 +2,8 @@
 
 CloudWatch: namespace StreamLake (METRICS_NAMESPACE, shared with compaction/metrics.py and imported by the
 infrastructure's grants and alarms), dimensions Source and Environment,
-metrics RecordsIn, RecordsWritten, DeadLetters, DuplicatesCollapsed (Count) and BatchDurationMs
-(Milliseconds); with dimensions Dataset and Environment, NewestEventAgeSeconds (a batch that wrote rows). The alarms in infra/monitoring.py are built on exactly these names and dimensions.
+metrics RecordsIn, RecordsWritten, DeadLetters, DuplicatesCollapsed (Count), BatchDurationMs and ArrivalLagMs
+(Milliseconds; the latter for a batch that read records); with dimensions Dataset and Environment, NewestEventAgeSeconds (a batch that wrote rows). The alarms in infra/monitoring.py are built on exactly these names and dimensions.
 """
 
 from __future__ import annotations
@@ -20,6 +20,9 @@ BATCH_DURATION_MS = "BatchDurationMs"
 # Per dataset (dimensions Dataset and Environment): how far the newest event time a batch wrote lags behind
 # the batch's processing time; the freshness alarm watches its minimum over the sources of a dataset.
 NEWEST_EVENT_AGE_SECONDS = "NewestEventAgeSeconds"
+# Per source: processing time minus the earliest arrival (record) time of a batch, the Kafka jobs' consumer lag:
+# Glue's glue.driver.streaming.maxConsumerLagInMs comes from its own Kafka reader, not from Spark's the job uses.
+ARRIVAL_LAG_MS = "ArrivalLagMs"
 METRIC_NAMES = (RECORDS_IN, RECORDS_WRITTEN, DEAD_LETTERS, DUPLICATES_COLLAPSED, BATCH_DURATION_MS)  # per source
 
 log = logging.getLogger("glue_jobs.metrics")
@@ -58,6 +61,9 @@ def metric_data(stats, environment: str) -> list[dict]:
         {"MetricName": name, "Dimensions": dimensions, "Value": float(value), "Unit": unit}
         for name, value, unit in _values(stats)
     ]
+    if stats.arrival_lag_ms is not None:
+        data.append({"MetricName": ARRIVAL_LAG_MS, "Dimensions": dimensions, "Value": float(stats.arrival_lag_ms),
+                     "Unit": "Milliseconds"})
     if stats.dataset and stats.newest_event_age_seconds is not None:
         data.append({"MetricName": NEWEST_EVENT_AGE_SECONDS, "Value": float(stats.newest_event_age_seconds), "Unit": "Seconds",
                      "Dimensions": [{"Name": "Dataset", "Value": stats.dataset}, {"Name": "Environment", "Value": environment}]})

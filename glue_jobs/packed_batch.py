@@ -68,6 +68,7 @@ class BatchCounts:
     slot_rows: tuple[int, ...]  # valid rows per write slot (a duplicated id counts in its lowest slot)
     duplicate_keys: str  # JSON array of the event_id hashes seen more than once among valid rows
     newest_event_ms: int | None = None  # the latest event time among valid rows (epoch ms)
+    oldest_arrival_ms: int | None = None  # the earliest arrival time (the source's record timestamp) of any row
 
     @property
     def rejected(self) -> int:
@@ -106,8 +107,9 @@ class PackedBatch:
         are shuffled, never ids or payloads. The one action that materializes the batch and fills the cache."""
         is_valid = F.col(_CODE) == 0
         newest = F.max(F.expr(f"unix_millis(`{_LAKE}`.`{self.table.event_time}`)"))  # null on rejected rows
+        oldest = F.min(F.expr(f"unix_millis(`{_LAKE}`.`arrival_time`)"))
         per_key = self._frame.groupBy(_CODE, _KEY).agg(F.count(F.lit(1)).alias("_n"), F.min(_SLOT).alias(_SLOT),
-                                                        newest.alias("_newest"))
+                                                        newest.alias("_newest"), oldest.alias("_oldest"))
 
         def total(condition: Column | None = None) -> Column:
             return F.coalesce(F.sum(F.col("_n") if condition is None else F.when(condition, F.col("_n"))), F.lit(0))
@@ -119,6 +121,7 @@ class PackedBatch:
             *(total(is_valid & (F.col(_SLOT) == slot)).alias(f"slot_{slot}") for slot in range(WRITE_SLOTS)),
             F.to_json(F.collect_list(F.when(is_valid & (F.col("_n") > 1), F.col(_KEY)))).alias("duplicate_keys"),
             F.max(F.when(is_valid, F.col("_newest"))).alias("newest_event_ms"),
+            F.min("_oldest").alias("oldest_arrival_ms"),
         ).collect()[0]
         return BatchCounts(
             records_in=int(row["records_in"]),
@@ -127,6 +130,7 @@ class PackedBatch:
             slot_rows=tuple(int(row[f"slot_{slot}"]) for slot in range(WRITE_SLOTS)),
             duplicate_keys=row["duplicate_keys"],
             newest_event_ms=row["newest_event_ms"],
+            oldest_arrival_ms=row["oldest_arrival_ms"],
         )
 
     def unknown_versions(self) -> list[str]:

@@ -26,8 +26,8 @@ from compaction.metrics import DURATION as COMPACTION_DURATION
 from compaction.metrics import FILES_AFTER as COMPACTION_FILES_AFTER
 from compaction.metrics import FILES_BEFORE as COMPACTION_FILES_BEFORE
 from compaction.metrics import SUCCEEDED as COMPACTION_SUCCEEDED
+from glue_jobs.metrics import ARRIVAL_LAG_MS, DEAD_LETTERS, NEWEST_EVENT_AGE_SECONDS, RECORDS_IN, RECORDS_WRITTEN
 from glue_jobs.metrics import BATCH_DURATION_MS as BATCH_DURATION
-from glue_jobs.metrics import DEAD_LETTERS, NEWEST_EVENT_AGE_SECONDS, RECORDS_IN, RECORDS_WRITTEN
 from glue_jobs.metrics import METRICS_NAMESPACE as APP_NAMESPACE
 from infra.config import AlarmConfig
 from infra.constants import pascal
@@ -165,10 +165,20 @@ class Monitoring(Construct):
         return cw.Metric(namespace="Glue", metric_name=name, statistic=statistic, period=period,
                          dimensions_map={"JobName": job_name, "JobRunId": "ALL", "Type": type_})
 
+    def _lag_metric(self, job: StreamingJobSignals, period=ONE_MINUTE) -> cw.Metric:
+        """A job's consumer lag. Kinesis jobs: Glue's maxConsumerLagInMs (emitConsumerLagMetrics of Glue's Kinesis
+        reader). Kafka jobs read with Spark's Kafka source, for which Glue emits nothing (the option belongs to
+        Glue's reader): the job's own ArrivalLagMs, processing time minus the batch's earliest record timestamp,
+        what Glue's metric measures ("the duration between the oldest record received by the topic and the time
+        it arrives in AWS Glue", Glue Kafka connection option reference)."""
+        if job.stream_name is None:
+            return self._app_metric(ARRIVAL_LAG_MS, job.source_name, statistic="Maximum", period=period)
+        return self._glue_metric(GLUE_CONSUMER_LAG, job.job_name, period=period)
+
     def _streaming_job_alarms(self, job: StreamingJobSignals, window_size_seconds: int) -> None:
         s = self.settings
         key = pascal(job.source_name)
-        lag = self._glue_metric(GLUE_CONSUMER_LAG, job.job_name)
+        lag = self._lag_metric(job)
         self._alarm(
             f"ConsumerLag{key}",
             metric=lag,
@@ -190,7 +200,7 @@ class Monitoring(Construct):
         else:
             # Spark consumers commit no offsets, so MSK's consumer-group lag cannot see them; the job's own
             # lag metric says whether data is waiting.
-            incoming = self._glue_metric(GLUE_CONSUMER_LAG, job.job_name, period=cdk.Duration.minutes(minutes))
+            incoming = self._lag_metric(job, period=cdk.Duration.minutes(minutes))
         processed = self._app_metric(RECORDS_IN, job.source_name, period=cdk.Duration.minutes(minutes))
         stalled = cw.MathExpression(
             expression="IF(FILL(incoming, 0) > 0 AND FILL(processed, 0) == 0, 1, 0)",
@@ -324,7 +334,7 @@ class Monitoring(Construct):
                                left=incoming + [self._app_metric(RECORDS_IN, job.source_name).with_(label="processed"),
                                                 self._app_metric(RECORDS_WRITTEN, job.source_name).with_(label="written")]),
                 cw.GraphWidget(title=f"{title}: lag (ms)", width=8,
-                               left=[self._glue_metric(GLUE_CONSUMER_LAG, job.job_name).with_(label="consumer lag")]
+                               left=[self._lag_metric(job).with_(label="consumer lag")]
                                + ([cw.Metric(namespace="AWS/Kinesis", metric_name="GetRecords.IteratorAgeMilliseconds",
                                              statistic="Maximum", period=ONE_MINUTE,
                                              dimensions_map={"StreamName": job.stream_name}, label="iterator age")]

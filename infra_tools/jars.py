@@ -55,6 +55,9 @@ SETS: dict[str, JarSet] = {
     "spark-4.1": JarSet(("org.apache.spark:spark-sql-kafka-0-10_2.13:4.1.1", "org.apache.spark:spark-avro_2.13:4.1.1"),
                         ".venv-spark41"),
 }
+# AWS's own Schema Registry serializer (awslabs/aws-glue-schema-registry), with its Avro dependency: the tests
+# check that frames it writes decode as the project's producer's do (tests/spark/test_aws_serde_frames.py).
+SETS["glue-serde"] = JarSet(("software.amazon.glue:schema-registry-serde:1.1.24", "org.slf4j:slf4j-simple:1.7.36"))
 ROOTS = {name: jar_set.roots for name, jar_set in SETS.items()}
 _JAR_NAME = re.compile(r"^(?P<artifact>.+?)-(?P<version>\d.*)\.jar$")
 

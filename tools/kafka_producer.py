@@ -139,6 +139,7 @@ def send(settings: dict, topic: str, items: Iterable[tuple[str, str]], framer: A
                 producer.poll(0.5)
         producer.poll(0)
     producer.flush(flush_seconds)
+    del producer  # closes librdkafka's client (its threads and connections) now, not whenever it is collected
     texts = {where: text for where, text, _, _ in framed}
     result.failed += [(where, f"no delivery report within {flush_seconds:.0f} s") for where in list(pending)]
     if result.failed:

@@ -60,8 +60,9 @@ SINGLE_METRIC = [
      {"StreamName": "clickstream-stream"}, "Sum", 60, 0, 5, "GreaterThanThreshold"),
     ("ConsumerLagClickstream", "Glue", "glue.driver.streaming.maxConsumerLagInMs",
      {"JobName": "clickstream-job", "JobRunId": "ALL", "Type": "gauge"}, "Maximum", 60, 300000, 3, "GreaterThanThreshold"),
-    ("ConsumerLagOrders", "Glue", "glue.driver.streaming.maxConsumerLagInMs",
-     {"JobName": "orders-job", "JobRunId": "ALL", "Type": "gauge"}, "Maximum", 60, 300000, 3, "GreaterThanThreshold"),
+    # Kafka: the job's own lag (Glue's metric belongs to its Kafka reader, which the job no longer uses).
+    ("ConsumerLagOrders", "StreamLake", "ArrivalLagMs",
+     {"Environment": "prod", "Source": "orders"}, "Maximum", 60, 300000, 3, "GreaterThanThreshold"),
     ("BatchOverrunClickstream", "StreamLake", "BatchDurationMs",
      {"Environment": "prod", "Source": "clickstream"}, "Maximum", 60, 60000, 3, "GreaterThanThreshold"),
     ("MskDiskUsedBroker3", "AWS/Kafka", "KafkaDataLogsDiskUsed",
@@ -112,9 +113,7 @@ def test_no_records_alarm_kinesis_compares_incoming_with_processed(template):
 
 def test_no_records_alarm_kafka_uses_consumer_lag_as_incoming(template):
     _, stats = _math(_by_prefix(template, "NoRecordsProcessedOrders"))
-    assert _stat(stats["incoming"]) == (
-        "Glue", "glue.driver.streaming.maxConsumerLagInMs", {"JobName": "orders-job", "JobRunId": "ALL", "Type": "gauge"},
-        "Maximum", 600)
+    assert _stat(stats["incoming"]) == ("StreamLake", "ArrivalLagMs", {"Environment": "prod", "Source": "orders"}, "Maximum", 600)
 
 
 def test_dead_letter_rate_alarm(template):

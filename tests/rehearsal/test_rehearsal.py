@@ -141,7 +141,7 @@ def test_a_glue_6_job_is_refused_with_the_reason_it_cannot_be_rehearsed(tmp_path
     from rehearsal.scenario import _line
 
     assert sorted(SPARK_LINE_PYTHONS) == ["4.0", "5.0", "5.1"]
-    job = GlueJob("Compaction", "glueetl", "6.0", tmp_path / "glue_entry.py", (), {})
+    job = GlueJob("Compaction", "glueetl", "6.0", tmp_path / "glue_entry.py", (), (), {})
     with pytest.raises(RehearsalError, match=r"Compaction runs on Glue 6.0: AWS's awsglue package for Glue 6.0 needs "
                                              r"Python 3.13, which this machine cannot install"):
         _line({"4.0": object(), "5.0": object(), "5.1": object()}, job)

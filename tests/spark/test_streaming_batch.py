@@ -457,3 +457,16 @@ def test_a_batch_reports_its_dataset_freshness_and_publishes_it_per_dataset(spar
     rejected_only = _writer(spark, tmp_path / "other")(json_envelope(spark, ["not json"], source="clicks"), 0)
     assert rejected_only.newest_event_age_seconds is None
     assert "NewestEventAgeSeconds" not in {d["MetricName"] for d in metric_data(rejected_only, "dev")}
+
+
+def test_a_batch_reports_how_long_its_oldest_record_waited_in_the_source(spark, tmp_path):
+    """ArrivalLagMs: processing time minus the earliest arrival time of any row, valid or not (the Kafka jobs'
+    consumer-lag metric); a batch that read nothing publishes none."""
+    arrival_ms = int(NOW * 1000) - 90_000
+    stats = _writer(spark, tmp_path)(json_envelope(spark, [*PAYLOADS, "not json"], source="clicks", arrival_ms=arrival_ms), 4)
+    assert stats.arrival_lag_ms == 90_000
+    (lag,) = [d for d in metric_data(stats, "dev") if d["MetricName"] == "ArrivalLagMs"]
+    assert lag["Unit"] == "Milliseconds" and lag["Value"] == 90_000.0
+    assert lag["Dimensions"] == [{"Name": "Source", "Value": "clicks"}, {"Name": "Environment", "Value": "dev"}]
+    empty = BatchStats(source="clicks", batch_id=5, records_in=0, records_written=0, dead_letters=0, duplicates_collapsed=0)
+    assert "ArrivalLagMs" not in {d["MetricName"] for d in metric_data(empty, "dev")}
