@@ -16,16 +16,6 @@ pytestmark = [pytest.mark.broker, pytest.mark.e2e]
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    from infra_tools.kafka_broker import KafkaBroker
-
-    started = KafkaBroker(tmp_path_factory.mktemp("kafka"))
-    with started:
-        yield started
-    assert started.process is None
-
-
 def _create_topic(broker, name: str, partitions: int) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 

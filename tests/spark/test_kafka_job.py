@@ -28,16 +28,6 @@ REPOSITORY_DATASETS = Path(__file__).resolve().parents[2] / "datasets"
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    from infra_tools.kafka_broker import KafkaBroker
-
-    started = KafkaBroker(tmp_path_factory.mktemp("kafka"))
-    with started:
-        yield started
-    assert started.process is None
-
-
-@pytest.fixture(scope="module")
 def glue(monkeypatch_module):
     import boto3
 
