@@ -87,7 +87,7 @@ synth: $(STAMP)
 # run through AWS's awsglue library on the Spark line of each job's Glue version, against Glue stand-ins.
 ENV ?= dev
 REHEARSE_ARGS ?=
-rehearse: synth $(STAMP33)
+rehearse: synth $(STAMP33) $(JARS)
 	$(PY) -m rehearsal --env $(ENV) $(REHEARSE_ARGS)
 
 DEMO := demo-output
@@ -104,7 +104,7 @@ demo: synth $(JARS) $(FUNCTIONS)
 	$(PY) -m glue_jobs run-local --dataset orders --input $(DEMO)/orders-input --lake $(DEMO)/orders-lake \
 	  --dead-letter $(DEMO)/orders-dead-letters --checkpoint $(DEMO)/orders-checkpoint --once --max-files-per-batch 2 --source-name orders
 	$(PY) -m compaction run-local --dataset orders --lake $(DEMO)/orders-lake --grace-minutes 0 --target-file-mb 1
-	$(PY) -m infra_tools.kafka_demo --out $(DEMO)/kafka --records 2000
+	$(PY) -m rehearsal.kafka_demo --out $(DEMO)/kafka --records 2000
 	$(PY) -m compaction run-local --dataset orders --lake $(DEMO)/kafka/lake --grace-minutes 0 --target-file-mb 1
 	@echo
 	@echo "templates:      cdk.out/assembly-{dev,staging,prod}/ (cdk-nag clean)"

@@ -1,6 +1,6 @@
 """`make demo`'s Kafka path: a real broker, a registry, the producer, the Kafka job, then everything stopped.
 
-    python -m infra_tools.kafka_demo --out DIR [--records N] [--dataset orders]
+    python -m rehearsal.kafka_demo --out DIR [--records N] [--dataset orders]
 
 Starts Apache Kafka's broker on loopback (infra_tools/kafka_broker.py) and a moto server as the Glue Schema
 Registry, registers the dataset's committed versions, produces the dataset's generated records as Schema Registry
@@ -81,7 +81,7 @@ def run(out: Path, *, records: int, dataset_name: str, seed: int = 7) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m infra_tools.kafka_demo", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m rehearsal.kafka_demo", description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="folder for the input, lake, dead letters, checkpoint, broker")
     parser.add_argument("--records", type=int, default=2000)
     parser.add_argument("--dataset", default="orders")
