@@ -295,3 +295,36 @@ def test_v1_and_v2_frames_in_one_topic_decode_and_a_version_newer_than_the_deplo
     assert dead.reason == "unknown_schema_version"
     assert dead.detail == (f"schema version {third} is not a version this job can read: version 3 of the registry schema, "
                            "newer than the deployed dataset (v2): deploy it, then replay the dead letters")
+
+
+def test_offsets_deleted_from_the_topic_fail_the_job_loudly_instead_of_skipping(spark, broker, glue, orders, version_1,
+                                                                               tmp_path):
+    """The expired-offsets choice (docs/kafka.md "Expired offsets", failOnDataLoss=true): records the topic no longer
+    holds past the checkpoint's position (deleted here with DeleteRecords, as retention deletes old segments) stop
+    the job with Spark's data-loss error; nothing is skipped silently."""
+    import io
+
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    from glue_jobs.local_runner import run_local_kafka
+    from tools.kafka_producer import AvroFramer, send
+
+    topic = "orders-expiring"
+    _topic(broker, topic, partitions=1)
+    framer = AvroFramer(orders, version_1)
+    settings = {"bootstrap.servers": broker.bootstrap_servers}
+    assert send(settings, topic, [(f"a {i}", t) for i, t in enumerate(_valid_orders(orders, 5, first=3000))], framer).sent == 5
+    registry = RegistryVersions(glue, registry_name=REGISTRY, schema_name=SCHEMA, dataset=orders)
+    run = dict(bootstrap_servers=broker.bootstrap_servers, topic=topic, registry=registry, lake_dir=str(tmp_path / "lake"),
+               dead_letter_dir=str(tmp_path / "dead"), checkpoint_dir=str(tmp_path / "checkpoint"), source_name="orders",
+               dataset="orders", once=True, spark=spark, out=io.StringIO())
+    assert run_local_kafka(**run).total("records_written") == 5  # the checkpoint now points at offset 5
+    assert send(settings, topic, [(f"b {i}", t) for i, t in enumerate(_valid_orders(orders, 5, first=3100))], framer).sent == 5
+    admin = AdminClient(settings)
+    (future,) = admin.delete_records([TopicPartition(topic, 0, 8)]).values()  # offsets 5-7 gone before they were read
+    assert future.result(timeout=30).low_watermark == 8
+    del admin
+    with pytest.raises(Exception, match=r"(?s)Cannot fetch offset 5 .*Some data may have been lost"):
+        run_local_kafka(**run)  # Spark's data-loss error, raised inside the batch: nothing of it is published
+    assert spark.read.parquet(str(tmp_path / "lake")).count() == 5  # nothing after the gap was written either
