@@ -91,9 +91,9 @@ class RegistryVersions:
     def look_up(self, version_ids: Iterable[str]) -> bool:
         """Look up UUIDs not seen before; True when there were any (decode the batch again: a UUID joined `known`, or
         its dead letters now say why it is unknown). Each UUID is looked up once per job run."""
-        learned = False
+        looked_up = False
         for version_id in sorted(set(version_ids) - set(self.known) - set(self.not_found)):
-            learned = True
+            looked_up = True
             try:
                 found = self.glue.get_schema_version(SchemaVersionId=version_id)
             except self.glue.exceptions.EntityNotFoundException:
@@ -105,11 +105,11 @@ class RegistryVersions:
             elif number not in self.dataset.versions:
                 self.not_found[version_id] = (f"version {number} of the registry schema, newer than the deployed dataset "
                                               f"(v{self.dataset.latest_version}): deploy it, then replay the dead letters")
-            elif self._check(found, number):
-                self.not_found[version_id] = self._check(found, number)
+            elif (problem := self._check(found, number)) is not None:
+                self.not_found[version_id] = problem
             else:
                 self.known[version_id] = number
-        return learned
+        return looked_up
 
 
 class FrameDecoding:

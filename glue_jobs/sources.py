@@ -1,7 +1,8 @@
 """Source adapters: each maps one source's raw micro-batch frame to the envelope (glue_jobs.contract).
 
 Envelope: payload (text), record (decoded columns or null), source, source_partition, source_offset,
-arrival_time. The batch function sees nothing else, so a new source is one small function here.
+arrival_time, problem (a verdict the adapter already has, or null). The batch function sees nothing else, so a
+new source is one small function here.
 
 What Glue hands the batch function, per source (docs/streaming-job.md "Sources" cites each point):
 - Kinesis, read from the catalog table (classification json) with inferSchema=true: one string column
@@ -9,13 +10,13 @@ What Glue hands the batch function, per source (docs/streaming-job.md "Sources" 
   `$json$data_infer_schema$.temporary$`; both are accepted). With inferSchema=false Glue parses the JSON
   into the table's columns and the original text is gone, so dead letters could not keep it: the
   entrypoint always asks for inferSchema=true, and a frame with parsed columns is refused here.
-- Kafka/MSK through the Schema-Registry catalog table: the decoded Avro record's columns only. The dead-
-  letter payload of an Avro record is its JSON rendering, to_json of the decoded record.
-- Both, with addRecordTimestamp=true (set by the entrypoint): `__src_timestamp`, the time the stream
-  received the record, which becomes arrival_time. Its type is not documented (unverified): a timestamp is
-  taken as it is, a long as epoch milliseconds; any other type is refused.
-- Neither gives the shard or partition, nor the sequence number or offset: source_partition and
-  source_offset are null for both (duplicates then keep the first copy in the batch's input order).
+- With addRecordTimestamp=true (set by the entrypoint): `__src_timestamp`, the time the stream received the
+  record, which becomes arrival_time. Its type is not documented (unverified): a timestamp is taken as it is,
+  a long as epoch milliseconds; any other type is refused.
+- It gives neither the shard nor the sequence number: source_partition and source_offset are null
+  (duplicates then keep the first copy in the batch's input order).
+- Kafka/MSK is not read through Glue: Spark's Kafka source (from_kafka_records, docs/kafka.md) gives each
+  record's bytes with partition, offset and timestamp; the frames are decoded in the JVM.
 - Local files (the local runner): the text source with wholetext=true, one row per file; lines are
   split natively so each record keeps its file name and 1-based line number as partition/offset.
 """

@@ -2,8 +2,8 @@
 
 Runtime choices (config/environments.json `streaming`):
 - Glue version: default 4.0 (Spark 3.3). Glue 4.0 is the line the Glue streaming documentation and
-  its Kinesis/Kafka connectors (emitConsumerLagMetrics, Schema-Registry Avro catalog tables) are
-  documented and proven on, and it supports G.025X and auto scaling; 5.0 (Spark 3.5) is allowed
+  its Kinesis connector (emitConsumerLagMetrics) are documented and proven on (Kafka jobs read with
+  Spark's Kafka source and decode frames with the project's jar: docs/kafka.md), and it supports G.025X and auto scaling; 5.0 (Spark 3.5) is allowed
   and the job code is tested on both Spark lines.
 - Auto scaling: `--enable-auto-scaling=true`, so NumberOfWorkers is the maximum.
 - Timeout: none is set. Glue restarts a streaming job after at most 7 days; with

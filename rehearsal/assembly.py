@@ -147,16 +147,6 @@ class Assembly:
                 return table_input
         raise RehearsalError(f"table {database}.{table} is not in the {self.environment} template")
 
-    def registered_schema(self, registry: str, schema_name: str) -> dict:
-        """The Avro schema an AWS::Glue::Schema of the template registers (its SchemaDefinition)."""
-        for resource in self.resources("AWS::Glue::Schema").values():
-            properties = self.resolve(resource["Properties"])
-            registry_arn = properties["Registry"].get("Arn", "")
-            in_registry = properties["Registry"].get("Name") == registry or registry_arn.endswith(f":{registry}/Arn")
-            if properties["Name"] == schema_name and in_registry:
-                return json.loads(properties["SchemaDefinition"])
-        raise RehearsalError(f"schema {registry}/{schema_name} is not in the {self.environment} template")
-
     def registered_versions(self, registry: str, schema_name: str) -> list[str]:
         """Every SchemaDefinition the template registers for a schema, in version order: the AWS::Glue::Schema's
         (version 1), then its AWS::Glue::SchemaVersion resources along their DependsOn chain (infra/catalog.py)."""

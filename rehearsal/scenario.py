@@ -200,29 +200,13 @@ def decoder_json(node, value) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def avro_columns(avro_schema: dict) -> list[list[str]]:
-    """The catalog columns Glue derives from a registered Avro record schema, as Spark's Avro reader maps
-    its types (enum -> string, decimal -> decimal(p,s), date -> date, timestamp-millis -> timestamp, record ->
-    struct, array, map; https://spark.apache.org/docs/3.3.0/sql-data-sources-avro.html "Supported types for
-    Avro -> Spark SQL conversion"; that Glue's Schema-Registry table decodes the same way is unverified)."""
-    from glue_jobs.dataset_types import parse_schema
-
-    return [[f.name, f.type.catalog_type()] for f in parse_schema(avro_schema, "registered schema").fields]
-
-
 def source_table(assembly: Assembly, job: GlueJob, held: HeldInput) -> dict[str, dict]:
     """The stand-in's view of the job's source table: parameters and columns as synthesized."""
     database, name = job.arguments["--catalog_database"], job.arguments["--source_table"]
     table = assembly.catalog_table(database, name)
     descriptor = table["StorageDescriptor"]
     parameters = {**table.get("Parameters", {}), **descriptor.get("Parameters", {})}
-    reference = descriptor.get("SchemaReference")
-    if reference:
-        schema_id = reference["SchemaId"]
-        registered = assembly.registered_schema(schema_id["RegistryName"], schema_id["SchemaName"])
-        columns = avro_columns(registered)
-    else:
-        columns = [[c["Name"], c["Type"]] for c in descriptor["Columns"]]
+    columns = [[c["Name"], c["Type"]] for c in descriptor["Columns"]]
     return {f"{database}.{name}": {"parameters": parameters, "columns": columns, "input": str(held.folder)}}
 
 
