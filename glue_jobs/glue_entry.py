@@ -19,7 +19,6 @@ JOB_ARGUMENTS = (
     "source_type",
     "environment",
     "catalog_database",
-    "source_table",
     "lake_path",
     "dead_letter_path",
     "checkpoint_path",
@@ -32,8 +31,9 @@ JOB_ARGUMENTS = (
     "dataset_digest",
 )
 SOURCE_ARGUMENTS = {
-    "kinesis": ("max_fetch_records_per_shard",),
-    "kafka": ("max_offsets_per_trigger", "bootstrap_servers", "topic", "registry_name", "schema_name", "kafka_auth"),
+    "kinesis": ("max_fetch_records_per_shard", "source_table"),
+    "kafka": ("max_offsets_per_trigger", "bootstrap_servers", "topic", "registry_name", "schema_name", "kafka_auth",
+              "partitions", "min_partitions"),
 }
 
 
@@ -76,8 +76,20 @@ def kafka_reader_options(args: dict[str, str]) -> dict[str, str]:
     if args["kafka_auth"] not in ("iam", "none"):
         raise ValueError(f"kafka_auth {args['kafka_auth']!r} is not 'iam' or 'none'")
     return reader_options(bootstrap_servers=args["bootstrap_servers"], topic=args["topic"],
-                          starting_offsets=args["starting_position"],
-                          max_offsets_per_trigger=int(args["max_offsets_per_trigger"]), iam_auth=args["kafka_auth"] == "iam")
+                          partitions=_partitions(args["partitions"]), starting_offsets=args["starting_position"],
+                          max_offsets_per_trigger=int(args["max_offsets_per_trigger"]),
+                          min_partitions=None if args["min_partitions"] == "none" else int(args["min_partitions"]),
+                          iam_auth=args["kafka_auth"] == "iam")
+
+
+def _partitions(text: str) -> list[int] | None:
+    """`--partitions`: "all" (subscribe to the topic) or the job's partition group, "0,1,2" (assign)."""
+    if text == "all":
+        return None
+    try:
+        return [int(p) for p in text.split(",")]
+    except ValueError:
+        raise ValueError(f"partitions {text!r} is not 'all' or a comma-separated list of partition numbers") from None
 
 
 def for_each_batch_options(args: dict[str, str]) -> dict[str, str]:
@@ -110,18 +122,16 @@ def dataset_table(args: dict[str, str]):
 def kafka_batches(spark, args: dict[str, str], writer, table):
     """A Kafka job's source frame (Spark's Kafka source) and batch function: the dataset's registry versions are
     loaded (and checked against the zip's schema files) before the first record is read."""
-    import re
 
     import boto3
 
     from glue_jobs.kafka_job import KafkaBatches
-    from glue_jobs.registry_frames import FrameDecoding, RegistryVersions
+    from glue_jobs.registry_frames import FrameDecoding, RegistryVersions, function_name
 
     registry = RegistryVersions(boto3.client("glue", region_name=args["metrics_region"]), registry_name=args["registry_name"],
                                 schema_name=args["schema_name"], dataset=table.dataset)
     registry.load()
-    name = "streamlake_decode_" + re.sub(r"[^A-Za-z0-9_]", "_", args["source_name"])
-    decoding = FrameDecoding(spark, table.dataset, registry, name=name)
+    decoding = FrameDecoding(spark, table.dataset, registry, name=function_name(args["source_name"]))
     raw = spark.readStream.format("kafka").options(**kafka_reader_options(args)).load()
     return raw, KafkaBatches(writer, decoding, args["source_name"])
 

@@ -206,7 +206,7 @@ def run_local_kafka(
     """The Kafka job's path (glue_jobs/kafka_job.py) on a local Spark: a broker without IAM auth (the tests'
     loopback broker), the Schema Registry through `registry` (a glue_jobs.registry_frames.RegistryVersions)."""
     from glue_jobs.kafka_job import KafkaBatches, reader_options
-    from glue_jobs.registry_frames import FrameDecoding
+    from glue_jobs.registry_frames import FrameDecoding, function_name
 
     for path in (lake_dir, dead_letter_dir, checkpoint_dir):
         Path(path).mkdir(parents=True, exist_ok=True)
@@ -217,7 +217,7 @@ def run_local_kafka(
         dead_letter_path=str(Path(dead_letter_dir).resolve()), checkpoint_path=str(Path(checkpoint_dir).resolve()),
         metrics=LogMetricsSink(), dataset=dataset,
     )
-    batches = KafkaBatches(writer, FrameDecoding(spark, writer.table.dataset, registry, name=f"decode_{source_name}"),
+    batches = KafkaBatches(writer, FrameDecoding(spark, writer.table.dataset, registry, name=function_name(source_name)),
                            source_name)
     summary, started = RunSummary(), time.time()
     printed = _batch_printer(summary, started, out)

@@ -26,6 +26,7 @@ resolved to the older schema its new fields would be dropped without a trace.
 from __future__ import annotations
 
 import json
+import re
 import uuid
 import zlib
 from collections.abc import Iterable
@@ -112,11 +113,18 @@ class RegistryVersions:
         return looked_up
 
 
+def function_name(source_name: str) -> str:
+    """The SQL name of a source's decoder function: a source name may hold '-' (`orders-p0`), an identifier not."""
+    return "streamlake_decode_" + re.sub(r"[^A-Za-z0-9_]", "_", source_name)
+
+
 class FrameDecoding:
     """The decoder as a Spark function for one source: `column(value)` -> DECODED_DDL struct. `refresh(ids)` looks new
     UUIDs up in the registry and re-registers the function (a plan built after it sees the new map and reasons)."""
 
     def __init__(self, spark, dataset: Dataset, versions: RegistryVersions | dict[str, int], *, name: str) -> None:
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise ValueError(f"decoder function name {name!r} is not a SQL identifier (see function_name)")
         self.spark, self.dataset, self.name = spark, dataset, name
         self.versions = versions
         self._register()

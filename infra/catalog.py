@@ -2,11 +2,11 @@
 
 - Schema Registry: one registry, the event schema (Avro, BACKWARD): version 1 is the AWS::Glue::Schema
   (glue_jobs/schemas/event.v1.avsc, unchanged since creation, so the schema is never replaced), every
-  later committed file an AWS::Glue::SchemaVersion, registered in order; the MSK table is pinned to the
-  newest. Versions are create-only (Schema, SchemaDefinition) and files never change, so an evolution
+  later committed file an AWS::Glue::SchemaVersion, registered in order; the Kafka jobs look the versions up
+  by number at start (glue_jobs/registry_frames.py). Versions are create-only (Schema, SchemaDefinition) and files never change, so an evolution
   deploys as "added", with no replacement.
-- Source tables the streaming jobs read: one per Kinesis stream (JSON, typeOfData=kinesis) and one for
-  the MSK topic (Avro, typeOfData=kafka, columns taken from the registry via SchemaReference).
+- Source tables the streaming jobs read: one per Kinesis stream (JSON, typeOfData=kinesis). Kafka jobs read the
+  topic with Spark's Kafka source and decode the Schema Registry frames themselves, so the topic has no table.
 - The lake table (Parquet under `events/`, partitioned by event_date/event_hour) and one dead-letter
   table per source (Parquet under `dead_letters/<source>/`, partitioned by ingest_date).
 
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 import aws_cdk as cdk
 from aws_cdk import aws_glue as glue
@@ -49,20 +48,6 @@ JSON_STORAGE = {
     "output_format": "org.apache.hadoop.hive.ql.io.HiveIgnoreKeyTextOutputFormat",
     "serde": "org.openx.data.jsonserde.JsonSerDe",
 }
-AVRO_STORAGE = {
-    "input_format": "org.apache.hadoop.hive.ql.io.avro.AvroContainerInputFormat",
-    "output_format": "org.apache.hadoop.hive.ql.io.avro.AvroContainerOutputFormat",
-    "serde": "org.apache.hadoop.hive.serde2.avro.AvroSerDe",
-}
-
-
-@dataclass(frozen=True)
-class KafkaTableSource:
-    """What the MSK source table points at."""
-
-    source_name: str
-    topic: str
-    connection_name: str
 
 
 def _date_projection(column: str, date_range: str) -> dict[str, str]:
@@ -92,7 +77,6 @@ class Catalog(Construct):
         dead_letter_prefix: str,
         dead_letter_retention_days: int,
         streams: Mapping[str, kinesis.IStream],
-        kafka: KafkaTableSource | None,
         removal_policy: cdk.RemovalPolicy,
     ) -> None:
         super().__init__(scope, id_)
@@ -157,14 +141,13 @@ class Catalog(Construct):
             if dataset.name != "clickstream":
                 self._register(dataset, removal_policy)
 
-        # {source name: table name} for every source a streaming job reads.
+        # {source name: table name} of every Kinesis source (its job reads the stream through it). A Kafka job
+        # reads the topic with Spark's Kafka source and decodes frames itself (docs/kafka.md): no table.
         self.source_table_names: dict[str, str] = {}
         self.tables: dict[str, glue.CfnTable] = {}
         by_name = {d.name: d for d in datasets}
         for source_name, stream in streams.items():
             self._kinesis_table(source_name, stream, by_name[source_datasets[source_name]])
-        if kafka is not None:
-            self._kafka_table(kafka, source_datasets[kafka.source_name])
 
         # One lake table per dataset some source carries, under the dataset's own prefix.
         self.lake_table_names: dict[str, str] = {}
@@ -175,7 +158,7 @@ class Catalog(Construct):
         # One dead-letter table per source: the jobs write dead_letters/<source>/ingest_date=.../.
         self.dead_letter_table_names: dict[str, str] = {}
         self.dead_letter_locations: dict[str, str] = {}
-        for source_name in list(streams) + ([kafka.source_name] if kafka else []):
+        for source_name in source_datasets:
             name = table_name("dead_letters", source_name)
             location = f"s3://{dead_letter_bucket.bucket_name}/{dead_letter_prefix}/{source_name}/"
             self._table(
@@ -280,49 +263,18 @@ class Catalog(Construct):
         )
         self.source_table_names[source_name] = name
 
-    def _kafka_table(self, kafka: KafkaTableSource, dataset: str) -> None:
-        """The topic's table: Glue decodes its Avro with the registry schema of the dataset it carries."""
-        name = table_name("source", kafka.source_name)
-        schema_name, _, latest, registered_by = self.dataset_schemas[dataset]
-        params = {
-            "typeOfData": "kafka",
-            "topicName": kafka.topic,
-            "connectionName": kafka.connection_name,
-            "classification": "avro",
-        }
-        table = self._table(
-            f"SourceTable{pascal(kafka.source_name)}",
-            name,
-            description=f"MSK topic {kafka.topic} of source {kafka.source_name} (Avro, schema from the registry)",
-            # With a SchemaReference the columns come from the registry schema version.
-            columns=None,
-            location=kafka.topic,
-            storage=AVRO_STORAGE,
-            parameters=params,
-            storage_parameters=params,
-            schema_reference=glue.CfnTable.SchemaReferenceProperty(
-                schema_id=glue.CfnTable.SchemaIdProperty(registry_name=self.registry_name, schema_name=schema_name),
-                # the newest committed file: CloudFormation creates version 1 with the schema and each later
-                # file as an AWS::Glue::SchemaVersion with the next number
-                schema_version_number=latest,
-            ),
-        )
-        table.node.add_dependency(registered_by)  # the version it pins exists first
-        self.source_table_names[kafka.source_name] = name
-
     def _table(
         self,
         id_: str,
         name: str,
         *,
         description: str,
-        columns: Sequence[tuple[str, str]] | None,
+        columns: Sequence[tuple[str, str]],
         location: str,
         storage: Mapping[str, str],
         parameters: Mapping[str, str],
         partition_keys: Sequence[tuple[str, str]] = (),
         storage_parameters: Mapping[str, str] | None = None,
-        schema_reference: glue.CfnTable.SchemaReferenceProperty | None = None,
     ) -> glue.CfnTable:
         table = glue.CfnTable(
             self,
@@ -336,13 +288,12 @@ class Catalog(Construct):
                 parameters={"EXTERNAL": "TRUE", **parameters},
                 partition_keys=[glue.CfnTable.ColumnProperty(name=n, type=t) for n, t in partition_keys] or None,
                 storage_descriptor=glue.CfnTable.StorageDescriptorProperty(
-                    columns=[glue.CfnTable.ColumnProperty(name=n, type=t) for n, t in columns] if columns else None,
+                    columns=[glue.CfnTable.ColumnProperty(name=n, type=t) for n, t in columns],
                     location=location,
                     input_format=storage["input_format"],
                     output_format=storage["output_format"],
                     serde_info=glue.CfnTable.SerdeInfoProperty(serialization_library=storage["serde"]),
                     parameters=dict(storage_parameters) if storage_parameters else None,
-                    schema_reference=schema_reference,
                 ),
             ),
         )

@@ -48,6 +48,7 @@ class StreamingJobSignals:
     job_name: str
     source_type: str  # kinesis | kafka
     stream_name: str | None  # the Kinesis stream it reads, if any
+    retention_ms: int | None = None  # a Kafka source's topic retention (retention.ms): lag past half of it alarms
 
 
 @dataclass(frozen=True)
@@ -193,6 +194,18 @@ class Monitoring(Construct):
             periods=s.batch_overrun_evaluation_periods,
             description=f"Job {job.source_name}: micro-batches take longer than the {window_size_seconds} s window.",
         )
+        if job.retention_ms is not None:
+            # Offsets older than the retention are deleted, and the job then fails (failOnDataLoss=true, docs/kafka.md
+            # "Expired offsets"): at half of it there is still as much time left as the job has already lost.
+            # ArrivalLagMs exists only while batches run; a job that is down is the liveness alarms' to report.
+            self._alarm(
+                f"LagPastHalfRetention{key}",
+                metric=lag,
+                threshold=job.retention_ms // 2,
+                periods=1,
+                description=f"Job {job.source_name}: its oldest unread record is older than half the topic's retention "
+                            f"({job.retention_ms // 2} ms); records past the retention are deleted before it reads them.",
+            )
         minutes = s.no_records_minutes
         if job.stream_name is not None:
             incoming = cw.Metric(namespace="AWS/Kinesis", metric_name="IncomingRecords", statistic="Sum",

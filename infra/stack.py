@@ -6,13 +6,13 @@ import aws_cdk as cdk
 from constructs import Construct
 
 from glue_jobs import datasets
-from infra.catalog import Catalog, KafkaTableSource
+from infra.catalog import Catalog
 from infra.compaction_job import CompactionJob
 from infra.config import EnvironmentConfig
 from infra.constants import pascal
 from infra.glue_security import GlueJobSecurity
 from infra.monitoring import Monitoring, MskSignals, StreamingJobSignals
-from infra.msk import KafkaSourceInfrastructure
+from infra.msk import KafkaSourceInfrastructure, producer_policy
 from infra.network import Network
 from infra.storage import Storage, lake_prefix_of
 from infra.streaming_job import CatalogNames, KafkaSource, LakeLocations, StreamingJob
@@ -89,11 +89,6 @@ class StreamingLakeStack(cdk.Stack):
             dead_letter_prefix=self.storage.dead_letter_prefix,
             dead_letter_retention_days=config.storage.dead_letter_expiration_days,
             streams=self.streams.streams,
-            kafka=(
-                KafkaTableSource(self.msk.source_name, self.msk.topic_name, self.msk.connection_name)
-                if self.msk
-                else None
-            ),
             removal_policy=self.removal_policy,
         )
         self._jobs(config)
@@ -111,6 +106,8 @@ class StreamingLakeStack(cdk.Stack):
                     job_name=job.job.job_name,
                     source_type=job.source_type,
                     stream_name=self.streams.streams[source].stream_name if source in self.streams.streams else None,
+                    retention_ms=(config.msk.topic_retention_hours * 3_600_000
+                                  if source in config.msk.source_names else None),
                 )
                 for source, job in self.streaming_jobs.items()
             ],
@@ -150,7 +147,7 @@ class StreamingLakeStack(cdk.Stack):
                 dataset=dataset,
                 settings=config.streaming,
                 locations=locations,
-                catalog=CatalogNames(catalog.database_name, catalog.source_table_names[source],
+                catalog=CatalogNames(catalog.database_name, catalog.source_table_names.get(source),
                                      catalog.lake_table_names[dataset.name]),
                 security=self.glue_security,
                 **reads,
@@ -158,9 +155,9 @@ class StreamingLakeStack(cdk.Stack):
 
         for source, stream in self.streams.streams.items():
             streaming_job(source, stream=stream)
-        if self.msk is not None:
+        for source in config.msk.source_names:
             streaming_job(
-                self.msk.source_name,
+                source,
                 kafka=KafkaSource(
                     cluster_arn=self.msk.cluster_arn,
                     bootstrap_servers=self.msk.bootstrap_servers,
@@ -173,8 +170,15 @@ class StreamingLakeStack(cdk.Stack):
                     schema_arn=catalog.dataset_schemas[config.msk.dataset][1],
                     registry_name=catalog.registry_name,
                     schema_name=catalog.dataset_schemas[config.msk.dataset][0],
+                    partitions=config.msk.partitions_of(source),
+                    min_partitions=config.msk.min_partitions_for(
+                        source, config.streaming.worker_type, config.streaming.max_workers),
                 ),
             )
+        if self.msk is not None:
+            self.kafka_producer_policy = producer_policy(
+                self, "KafkaProducerPolicy", cluster_arn=self.msk.cluster_arn, topic=self.msk.topic_name,
+                registry_arn=catalog.registry_arn, schema_arn=catalog.dataset_schemas[config.msk.dataset][1])
         self.compaction = CompactionJob(
             self,
             "Compaction",
@@ -233,8 +237,10 @@ class StreamingLakeStack(cdk.Stack):
             outputs["MskClusterArn"] = (self.msk.cluster_arn, f"MSK cluster ({self.msk.mode})")
             outputs["MskClusterName"] = (self.msk.cluster_name, "MSK cluster name (CloudWatch dimension)")
             outputs["MskBootstrapServers"] = (self.msk.bootstrap_servers, "SASL/IAM bootstrap brokers")
-            outputs["MskTopicName"] = (self.msk.topic_name, f"topic of source {self.msk.source_name}")
+            outputs["MskTopicName"] = (self.msk.topic_name, f"topic of source(s) {', '.join(self.config.msk.source_names)}")
             outputs["GlueKafkaConnectionName"] = (self.msk.connection_name, "Glue KAFKA connection")
+            outputs["KafkaProducerPolicyArn"] = (
+                self.kafka_producer_policy.managed_policy_arn, "attach to a producer's role to write the topic")
         for source, job in self.streaming_jobs.items():
             outputs[f"StreamingJobName{pascal(source)}"] = (job.job.job_name, f"Glue streaming job of {source}")
         outputs["CompactionJobName"] = (self.compaction.job.job_name, "Glue hourly compaction job")

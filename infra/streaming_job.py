@@ -29,6 +29,7 @@ from infra import job_assets
 from infra.config import StreamingJobConfig
 from infra.glue_security import GlueJobSecurity
 from infra.job_iam import acknowledge_glue_job_role, grant_prefix, grant_put_metric_data
+from infra.msk import kafka_arn
 from infra.nag import acknowledge_wildcard_resource
 
 
@@ -48,6 +49,8 @@ class KafkaSource:
     connection_subnet_ids: tuple[str, ...]  # the connections' subnets, where Glue creates its network interfaces
     connection_security_group_ids: tuple[str, ...]  # the security groups Glue puts on them
     connection_vpc_id: str  # the VPC of those subnets
+    partitions: tuple[int, ...] | None = None  # this job's partition group (Spark's assign); None: the whole topic
+    min_partitions: int | None = None  # Spark's minPartitions (infra.config MskConfig.min_partitions_for)
 
 
 @dataclass(frozen=True)
@@ -63,7 +66,7 @@ class LakeLocations:
 @dataclass(frozen=True)
 class CatalogNames:
     database_name: str
-    source_table_name: str
+    source_table_name: str | None  # the Kinesis source table; None for a Kafka source (it reads the topic directly)
     lake_table_name: str
 
 
@@ -113,6 +116,7 @@ class StreamingJob(Construct):
             {
                 "--starting_position": settings.kinesis_starting_position,
                 "--max_fetch_records_per_shard": str(settings.max_fetch_records_per_shard),
+                "--source_table": catalog.source_table_name,
             }
             if stream is not None
             else {
@@ -123,6 +127,9 @@ class StreamingJob(Construct):
                 "--registry_name": kafka.registry_name,
                 "--schema_name": kafka.schema_name,
                 "--kafka_auth": "iam",  # SASL/IAM on 9098 (glue_jobs/glue_entry.kafka_reader_options)
+                # Spark's assign (this job's partition group) or subscribe ("all"), and minPartitions.
+                "--partitions": ",".join(map(str, kafka.partitions)) if kafka.partitions else "all",
+                "--min_partitions": "none" if kafka.min_partitions is None else str(kafka.min_partitions),
             }
         )
         self.default_arguments = {
@@ -134,7 +141,6 @@ class StreamingJob(Construct):
             "--dataset_digest": dataset.digest,
             "--environment": environment,
             "--catalog_database": catalog.database_name,
-            "--source_table": catalog.source_table_name,
             "--lake_path": self.lake_path,
             "--dead_letter_path": self.dead_letter_path,
             "--checkpoint_path": self.checkpoint_path,
@@ -189,7 +195,7 @@ class StreamingJob(Construct):
                 resources=[
                     f"{arn}:catalog",
                     f"{arn}:database/{catalog.database_name}",
-                    f"{arn}:table/{catalog.database_name}/{catalog.source_table_name}",
+                    *([f"{arn}:table/{catalog.database_name}/{catalog.source_table_name}"] if catalog.source_table_name else []),
                     f"{arn}:table/{catalog.database_name}/{catalog.lake_table_name}",
                 ],
             )
@@ -197,10 +203,6 @@ class StreamingJob(Construct):
         grant_put_metric_data(self.role, "PublishBatchMetrics")
 
     def _grant_kafka(self, stack: cdk.Stack, kafka: KafkaSource) -> None:
-        # Topic and group ARNs are built from the cluster ARN: arn:...:cluster/<name>/<uuid>.
-        cluster_name = cdk.Fn.select(1, cdk.Fn.split("/", kafka.cluster_arn))
-        cluster_uuid = cdk.Fn.select(2, cdk.Fn.split("/", kafka.cluster_arn))
-        prefix = f"arn:{stack.partition}:kafka:{stack.region}:{stack.account}"
         self.role.add_to_principal_policy(
             iam.PolicyStatement(
                 sid="MskConnect",
@@ -212,10 +214,10 @@ class StreamingJob(Construct):
             iam.PolicyStatement(
                 sid="MskReadTopic",
                 actions=["kafka-cluster:DescribeTopic", "kafka-cluster:ReadData"],
-                resources=[f"{prefix}:topic/{cluster_name}/{cluster_uuid}/{kafka.topic}"],
+                resources=[kafka_arn(stack, kafka.cluster_arn, "topic", kafka.topic)],
             )
         )
-        groups = f"{prefix}:group/{cluster_name}/{cluster_uuid}/*"
+        groups = kafka_arn(stack, kafka.cluster_arn, "group", "*")
         self.role.add_to_principal_policy(
             iam.PolicyStatement(
                 sid="MskConsumerGroups",

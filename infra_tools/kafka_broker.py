@@ -120,6 +120,16 @@ class KafkaBroker:
         self._close_log()
         self.process = None
 
+    def create_topic(self, name: str, partitions: int, configs: dict[str, str] | None = None) -> None:
+        """Create a topic (replication factor 1: one broker), with topic-level `configs` such as the config's
+        compression.type and retention.ms (infra/msk.topic_configs); waits until the broker has it."""
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers})
+        topic = NewTopic(name, num_partitions=partitions, replication_factor=1, config=dict(configs or {}))
+        admin.create_topics([topic])[name].result(timeout=30)
+        del admin  # an rdkafka client: closed now, before the broker can stop
+
     def _close_log(self) -> None:
         with contextlib.suppress(AttributeError):
             self._log.close()

@@ -19,12 +19,13 @@ from pathlib import Path
 def run(out: Path, *, records: int, dataset_name: str, seed: int = 7) -> int:
     import boto3
     from confluent_kafka import Producer
-    from confluent_kafka.admin import AdminClient, NewTopic
 
     from glue_jobs import datasets
     from glue_jobs.dataset_generate import generate_dataset
     from glue_jobs.local_runner import configure_logging, run_local_kafka
     from glue_jobs.registry_frames import RegistryVersions
+    from infra.config import load_config
+    from infra.msk import topic_configs
     from infra_tools.kafka_broker import KafkaBroker
     from rehearsal.moto import moto_server
     from rehearsal.scenario import bad_frames
@@ -48,9 +49,7 @@ def run(out: Path, *, records: int, dataset_name: str, seed: int = 7) -> int:
         for number in dataset.versions[1:]:
             version_id = glue.register_schema_version(SchemaId={"RegistryName": registry_name, "SchemaName": schema_name},
                                                       SchemaDefinition=dataset.registry_definition(number))["SchemaVersionId"]
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
-        admin.create_topics([NewTopic(topic, num_partitions=3, replication_factor=1)])[topic].result(timeout=30)
-        del admin  # an rdkafka client too: closed before the broker stops
+        broker.create_topic(topic, 3, topic_configs(load_config().get("staging").msk))  # the topic as MSK gets it
         framer = AvroFramer(dataset, version_id)
         sent = send({"bootstrap.servers": broker.bootstrap_servers}, topic, lines, framer, unsent_path=out / "unsent.jsonl")
         bad = bad_frames(framer.frame(lines[0][1], lines[0][0])[1])

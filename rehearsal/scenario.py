@@ -134,8 +134,6 @@ def kafka_frames_input(broker, topic: str, version_id: str, *, records: int, see
     import random
     from datetime import datetime, timezone
 
-    from confluent_kafka.admin import AdminClient, NewTopic
-
     from glue_jobs import datasets
     from glue_jobs.dataset_generate import RecordMaker, decimal_literal
     from glue_jobs.registry_frames import ZLIB
@@ -144,8 +142,7 @@ def kafka_frames_input(broker, topic: str, version_id: str, *, records: int, see
     table = datasets.load(dataset)
     maker, rng = RecordMaker(table, seed), random.Random(seed)
     end = datetime.fromtimestamp(_end_ms() / 1000, timezone.utc)
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
-    admin.create_topics([NewTopic(topic, num_partitions=max(2, records // 200), replication_factor=1)])[topic].result(timeout=30)
+    broker.create_topic(topic, max(2, records // 200))
     held = HeldInput(Path(topic), 0, [], [], 0)
     lines: list[tuple[str, str, bool]] = []  # (where, JSON text, zlib)
     for n in range(records - 1 - 7):

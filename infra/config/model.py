@@ -21,6 +21,12 @@ REMOVAL_POLICIES = ("retain", "destroy")
 # new clusters on such versions (https://docs.aws.amazon.com/msk/latest/developerguide/supported-kafka-versions.html).
 # All of these are >= 3.6.0, which AWS::MSK::Topic needs to create the topic from the stack.
 MSK_KAFKA_VERSIONS = ("3.7.x", "3.8.x", "3.9.x")
+# Topic-level compression.type values (MSK "Custom Amazon MSK configurations": gzip, snappy, lz4, zstd,
+# uncompressed, or producer to keep the producer's codec).
+TOPIC_COMPRESSION_TYPES = ("zstd", "lz4", "snappy", "gzip", "uncompressed", "producer")
+# vCPUs of one worker of each streaming worker type (Glue "Defining job properties for Spark jobs", worker type):
+# G.025X 2, G.1X 4, G.2X 8. One worker runs the driver; the others run executors with one core per vCPU.
+WORKER_VCPUS = {"G.025X": 2, "G.1X": 4, "G.2X": 8}
 # Retention values CloudWatch Logs accepts (AWS::Logs::LogGroup RetentionInDays).
 LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653)
 PROTECTED_ENVIRONMENTS = ("prod",)
@@ -105,10 +111,39 @@ class MskConfig:
     broker_log_retention_days: int
     bootstrap_servers: str | None
     cluster_arn: str | None
+    topic_retention_hours: int = 168  # the topic's retention.ms; the lag alarm fires at half of it
+    topic_compression_type: str = "zstd"
+    min_partitions: int | str | None = "auto"  # Spark's minPartitions: "auto", a number, or null (not set)
+    partition_groups: tuple[tuple[int, ...], ...] | None = None  # one job per group (Spark's `assign`); None: one job
 
     @property
     def enabled(self) -> bool:
         return self.mode != "none"
+
+    @property
+    def source_names(self) -> tuple[str, ...]:
+        """The Kafka sources, one streaming job each: `source_name`, or `<source_name>-p<i>` per partition group."""
+        if not self.enabled:
+            return ()
+        if not self.partition_groups:
+            return (self.source_name,)
+        return tuple(f"{self.source_name}-p{i}" for i in range(len(self.partition_groups)))
+
+    def partitions_of(self, source: str) -> tuple[int, ...] | None:
+        """The partitions the job of `source` reads (None: all of the topic's, with `subscribe`)."""
+        if not self.partition_groups:
+            return None
+        return self.partition_groups[self.source_names.index(source)]
+
+    def min_partitions_for(self, source: str, worker_type: str, max_workers: int) -> int | None:
+        """Spark's minPartitions for the job of `source`: "auto" asks for one Spark partition per executor core at the
+        job's largest size when it reads fewer Kafka partitions than that (AWS Glue streaming best practices: raise
+        the parallelism when there are fewer partitions than cores); a number is taken as it is."""
+        if self.min_partitions != "auto":
+            return self.min_partitions
+        cores = (max_workers - 1) * WORKER_VCPUS[worker_type]
+        reads = len(self.partitions_of(source) or range(self.topic_partitions))
+        return cores if reads < cores else None
 
 
 @dataclass(frozen=True)
@@ -171,14 +206,13 @@ class EnvironmentConfig:
     @property
     def source_names(self) -> tuple[str, ...]:
         """Every source that gets its own streaming job: the Kinesis streams, then MSK if enabled."""
-        names = tuple(s.name for s in self.kinesis_streams)
-        return names + ((self.msk.source_name,) if self.msk.enabled else ())
+        return tuple(s.name for s in self.kinesis_streams) + self.msk.source_names
 
     @property
     def source_datasets(self) -> dict[str, str]:
         """{source name: the dataset it carries} for every source with a streaming job."""
         datasets = {s.name: s.dataset for s in self.kinesis_streams}
-        return datasets | ({self.msk.source_name: self.msk.dataset} if self.msk.enabled else {})
+        return datasets | {source: self.msk.dataset for source in self.msk.source_names}
 
     @property
     def datasets(self) -> tuple[str, ...]:

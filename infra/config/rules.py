@@ -38,9 +38,10 @@ def _cross_checks(env: EnvironmentConfig, problems: list[str]) -> None:
     n = env.name
     if not env.source_names:
         problems.append(f"{n}.kinesis_streams: [] leaves no source: configure a Kinesis stream or set msk.mode")
-    names = [s for s in env.source_names if s]
-    if env.msk.enabled and env.msk.source_name in names[:-1]:
-        problems.append(f"{n}.msk.source_name: {env.msk.source_name!r} is already a Kinesis stream name")
+    kinesis = {s.name for s in env.kinesis_streams}
+    for source in env.msk.source_names:
+        if source in kinesis:
+            problems.append(f"{n}.msk.source_name: {source!r} (a Kafka source) is already a Kinesis stream name")
     if env.region is not None and env.account is None:
         problems.append(f"{n}.account: null must be set when region is set (both or neither)")
     if env.account is not None and env.region is None:
@@ -68,6 +69,14 @@ def _cross_checks(env: EnvironmentConfig, problems: list[str]) -> None:
                     f"{s.name!r} retention ({s.retention_hours} h = {s.retention_hours * 3_600_000} ms): "
                     "the alarm has to fire while there is still time to catch up"
                 )
+    retention = env.msk.topic_retention_hours
+    if env.msk.enabled and isinstance(alarms.consumer_lag_ms, int) and isinstance(retention, int):
+        if alarms.consumer_lag_ms >= retention * 3_600_000 // 2:
+            problems.append(
+                f"{n}.alarms.consumer_lag_ms: {alarms.consumer_lag_ms} must be under half of the topic's retention "
+                f"(msk.topic_retention_hours {retention} h = {retention * 3_600_000} ms): the alarm has to fire while "
+                "there is still time to catch up"
+            )
     sj = env.streaming
     if isinstance(sj.window_size_seconds, int) and isinstance(alarms.no_records_minutes, int):
         if alarms.no_records_minutes * 60 < 2 * sj.window_size_seconds:

@@ -3,6 +3,7 @@ the section, then the environment as a whole (the rules that span sections are i
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import Any
 
@@ -31,6 +32,7 @@ from infra.config.model import (
     PROTECTED_ENVIRONMENTS,
     REMOVAL_POLICIES,
     STREAMING_WORKER_TYPES,
+    TOPIC_COMPRESSION_TYPES,
     AlarmConfig,
     CompactionConfig,
     EnvironmentConfig,
@@ -169,7 +171,13 @@ def _msk(r: _Reader) -> MskConfig:
             "bootstrap_servers", pattern=_BOOTSTRAP_RE, allowed="a comma-separated host:port list", optional=True
         ),
         cluster_arn=r.string("cluster_arn", pattern=_MSK_ARN_RE, allowed="an MSK cluster ARN", optional=True),
+        # Kafka's retention.ms takes -1 for "forever"; a finite retention is required here, the lag alarm needs it.
+        topic_retention_hours=r.integer("topic_retention_hours", minimum=1, maximum=87_600),
+        topic_compression_type=r.string("topic_compression_type", choices=TOPIC_COMPRESSION_TYPES),
+        min_partitions=_min_partitions(r),
+        partition_groups=None,
     )
+    cfg = dataclasses.replace(cfg, partition_groups=_partition_groups(r, cfg))
     if isinstance(cfg.broker_log_retention_days, int) and cfg.broker_log_retention_days not in LOG_RETENTION_DAYS:
         r.fail(
             "broker_log_retention_days",
@@ -186,6 +194,43 @@ def _msk(r: _Reader) -> MskConfig:
                 r.fail(key, getattr(cfg, key), f"must be null when mode is {mode!r} (only 'existing' takes it)")
     r.finish()
     return cfg
+
+
+def _min_partitions(r: _Reader) -> int | str | None:
+    found, value = r._take("min_partitions", "auto", required=True)
+    if not found or value is None or value == "auto":
+        return value
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10_000:
+        r.fail("min_partitions", value, "must be \"auto\", null or an integer in 1..10000")
+    return value
+
+
+def _partition_groups(r: _Reader, cfg: MskConfig) -> tuple[tuple[int, ...], ...] | None:
+    """null (one job reads the whole topic) or a list of at least 2 lists of partition numbers, one streaming job
+    each: disjoint, and together every partition of the topic (a partition no job reads would never reach the lake)."""
+    found, value = r._take("partition_groups", None, required=False)
+    if value is None:
+        return None
+    partitions = cfg.topic_partitions if isinstance(cfg.topic_partitions, int) else 0
+    shape_ok = isinstance(value, list) and len(value) >= 2 and all(
+        isinstance(g, list) and g and all(isinstance(p, int) and not isinstance(p, bool) for p in g) for g in value)
+    if not shape_ok:
+        r.fail("partition_groups", value, "must be null or a list of at least 2 non-empty lists of partition numbers")
+        return None
+    seen = [p for g in value for p in g]
+    outside = sorted({p for p in seen if not 0 <= p < partitions})
+    twice = sorted({p for p in seen if seen.count(p) > 1})
+    missing = sorted(set(range(partitions)) - set(seen))
+    if outside:
+        r.fail("partition_groups", value, f"names partitions {outside} outside 0..{partitions - 1} (topic_partitions {partitions})")
+    if twice:
+        r.fail("partition_groups", value, f"names partitions {twice} in more than one group (two jobs would write them twice)")
+    if missing:
+        r.fail("partition_groups", value, f"leaves partitions {missing} to no job (their records would never be read)")
+    longest = f"{cfg.source_name}-p{len(value) - 1}"
+    if isinstance(cfg.source_name, str) and not _NAME_RE.match(longest):
+        r.fail("partition_groups", value, f"makes source name {longest!r}, longer than a source name may be (2-32)")
+    return tuple(tuple(sorted(g)) for g in value)
 
 
 def _streaming(r: _Reader) -> StreamingJobConfig:

@@ -1,4 +1,4 @@
-"""Catalog: database, Schema Registry, source tables (Kinesis JSON, MSK Avro via SchemaReference),
+"""Catalog: database, Schema Registry, source tables (Kinesis JSON; a Kafka source has none),
 the lake table and the dead-letter tables with partition projection."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from aws_cdk import aws_kinesis as kinesis
 from aws_cdk import aws_s3 as s3
 
 from glue_jobs import datasets, schema
-from infra.catalog import Catalog, KafkaTableSource
+from infra.catalog import Catalog
 from tests.infra.bare import bare_stack, instance_named
 
 PARQUET_SERDE = "org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe"
@@ -28,7 +28,6 @@ def built():
         lake_bucket=lake, datasets=[datasets.load("clickstream")],
         source_datasets={"clickstream": "clickstream", "orders": "clickstream"}, dead_letter_bucket=dead, dead_letter_prefix="dead_letters",
         dead_letter_retention_days=365, streams={"clickstream": stream},
-        kafka=KafkaTableSource("orders", "orders-events", "streamlake-qa-orders-kafka"),
         removal_policy=cdk.RemovalPolicy.RETAIN,
     )
     template = assertions.Template.from_stack(stack)
@@ -53,7 +52,8 @@ def test_names_exposed_for_jobs_tools_and_alarms(built):
     assert catalog.database_name == "streamlake_qa"
     assert catalog.schema_name == "com.streamlake.events.Event"
     assert cdk.Stack.of(catalog).resolve(catalog.registry_name) == instance_named("streamlake-qa")
-    assert catalog.source_table_names == {"clickstream": "source_clickstream", "orders": "source_orders"}
+    # Only the Kinesis source has a table: the Kafka job reads the topic with Spark's Kafka source (docs/kafka.md).
+    assert catalog.source_table_names == {"clickstream": "source_clickstream"}
     assert catalog.lake_table_names == {"clickstream": "events"}
     assert catalog.dead_letter_table_names == {"clickstream": "dead_letters_clickstream", "orders": "dead_letters_orders"}
 
@@ -105,21 +105,10 @@ def test_kinesis_source_table(built):
     }
 
 
-def test_msk_source_table_reads_avro_through_the_registry_schema(built):
-    stack, catalog, template, _ = built
-    resource = _tables(template)["source_orders"]
-    descriptor = resource["Properties"]["TableInput"]["StorageDescriptor"]
-    assert descriptor["SchemaReference"] == {
-        "SchemaId": {"RegistryName": instance_named("streamlake-qa"), "SchemaName": "com.streamlake.events.Event"},
-        "SchemaVersionNumber": 1,
-    }
-    assert "Columns" not in descriptor  # the registry schema version defines them
-    assert descriptor["Parameters"] == {
-        "typeOfData": "kafka", "topicName": "orders-events", "connectionName": "streamlake-qa-orders-kafka", "classification": "avro",
-    }
-    assert descriptor["SerdeInfo"] == {"SerializationLibrary": "org.apache.hadoop.hive.serde2.avro.AvroSerDe"}
-    assert descriptor["Location"] == "orders-events"
-    assert stack.get_logical_id(catalog.schema) in resource["DependsOn"]
+def test_a_kafka_source_has_no_source_table_but_its_dead_letter_table(built):
+    _, _, template, _ = built
+    assert "source_orders" not in _tables(template) and "dead_letters_orders" in _tables(template)
+    assert not [t for t in _tables(template).values() if "SchemaReference" in t["Properties"]["TableInput"]["StorageDescriptor"]]
 
 
 def test_lake_table_parquet_partitioned_with_projection(built):
@@ -165,21 +154,18 @@ def orders_built():
         stack, "Catalog", project="streamlake", environment="qa", lake_bucket=lake,
         datasets=[datasets.load("orders")], source_datasets={"orders": "orders"}, dead_letter_bucket=s3.Bucket(stack, "Dead"),
         dead_letter_prefix="dead_letters", dead_letter_retention_days=365, streams={},
-        kafka=KafkaTableSource("orders", "orders-events", "streamlake-qa-orders-kafka"), removal_policy=cdk.RemovalPolicy.RETAIN,
+        removal_policy=cdk.RemovalPolicy.RETAIN,
     )
     return stack, catalog, assertions.Template.from_stack(stack), {"lake": stack.get_logical_id(lake.node.default_child)}
 
 
-def test_a_topic_carrying_a_nested_dataset_reads_it_through_that_datasets_registry_schema(orders_built):
+def test_a_nested_dataset_gets_its_own_registry_schema(orders_built):
     stack, catalog, template, _ = orders_built
     orders = datasets.load("orders")
     schemas = template.find_resources("AWS::Glue::Schema")
     assert {r["Properties"]["Name"] for r in schemas.values()} == {"com.streamlake.events.Event", "com.streamlake.orders.Order"}
     (order_schema,) = [r for r in schemas.values() if r["Properties"]["Name"] == "com.streamlake.orders.Order"]
     assert json.loads(order_schema["Properties"]["SchemaDefinition"]) == orders.avro(1)
-    table = _tables(template)["source_orders"]
-    assert table["Properties"]["TableInput"]["StorageDescriptor"]["SchemaReference"]["SchemaId"]["SchemaName"] == "com.streamlake.orders.Order"
-    assert stack.get_logical_id(catalog.node.find_child("SchemaOrders")) in table["DependsOn"]
     assert catalog.lake_table_names == {"orders": "orders"}
 
 

@@ -76,6 +76,18 @@ BAD_VALUES = [
     ("prod", "streaming.worker_type", "G.025X", "prod.streaming.worker_type: 'G.025X' is for low-volume streams; prod must use G.1X or G.2X"),
     ("dev", "storage.dead_letter_expiration_days", 30, "dev.storage.dead_letter_expiration_days: 30 is out of range: allowed 31 to 3650"),
     ("dev", "tags", {"project": 7}, "dev.tags: {\"project\": 7} must map tag keys"),
+    ("prod", "msk.topic_compression_type", "brotli", "prod.msk.topic_compression_type: 'brotli' is not one of zstd, lz4, snappy, gzip, uncompressed, producer"),
+    ("prod", "msk.topic_retention_hours", -1, "prod.msk.topic_retention_hours: -1 is out of range: allowed 1 to 87600"),
+    ("prod", "alarms.consumer_lag_ms", 400_000_000, "prod.alarms.consumer_lag_ms: 400000000 must be under half of the topic's retention (msk.topic_retention_hours 168 h = 604800000 ms)"),
+    ("prod", "msk.min_partitions", 0, 'prod.msk.min_partitions: 0 must be "auto", null or an integer in 1..10000'),
+    ("prod", "msk.min_partitions", "many", 'prod.msk.min_partitions: \'many\' must be "auto", null or an integer in 1..10000'),
+    ("prod", "msk.partition_groups", [[0, 1]], "prod.msk.partition_groups: [[0, 1]] must be null or a list of at least 2 non-empty lists"),
+    ("prod", "msk.partition_groups", [list(range(6)), [5, 6, 7, 8, 9, 10, 12]],
+     "prod.msk.partition_groups: [[0, 1, 2, 3, 4, 5], [5, 6, 7, 8, 9, 10, 12]] names partitions [12] outside 0..11"),
+    ("prod", "msk.partition_groups", [list(range(6)), [5, 6, 7, 8, 9, 10, 11]],
+     "prod.msk.partition_groups: [[0, 1, 2, 3, 4, 5], [5, 6, 7, 8, 9, 10, 11]] names partitions [5] in more than one group"),
+    ("prod", "msk.partition_groups", [list(range(6)), [6, 7, 8]],
+     "prod.msk.partition_groups: [[0, 1, 2, 3, 4, 5], [6, 7, 8]] leaves partitions [9, 10, 11] to no job"),
 ]
 
 
@@ -83,6 +95,21 @@ BAD_VALUES = [
 def test_bad_value_is_reported_with_environment_field_value_and_what_is_allowed(raw, env, dotted, value, expected):
     problems = _problems(raw, env, dotted, value)
     assert any(p.startswith(expected) for p in problems), problems
+
+
+def test_partition_groups_make_one_kafka_source_per_group_with_its_partitions_and_min_partitions(raw):
+    """Each group is a source (its own job, checkpoint and dead letters) reading its partitions; "auto" asks for one
+    Spark partition per executor core (prod: 10 G.1X workers, 9 executors x 4 vCPUs) when the job reads fewer."""
+    prod = parse_config(update_raw(raw, "prod", "msk.partition_groups", [[0, 1, 2, 3], [4, 5, 6, 7, 8, 9, 10, 11]])).get("prod")
+    assert prod.source_names == ("clickstream", "orders-p0", "orders-p1")
+    assert prod.source_datasets == {"clickstream": "clickstream", "orders-p0": "orders", "orders-p1": "orders"}
+    assert [prod.msk.partitions_of(s) for s in prod.msk.source_names] == [(0, 1, 2, 3), (4, 5, 6, 7, 8, 9, 10, 11)]
+    assert [prod.msk.min_partitions_for(s, "G.1X", 10) for s in prod.msk.source_names] == [36, 36]
+    assert prod.msk.min_partitions_for("orders-p0", "G.1X", 2) is None  # 4 cores, 4 partitions: nothing to raise
+    fixed = parse_config(update_raw(raw, "prod", "msk.min_partitions", 48)).get("prod")
+    assert fixed.source_names == ("clickstream", "orders") and fixed.msk.min_partitions_for("orders", "G.1X", 10) == 48
+    off = parse_config(update_raw(raw, "prod", "msk.min_partitions", None)).get("prod")
+    assert off.msk.min_partitions_for("orders", "G.1X", 10) is None
 
 
 def test_kinesis_stream_rules(raw):

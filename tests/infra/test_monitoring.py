@@ -24,7 +24,7 @@ def template() -> assertions.Template:
         stream_names={"clickstream": "clickstream-stream"},
         streaming_jobs=[
             StreamingJobSignals("clickstream", "clickstream-job", "kinesis", "clickstream-stream"),
-            StreamingJobSignals("orders", "orders-job", "kafka", None),
+            StreamingJobSignals("orders", "orders-job", "kafka", None, retention_ms=168 * 3_600_000),
         ],
         datasets={"clickstream": ("clickstream",), "orders": ("orders",)},
         compaction_job_name="compaction-job",
@@ -63,6 +63,9 @@ SINGLE_METRIC = [
     # Kafka: the job's own lag (Glue's metric belongs to its Kafka reader, which the job no longer uses).
     ("ConsumerLagOrders", "StreamLake", "ArrivalLagMs",
      {"Environment": "prod", "Source": "orders"}, "Maximum", 60, 300000, 3, "GreaterThanThreshold"),
+    # Kafka: lag past half the topic's retention (prod: 168 h), before the retention deletes what the job has not read.
+    ("LagPastHalfRetentionOrders", "StreamLake", "ArrivalLagMs",
+     {"Environment": "prod", "Source": "orders"}, "Maximum", 60, 302_400_000, 1, "GreaterThanThreshold"),
     ("BatchOverrunClickstream", "StreamLake", "BatchDurationMs",
      {"Environment": "prod", "Source": "clickstream"}, "Maximum", 60, 60000, 3, "GreaterThanThreshold"),
     ("MskDiskUsedBroker3", "AWS/Kafka", "KafkaDataLogsDiskUsed",
@@ -127,8 +130,9 @@ def test_dead_letter_rate_alarm(template):
 
 
 def test_alarm_inventory(template):
-    # 3 per stream, 3 per job x 2, 3 MSK brokers, 1 compaction, freshness + dead-letter share + no data per dataset x 2
-    assert len(_alarms(template)) == 3 + 6 + 3 + 1 + 3 * 2
+    # 3 per stream, 3 per job x 2 + the Kafka job's half-retention lag, 3 MSK brokers, 1 compaction,
+    # freshness + dead-letter share + no data per dataset x 2
+    assert len(_alarms(template)) == 3 + 6 + 1 + 3 + 1 + 3 * 2
 
 
 def _two_sources(no_data_minutes: int | None) -> dict[str, dict]:

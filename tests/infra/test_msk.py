@@ -11,7 +11,7 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_kms as kms
 
 from infra.config import load_config
-from infra.msk import KafkaSourceInfrastructure, broker_server_properties
+from infra.msk import KafkaSourceInfrastructure, broker_server_properties, producer_policy
 from tests.infra.bare import bare_stack, instance_named
 
 EXISTING_ARN = "arn:aws:kafka:eu-west-1:111122223333:cluster/shared-kafka/0a1b2c3d-4e5f-6789-abcd-ef0123456789-2"
@@ -92,6 +92,8 @@ def test_topic_exists_in_the_stack_before_the_connection_can_be_used(provisioned
     assert topic["Properties"] == {
         "ClusterArn": {"Fn::GetAtt": [stack.get_logical_id(msk.cluster), "Arn"]},
         "TopicName": "orders-events", "PartitionCount": 12, "ReplicationFactor": 2,
+        # msk.topic_compression_type and topic_retention_hours (168 h), as topic-level Kafka configs
+        "Configs": {"Fn::Base64": '{"compression.type":"zstd","retention.ms":"604800000"}'},
     }
     lookup = _only(template, "Custom::AWS")
     assert stack.get_logical_id(msk.topic) in lookup["DependsOn"]
@@ -191,3 +193,22 @@ def test_log_key_policy_lets_cloudwatch_logs_use_the_key_for_the_broker_log_grou
     assert len(logs) == 1
     arn = logs[0]["Condition"]["ArnEquals"]["kms:EncryptionContext:aws:logs:arn"]["Fn::Join"][1]
     assert arn[-2:] == [":log-group:", instance_named("/aws/msk/streamlake-prod")]
+
+
+def test_producer_policy_writes_only_its_topic_idempotently_and_reads_only_its_schema():
+    """MSK "Semantics of IAM authorization policy actions and resources": Connect and WriteDataIdempotently take the
+    cluster, DescribeTopic and WriteData the topic; no read, no group, no other topic."""
+    stack = bare_stack("Producer")
+    registry = "arn:aws:glue:eu-west-1:111122223333:registry/streamlake-prod"
+    schema = "arn:aws:glue:eu-west-1:111122223333:schema/streamlake-prod/com.streamlake.orders.Order"
+    producer_policy(stack, "Producer", cluster_arn=EXISTING_ARN, topic="orders-events", registry_arn=registry,
+                    schema_arn=schema)
+    document = stack.resolve(_only(assertions.Template.from_stack(stack), "AWS::IAM::ManagedPolicy")["Properties"]["PolicyDocument"])
+    statements = {s["Sid"]: (s["Action"], s["Resource"]) for s in document["Statement"]}
+    topic = {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":kafka:", {"Ref": "AWS::Region"}, ":",
+                               {"Ref": "AWS::AccountId"}, ":topic/shared-kafka/0a1b2c3d-4e5f-6789-abcd-ef0123456789-2/orders-events"]]}
+    assert statements == {
+        "ConnectIdempotently": (["kafka-cluster:Connect", "kafka-cluster:WriteDataIdempotently"], EXISTING_ARN),
+        "WriteTopic": (["kafka-cluster:DescribeTopic", "kafka-cluster:WriteData"], topic),
+        "NewestSchemaVersion": ("glue:GetSchemaVersion", [registry, schema]),
+    }

@@ -106,9 +106,10 @@ def test_make_diff_checks_every_committed_version(with_versions):
 
 
 @pytest.mark.e2e
-def test_a_nested_optional_field_in_a_dataset_deploys_as_a_new_version_pinned_by_the_msk_table(templates, tmp_path, monkeypatch):
-    """orders v2 adds an optional field inside its line items: the registry gets version 2, the MSK table is
-    pinned to it, the lake table's column changes in place, and no resource is replaced."""
+def test_a_nested_optional_field_in_a_dataset_deploys_as_a_new_version_the_kafka_job_reads(templates, tmp_path, monkeypatch):
+    """orders v2 adds an optional field inside its line items: the registry gets version 2, the Kafka job's arguments
+    name the new dataset digest (it loads and checks v2 at start), the lake table's column changes in place, and no
+    resource is replaced."""
     import shutil
 
     from glue_jobs import datasets
@@ -132,7 +133,8 @@ def test_a_nested_optional_field_in_a_dataset_deploys_as_a_new_version_pinned_by
     (version,) = [c for c in changes if c.type == "AWS::Glue::SchemaVersion"]
     assert version.kind == "added" and "SchemaOrdersVersion2" in version.logical_id
     tables = {c.logical_id: c for c in changes if c.type == "AWS::Glue::Table"}
-    (pinned,) = [c for c in tables.values() if any("SchemaVersionNumber" in path for path, _, _ in c.changes)]
-    assert [(a, b) for path, a, b in pinned.changes if path.endswith("SchemaVersionNumber")] == [(1, 2)]
+    (job,) = [c for c in changes if c.type == "AWS::Glue::Job" and c.logical_id.startswith("StreamingJobOrders")]
+    (digest,) = [(a, b) for path, a, b in job.changes if path.endswith("--dataset_digest")]
+    assert job.kind == "modified" and digest[1] == datasets.load("orders").digest != digest[0]
     (lake,) = [c for c in tables.values() if c.logical_id.startswith("CatalogLakeTableOrders")]
     assert lake.kind == "modified" and any("items" in column and "discount:int" in column for column in lake.columns)

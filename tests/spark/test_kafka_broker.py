@@ -16,19 +16,11 @@ pytestmark = [pytest.mark.broker, pytest.mark.e2e]
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
 
-def _create_topic(broker, name: str, partitions: int) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
-    futures = admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])
-    futures[name].result(timeout=30)
-
-
 def test_records_produced_to_the_broker_come_back_through_sparks_kafka_source(spark, broker):
     from pyspark.sql import functions as F
 
     topic = "orders-events"
-    _create_topic(broker, topic, partitions=3)
+    broker.create_topic(topic, partitions=3)
     producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap_servers, "acks": "all",
                                         "enable.idempotence": True, "compression.type": "zstd"})
     sent = {f"key-{i}".encode(): bytes([3, 0]) + os.urandom(16) + f"body {i}".encode() for i in range(60)}
@@ -65,3 +57,52 @@ def test_the_broker_stops_and_leaves_no_process(tmp_path):
     broker.stop()
     with pytest.raises(ProcessLookupError):
         os.killpg(pid, 0)  # neither the JVM nor anything it started is left in its process group
+
+
+def test_a_topic_split_over_two_jobs_is_read_once_with_the_configs_settings(spark, broker):
+    """The config's Kafka settings on a real broker: the topic is created with its compression.type and retention.ms
+    (the broker refuses an unknown setting or value), each partition group's job reads only its partitions (Spark's
+    assign from `--partitions`) in at least minPartitions Spark partitions, and together the jobs read every record
+    once."""
+    import dataclasses
+
+    from confluent_kafka.admin import AdminClient, ConfigResource
+
+    from glue_jobs.glue_entry import kafka_reader_options
+    from infra.config import load_config
+    from infra.msk import topic_configs
+
+    topic = "orders-split"
+    msk = dataclasses.replace(load_config().get("staging").msk, topic=topic, topic_partitions=3,
+                              partition_groups=((0, 2), (1,)), min_partitions="auto")
+    broker.create_topic(topic, 3, topic_configs(msk))
+    resource = ConfigResource("topic", topic)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    described = admin.describe_configs([resource])[resource].result(30)
+    del admin
+    assert {k: described[k].value for k in ("compression.type", "retention.ms")} == {
+        "compression.type": "zstd", "retention.ms": str(168 * 3_600_000)}
+
+    producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap_servers, "acks": "all"})
+    for i in range(90):
+        producer.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode(), partition=i % 3)
+    assert producer.flush(30) == 0
+
+    read = {}
+    for source in msk.source_names:
+        partitions, minimum = msk.partitions_of(source), msk.min_partitions_for(source, "G.1X", 4)
+        args = {"bootstrap_servers": broker.bootstrap_servers, "topic": topic, "kafka_auth": "none",
+                "starting_position": "earliest", "max_offsets_per_trigger": "1000",
+                "partitions": ",".join(map(str, partitions)), "min_partitions": str(minimum)}
+        batches = []
+        query = (spark.readStream.format("kafka").options(**kafka_reader_options(args)).load()
+                 .writeStream.foreachBatch(lambda frame, _id, batches=batches: batches.append(
+                     (frame.rdd.getNumPartitions(), [(r["partition"], r["offset"]) for r in frame.collect()])))
+                 .trigger(availableNow=True).start())
+        query.awaitTermination(120)
+        read[source] = [pair for _, rows in batches for pair in rows]
+        assert minimum == 12 and all(n >= minimum for n, rows in batches if rows)
+        assert {p for p, _ in read[source]} == set(partitions)
+    assert msk.source_names == ("orders-p0", "orders-p1")
+    everything = read["orders-p0"] + read["orders-p1"]
+    assert len(everything) == len(set(everything)) == 90

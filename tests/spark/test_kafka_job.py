@@ -64,13 +64,6 @@ def version_1(glue, orders) -> str:
     return created["SchemaVersionId"]
 
 
-def _topic(broker, name: str, partitions: int) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
-    admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])[name].result(timeout=30)
-
-
 def _valid_orders(orders, count: int, first: int = 0) -> list[str]:
     maker = RecordMaker(orders, seed=5)
     now = datetime.now(timezone.utc)
@@ -103,7 +96,7 @@ def test_valid_and_bad_frames_become_rows_and_dead_letters_and_the_job_keeps_run
     from tools.kafka_producer import AvroFramer, send
 
     topic = "orders-events"
-    _topic(broker, topic, partitions=3)
+    broker.create_topic(topic, partitions=3)
     valid = _valid_orders(orders, 40)
     sent = send({"bootstrap.servers": broker.bootstrap_servers}, topic, [(f"line {i + 1}", t) for i, t in enumerate(valid[:20])],
                 AvroFramer(orders, version_1))
@@ -199,7 +192,7 @@ def test_sigkill_at_three_random_moments_then_every_valid_record_exactly_once(sp
     print(f"kill seed {seed} (STREAMLAKE_KILL_SEED={seed} repeats these moments)")
     rng = random.Random(seed)
     topic = "orders-kill"
-    _topic(broker, topic, partitions=3)
+    broker.create_topic(topic, partitions=3)
     valid = _valid_orders(orders, 600, first=1000)
     sent = send({"bootstrap.servers": broker.bootstrap_servers}, topic, [(f"line {i + 1}", t) for i, t in enumerate(valid)],
                 AvroFramer(orders, version_1))
@@ -264,7 +257,7 @@ def test_v1_and_v2_frames_in_one_topic_decode_and_a_version_newer_than_the_deplo
                                Compatibility="BACKWARD", SchemaDefinition=orders_v2.registry_definition(1))["SchemaVersionId"]
     second = glue.register_schema_version(SchemaId=schema_id, SchemaDefinition=orders_v2.registry_definition(2))["SchemaVersionId"]
     topic = "orders-evolving"
-    _topic(broker, topic, partitions=2)
+    broker.create_topic(topic, partitions=2)
 
     records = _valid_orders(orders_v2, 12, first=2000)
     assert send({"bootstrap.servers": broker.bootstrap_servers}, topic, [(f"v1 {i}", t) for i, t in enumerate(records[:6])],
@@ -311,7 +304,7 @@ def test_offsets_deleted_from_the_topic_fail_the_job_loudly_instead_of_skipping(
     from tools.kafka_producer import AvroFramer, send
 
     topic = "orders-expiring"
-    _topic(broker, topic, partitions=1)
+    broker.create_topic(topic, partitions=1)
     framer = AvroFramer(orders, version_1)
     settings = {"bootstrap.servers": broker.bootstrap_servers}
     assert send(settings, topic, [(f"a {i}", t) for i, t in enumerate(_valid_orders(orders, 5, first=3000))], framer).sent == 5

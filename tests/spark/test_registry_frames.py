@@ -169,3 +169,15 @@ def test_a_v1_record_resolves_to_the_newest_schema_beside_a_v2_record(spark, ord
     rows = _decoded(spark, orders_v2, {V1: 1, V2: 2}, values).select("order_id", "shipping", "reason").collect()
     assert [(r.order_id, r.reason, r.shipping.region, r.shipping.city) for r in rows] == [
         ("o-1", None, None, "Köln \"Mitte\""), ("o-2", None, "NRW", "Köln \"Mitte\"")]
+
+
+def test_a_sources_decoder_function_name_is_an_identifier_whatever_the_source_name(spark, orders):
+    """Source names hold '-' (`orders-p0`, a partition group): the function name replaces them; a name that is not
+    a SQL identifier is refused before Spark parses `decode_orders-p0(value)` as a subtraction."""
+    from glue_jobs.registry_frames import function_name
+
+    assert function_name("orders-p0") == "streamlake_decode_orders_p0"
+    decoding = FrameDecoding(spark, orders, {}, name=function_name("orders-p0"))
+    assert decoding.name == "streamlake_decode_orders_p0"
+    with pytest.raises(ValueError, match="'decode_orders-p0' is not a SQL identifier"):
+        FrameDecoding(spark, orders, {}, name="decode_orders-p0")

@@ -94,9 +94,10 @@ def test_local_file_adapter_numbers_lines_per_file(spark, tmp_path):
 
 
 def test_entrypoint_argument_contract():
-    assert glue_entry.job_arguments("kinesis") == glue_entry.JOB_ARGUMENTS + ("max_fetch_records_per_shard",)
+    assert glue_entry.job_arguments("kinesis") == glue_entry.JOB_ARGUMENTS + ("max_fetch_records_per_shard", "source_table")
     assert glue_entry.job_arguments("kafka")[len(glue_entry.JOB_ARGUMENTS):] == (
-        "max_offsets_per_trigger", "bootstrap_servers", "topic", "registry_name", "schema_name", "kafka_auth")
+        "max_offsets_per_trigger", "bootstrap_servers", "topic", "registry_name", "schema_name", "kafka_auth",
+        "partitions", "min_partitions")
     assert "JOB_NAME" in glue_entry.JOB_ARGUMENTS and glue_entry.GLUE_SUPPLIED_ARGUMENTS == ("JOB_NAME",)
     with pytest.raises(ValueError, match="source_type"):
         glue_entry.job_arguments("pubsub")
@@ -104,7 +105,7 @@ def test_entrypoint_argument_contract():
 
 def _argv(source_type: str, extra: dict[str, str]) -> list[str]:
     values = {"JOB_NAME": "job", "source_name": "clicks", "source_type": source_type, "environment": "dev",
-              "catalog_database": "db", "source_table": "src", "lake_path": "s3://l/events",
+              "catalog_database": "db", "lake_path": "s3://l/events",
               "dead_letter_path": "s3://d/dead_letters/clicks", "checkpoint_path": "s3://t/checkpoints/clicks/",
               "window_size_seconds": "60", "batch_max_retries": "3", "metrics_namespace": "StreamLake",
               "metrics_region": "eu-west-1", "starting_position": "TRIM_HORIZON", "dataset": "clickstream",
@@ -114,7 +115,7 @@ def _argv(source_type: str, extra: dict[str, str]) -> list[str]:
 
 @pytest.mark.skipif(importlib.util.find_spec("awsglue") is None, reason="AWSGlueDataplanePython is not installed here")
 def test_entrypoint_resolves_its_arguments_and_builds_glue_options():
-    args = glue_entry.resolve_arguments(_argv("kinesis", {"max_fetch_records_per_shard": "100000"}))
+    args = glue_entry.resolve_arguments(_argv("kinesis", {"max_fetch_records_per_shard": "100000", "source_table": "src"}))
     assert glue_entry.source_options(args) == {"addRecordTimestamp": "true", "emitConsumerLagMetrics": "true",
                                                "inferSchema": "true", "startingPosition": "TRIM_HORIZON",
                                                "maxFetchRecordsPerShard": "100000"}
@@ -124,7 +125,7 @@ def test_entrypoint_resolves_its_arguments_and_builds_glue_options():
     kafka = glue_entry.resolve_arguments(_argv("kafka", {
         "starting_position": "earliest", "max_offsets_per_trigger": "1000000", "bootstrap_servers": "b-1.msk:9098,b-2.msk:9098",
         "topic": "orders-events", "registry_name": "streamlake-dev", "schema_name": "com.streamlake.orders.Order",
-        "kafka_auth": "iam"}))
+        "kafka_auth": "iam", "partitions": "all", "min_partitions": "none"}))
     assert glue_entry.kafka_reader_options(kafka) == {
         "kafka.bootstrap.servers": "b-1.msk:9098,b-2.msk:9098", "subscribe": "orders-events", "startingOffsets": "earliest",
         "maxOffsetsPerTrigger": "1000000", "failOnDataLoss": "true", "includeHeaders": "false",
@@ -135,6 +136,10 @@ def test_entrypoint_resolves_its_arguments_and_builds_glue_options():
         glue_entry.source_options(kafka)
     local = glue_entry.kafka_reader_options({**kafka, "kafka_auth": "none"})
     assert "kafka.sasl.mechanism" not in local and "kafka.security.protocol" not in local
+    group = glue_entry.kafka_reader_options({**kafka, "partitions": "3,1,2", "min_partitions": "24"})
+    assert (group["assign"], group["minPartitions"]) == ('{"orders-events":[1,2,3]}', "24") and "subscribe" not in group
+    with pytest.raises(ValueError, match="partitions '1;2' is not 'all' or a comma-separated list"):
+        glue_entry.kafka_reader_options({**kafka, "partitions": "1;2"})
     with pytest.raises(ValueError, match="kafka_auth 'IAM' is not 'iam' or 'none'"):
         glue_entry.kafka_reader_options({**kafka, "kafka_auth": "IAM"})
     with pytest.raises(Exception, match="max_offsets_per_trigger"):
@@ -169,5 +174,5 @@ def test_entrypoint_starts_the_glue_spark_context_with_the_job_static_settings(m
 
     monkeypatch.setattr(SparkContext, "getOrCreate", get_or_create)
     with pytest.raises(ContextRequested):
-        glue_entry.main(_argv("kinesis", {"max_fetch_records_per_shard": "100000"}))
+        glue_entry.main(_argv("kinesis", {"max_fetch_records_per_shard": "100000", "source_table": "src"}))
     assert requested == [{"spark.sql.codegen.cache.maxEntries": str(session.CODEGEN_CACHE_ENTRIES)}]

@@ -41,16 +41,6 @@ public final class GlueContext {
       "schema", "inferSchema", "avroSchema", "addRecordTimestamp", "emitConsumerLagMetrics", "fanoutConsumerARN");
 
   /**
-   * Kafka read options, from "Kafka connections":
-   * https://docs.aws.amazon.com/glue/latest/dg/aws-glue-programming-etl-connect-kafka-home.html
-   */
-  private static final Set<String> KAFKA_OPTIONS = set(
-      "connectionName", "bootstrap.servers", "security.protocol", "topicName", "assign", "subscribePattern",
-      "classification", "delimiter", "startingOffsets", "startingTimestamp", "endingOffsets", "pollTimeoutMs",
-      "numRetries", "retryIntervalMs", "maxOffsetsPerTrigger", "minPartitions", "includeHeaders", "schema",
-      "inferSchema", "avroSchema", "addRecordTimestamp", "emitConsumerLagMetrics");
-
-  /**
    * The column holding a Kinesis record's text when classification is json and inferSchema is true. No AWS
    * page names it (unverified); public Glue scripts read it by this name, and some local runs spell it
    * "$json$data_infer_schema$.temporary$" (glue_jobs/sources.py accepts both).
@@ -60,7 +50,7 @@ public final class GlueContext {
   /**
    * "When this option is set to 'true', the data output will contain an additional column named
    * "__src_timestamp" that indicates the time when the corresponding record received by the stream"
-   * (addRecordTimestamp, Kinesis and Kafka pages, Glue 4.0 or later). Its type is not documented
+   * (addRecordTimestamp, Kinesis connections page, Glue 4.0 or later). Its type is not documented
    * (unverified): the stand-in gives a timestamp, the time the micro-batch reads the record.
    */
   static final String RECORD_TIMESTAMP_COLUMN = "__src_timestamp";
@@ -108,11 +98,10 @@ public final class GlueContext {
     Dataset<Row> frame;
     if ("kinesis".equals(typeOfData)) {
       frame = kinesis(options, columns(entry), input);
-    } else if ("kafka".equals(typeOfData)) {
-      frame = kafka(options, columns(entry), input);
     } else {
+      // The Kafka jobs read their topic with Spark's Kafka source, never a catalog table (docs/kafka.md).
       throw new IllegalArgumentException("stand-in: table " + table + " has typeOfData " + typeOfData
-          + "; only kinesis and kafka streaming tables are rehearsed");
+          + "; only kinesis streaming tables are rehearsed");
     }
     if (flag(options, "addRecordTimestamp")) {
       frame = frame.withColumn(RECORD_TIMESTAMP_COLUMN, functions.current_timestamp());
@@ -142,31 +131,6 @@ public final class GlueContext {
     // payload"; from the catalog, the table's columns. The record text itself is not in the frame.
     Column parsed = functions.from_json(functions.col("value"), columns);
     return records.select(parsed.as("r")).select("r.*");
-  }
-
-  private Dataset<Row> kafka(Map<String, String> options, StructType columns, String input) {
-    known(options, KAFKA_OPTIONS, "Kafka");
-    required(options, "connectionName", "Kafka");
-    required(options, "topicName", "Kafka");
-    String classification = required(options, "classification", "Kafka");
-    if (!"avro".equals(classification)) {
-      throw new IllegalArgumentException("stand-in: Kafka classification " + classification + " is not rehearsed (avro is)");
-    }
-    if (options.containsKey("startingOffsets") && options.containsKey("startingTimestamp")) {
-      // "Only one of 'startingOffsets' or 'startingTimestamp' can be present" (Kafka connections page).
-      throw new IllegalArgumentException("Kafka source: only one of startingOffsets or startingTimestamp can be present");
-    }
-    String offsets = options.get("startingOffsets");
-    if (offsets != null && !offsets.equals("earliest") && !offsets.equals("latest") && !offsets.startsWith("{")) {
-      throw new IllegalArgumentException("Kafka source: startingOffsets " + offsets + " is not earliest, latest or a JSON offsets object");
-    }
-    if (flag(options, "includeHeaders")) {
-      throw new IllegalArgumentException("stand-in: includeHeaders is not rehearsed");
-    }
-    // Through a Schema-Registry catalog table the frame holds the decoded Avro record's columns (the table's
-    // columns, from the registered schema version); Kafka's partition and offset are not among them.
-    // The held input is those decoded records, one JSON object per line.
-    return stream("json", input).schema(columns).option("mode", "FAILFAST").load(input);
   }
 
   private DataStreamReader stream(String format, String input) {
