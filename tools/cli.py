@@ -67,9 +67,13 @@ def build_parser() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True, metavar="command")
 
-    produce = commands.add_parser("produce", parents=[common], help="send NDJSON or dead letters to Kinesis",
-                                  description="Send records to the Kinesis stream of --source with PutRecords.")
-    produce.add_argument("--source", required=True, help="Kinesis source name, e.g. clickstream")
+    produce = commands.add_parser(
+        "produce", parents=[common], help="send NDJSON or dead letters to a source (Kinesis or MSK)",
+        description="Send records to the source's Kinesis stream (PutRecords) or MSK topic (Schema Registry frames).")
+    which = produce.add_mutually_exclusive_group(required=True)
+    which.add_argument("--source", help="source name, e.g. clickstream (a Kinesis stream) or orders (the MSK topic)")
+    which.add_argument("--dataset", type=_dataset_name,
+                       help="the dataset to send: its one source in --env is found in the config")
     what = produce.add_mutually_exclusive_group(required=True)
     what.add_argument("--file", help="newline-delimited JSON file (.gz allowed); blank lines are skipped")
     what.add_argument("--dead-letters", nargs="?", const="", metavar="LOCATION",
@@ -78,20 +82,29 @@ def build_parser() -> argparse.ArgumentParser:
     produce.add_argument("--ingest-date", type=_date, help="with --dead-letters: only ingest_date=YYYY-MM-DD")
     produce.add_argument("--reason", action="append", default=[],
                          help="with --dead-letters: only this reason code (repeatable)")
-    produce.add_argument("--partition-key-field", type=_field_name, default="event_id",
+    produce.add_argument("--unsent-file", help="where records not sent are written (default: "
+                                               "unsent-<stream or topic>-<UTC time>.jsonl in the current directory)")
+    produce.add_argument("--no-progress", action="store_true", help="no progress bar on stderr (Kinesis)")
+    kinesis = produce.add_argument_group("Kinesis sources")
+    kinesis.add_argument("--partition-key-field", type=_field_name, default=None,
                          help="JSON field whose value is the partition key (default event_id); records without a "
                               "usable value get the MD5 hex of the record")
-    produce.add_argument("--max-attempts", type=_int_in(1, 20), default=5,
+    kinesis.add_argument("--max-attempts", type=_int_in(1, 20), default=None,
                          help="PutRecords calls per batch before giving up (default 5)")
-    produce.add_argument("--backoff-base-ms", type=_int_in(0, 60_000), default=100,
+    kinesis.add_argument("--backoff-base-ms", type=_int_in(0, 60_000), default=None,
                          help="first retry delay; doubles per attempt, with jitter (default 100)")
-    produce.add_argument("--backoff-max-ms", type=_int_in(0, 300_000), default=5_000,
+    kinesis.add_argument("--backoff-max-ms", type=_int_in(0, 300_000), default=None,
                          help="longest retry delay (default 5000)")
-    produce.add_argument("--unsent-file", help="where records not sent are written (default: "
-                                               "unsent-<stream>-<UTC time>.jsonl in the current directory)")
-    produce.add_argument("--allow-invalid-json", action="store_true",
+    kinesis.add_argument("--allow-invalid-json", action="store_true",
                          help="send lines that are not valid JSON (to exercise the dead-letter path)")
-    produce.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    kafka = produce.add_argument_group("MSK sources")
+    kafka.add_argument("--bootstrap-servers", help="brokers to send to (default: the stack's MskBootstrapServers, "
+                                                   "SASL/IAM on port 9098)")
+    kafka.add_argument("--kafka-auth", choices=("iam", "none"), default=None,
+                       help="iam (default): SASL OAUTHBEARER with an MSK IAM token; none: a broker without auth, "
+                            "e.g. a local test broker")
+    kafka.add_argument("--timeout-seconds", type=_int_in(1, 3600), default=None,
+                       help="how long the client retries each record before it goes to the unsent file (default 120)")
 
     evolve = commands.add_parser(
         "schema-evolve", parents=[common], help="check a schema version, then restart the jobs once it is deployed",
@@ -225,45 +238,78 @@ def _dataset(args) -> int:
     return 0 if counts else 1
 
 
-def _produce(args) -> int:
-    from tools import producer
-    from tools.progress import Progress
+_KINESIS_OPTIONS = {"partition_key_field": "event_id", "max_attempts": 5, "backoff_base_ms": 100, "backoff_max_ms": 5_000}
+_KAFKA_OPTIONS = {"bootstrap_servers": None, "kafka_auth": "iam", "timeout_seconds": 120}
 
+
+def _options_for(args, kind: str) -> None:
+    """Refuse the other source kind's options (a silently ignored option is a wrong expectation), then fill defaults."""
+    own, other = (_KINESIS_OPTIONS, _KAFKA_OPTIONS) if kind == "kinesis" else (_KAFKA_OPTIONS, _KINESIS_OPTIONS)
+    given = [name for name in other if getattr(args, name) is not None]
+    if kind == "kafka" and args.allow_invalid_json:
+        given.append("allow_invalid_json")
+    if given:
+        flags = ", ".join("--" + name.replace("_", "-") for name in given)
+        raise ToolError(f"{flags}: only for {'MSK' if kind == 'kinesis' else 'Kinesis'} sources; --source "
+                        f"{args.source!r} is {'a Kinesis stream' if kind == 'kinesis' else 'the MSK topic'}")
+    for name, default in own.items():
+        if getattr(args, name) is None:
+            setattr(args, name, default)
+
+
+def _produce_source(args, env) -> str:
+    """--source as given (checked), or the one source of --dataset in the environment."""
+    if args.source is not None:
+        return env.check_source(args.source)
+    carrying = [source for source, dataset in env.config.source_datasets.items() if dataset == args.dataset]
+    if len(carrying) != 1:
+        found = f"sources {', '.join(carrying)} carry it: pass --source" if carrying else "no source carries it"
+        raise ToolError(f"--dataset {args.dataset!r} in environment {env.name!r}: {found}")
+    return carrying[0]
+
+
+def _produce(args) -> int:
     if args.file is not None and (args.ingest_date or args.reason):
         raise ToolError("--ingest-date and --reason only apply with --dead-letters")
-    if args.backoff_max_ms < args.backoff_base_ms:
-        raise ToolError(f"--backoff-max-ms {args.backoff_max_ms} is below --backoff-base-ms {args.backoff_base_ms}")
     if args.reason:
         from glue_jobs.contract import REASON_CODES
+        from tools.kafka_producer import NOT_SENT, NOT_SENT_FRAME
 
-        unknown = [r for r in args.reason if r not in REASON_CODES]
+        known = (*REASON_CODES, NOT_SENT, NOT_SENT_FRAME)
+        unknown = [r for r in args.reason if r not in known]
         if unknown:
-            raise ToolError(f"--reason {unknown[0]!r} is not a reason code; known: {', '.join(REASON_CODES)}")
+            raise ToolError(f"--reason {unknown[0]!r} is not a reason code; known: {', '.join(known)}")
     if args.unsent_file and not args.unsent_file.lower().endswith(".jsonl"):
         # The unsent file is replayed with --dead-letters, which reads JSON Lines by their .jsonl name.
         raise ToolError(f"--unsent-file {args.unsent_file!r}: must end in .jsonl (it is replayed with --dead-letters)")
+    from tools import producer
+
     if args.file is not None:
         items = producer.NdjsonFile(args.file)  # checks the file exists before any AWS call
 
     env, clients, outputs = _context(args)
-    env.check_source(args.source)
-    if args.source not in env.kinesis_sources():
-        raise ToolError(f"--source {args.source!r} is not a Kinesis source (its records come from MSK); "
-                        f"Kinesis sources: {', '.join(env.kinesis_sources())}")
-    stream = outputs.kinesis_stream(args.source)
-
+    args.source = _produce_source(args, env)
+    kind = "kinesis" if args.source in env.kinesis_sources() else "kafka"
+    _options_for(args, kind)
+    if args.backoff_max_ms is not None and args.backoff_max_ms < args.backoff_base_ms:
+        raise ToolError(f"--backoff-max-ms {args.backoff_max_ms} is below --backoff-base-ms {args.backoff_base_ms}")
     if args.file is None:
         location = args.dead_letters or outputs.dead_letter_path(args.source)
         if args.ingest_date:
             location = location.rstrip("/") + f"/ingest_date={args.ingest_date}/"
         items = producer.DeadLetters(location, tuple(args.reason), s3=clients.s3)
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    if kind == "kafka":
+        return _produce_kafka(args, env, clients, outputs, items, stamp)
 
+    from tools.progress import Progress
+
+    stream = outputs.kinesis_stream(args.source)
     total = producer.check_all(items, partition_key_field=args.partition_key_field,
                                allow_invalid_json=args.allow_invalid_json)
     if total == 0:
         print(f"nothing to send: no records in {args.file or location}")
         return 0
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     unsent = Path(args.unsent_file or f"unsent-{stream}-{stamp}.jsonl")
     backoff = producer.Backoff(base_s=args.backoff_base_ms / 1000, max_s=args.backoff_max_ms / 1000)
     progress = Progress(total, enabled=not args.no_progress)
@@ -274,6 +320,44 @@ def _produce(args) -> int:
     print(f"sent {result.sent} of {total} records to {stream} in {result.requests} PutRecords call(s)"
           f"{f', {result.retried} entries retried' if result.retried else ''}"
           f"{f', up to {result.possible_duplicates} possibly written twice (resent after a server error)' if result.possible_duplicates else ''}")
+    return 0
+
+
+def _produce_kafka(args, env, clients, outputs, items, stamp: str) -> int:
+    """Send to the MSK topic: every record framed with the newest registered version (looked up, never registered)."""
+    from glue_jobs import datasets
+    from tools import kafka_producer
+    from tools.producer import DeadLetters
+
+    dataset = datasets.load(env.config.source_datasets[args.source])
+    version_id = kafka_producer.newest_registered(
+        clients.glue, registry_name=outputs.schema_registry(), schema_name=outputs.dataset_schema(dataset.name),
+        dataset=dataset)
+    topic = outputs.kafka_topic()
+    settings = kafka_producer.client_settings(
+        args.bootstrap_servers or outputs.kafka_bootstrap_servers(), auth=args.kafka_auth,
+        region=clients.session.region_name, profile=args.profile, timeout_s=args.timeout_seconds)
+    rows = items.rows() if isinstance(items, DeadLetters) else ((where, data, None) for where, data in items)
+    payloads = []
+    for where, data, reason in rows:
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise ToolError(f"{where}: not UTF-8 ({error.reason} at byte {error.start}); nothing was sent") from None
+        payloads.append((where, kafka_producer.replay_payload(where, text, reason)))
+    if not payloads:
+        print(f"nothing to send: no records in {args.file or args.dead_letters or 'the dead letters'}")
+        return 0
+    unsent = Path(args.unsent_file or f"unsent-{topic}-{stamp}.jsonl")
+    result = kafka_producer.send(settings, topic, payloads, kafka_producer.AvroFramer(dataset, version_id),
+                                 unsent_path=unsent, flush_seconds=args.timeout_seconds + 30)
+    partitions = sorted({partition for partition, _ in result.offsets})
+    print(f"sent {result.sent} of {len(payloads)} records to topic {topic} (partitions {partitions}) as dataset "
+          f"{dataset.name} v{dataset.latest_version} ({version_id})")
+    if result.failed:
+        print(f"{len(result.failed)} not confirmed (first: {result.failed[0][0]}: {result.failed[0][1]}); written to "
+              f"{result.unsent_path}: send them again with --dead-letters {result.unsent_path}")
+        return 1
     return 0
 
 
@@ -306,7 +390,7 @@ def _schema_evolve(args) -> int:
         registry=outputs.schema_registry(),
         schema_name=outputs.dataset_schema(name),
         database=outputs.catalog_database(),
-        source_tables={s: outputs.source_table(s) for s in sources},
+        source_tables={s: outputs.source_table(s) for s in sources if s in env.kinesis_sources()},
         lake_table=outputs.dataset_lake_table(name),
         streaming_jobs={s: outputs.streaming_job(s) for s in sources},
     )

@@ -14,10 +14,21 @@ Guarantees:
   reported within the flush timeout) go to the unsent file in the dead-letter JSON Lines layout
   (tools/producer.py), so the file can be sent again.
 - the message key is the dataset's key fields, so the copies of one key stay in one partition, in order.
+
+Dead letters replayed to a topic: a row whose reason is a frame reason (malformed_record, unknown_schema_version) holds
+the record's original value in base64; those bytes are sent unchanged (after the version is deployed, the job decodes
+them). Every other row holds the record's JSON, which is encoded with the newest version like a file's line.
+
+Auth on MSK: SASL OAUTHBEARER over TLS on port 9098 with a token from aws-msk-iam-sasl-signer-python, whose README
+wires confluent-kafka as {"security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER", "oauth_cb": ...}, the
+callback returning (token, expiry in seconds: the signer gives milliseconds). Unverified here (no MSK cluster): the
+token against a real broker; tests check the token is a presigned kafka-cluster:Connect request for the region.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import io
 import json
 from collections.abc import Iterable
@@ -28,11 +39,85 @@ from pathlib import Path
 
 from glue_jobs.dataset_types import Node
 from glue_jobs.datasets import Dataset
-from glue_jobs.registry_frames import NO_COMPRESSION, frame
+from glue_jobs.registry_frames import (
+    HEADER_VERSION,
+    MALFORMED_RECORD,
+    NO_COMPRESSION,
+    UNKNOWN_SCHEMA_VERSION,
+    canonical,
+    frame,
+)
 from tools.errors import ToolError
 
 # librdkafka settings of every producer this tool makes (CONFIGURATION.md of librdkafka names each).
 PRODUCER_SETTINGS = {"acks": "all", "enable.idempotence": True, "compression.type": "zstd", "linger.ms": 20}
+# Dead-letter reasons whose payload is the record's value in base64 (the frame the job could not decode), not JSON;
+# `not_sent_frame` marks such a frame in the unsent file of a replay that did not deliver it.
+NOT_SENT, NOT_SENT_FRAME = "not_sent", "not_sent_frame"
+FRAME_REASONS = (MALFORMED_RECORD, UNKNOWN_SCHEMA_VERSION, NOT_SENT_FRAME)
+AUTH_MODES = ("iam", "none")
+
+
+def client_settings(bootstrap_servers: str, *, auth: str, region: str | None, profile: str | None = None,
+                    timeout_s: int = 120) -> dict:
+    """librdkafka settings for one producer: the brokers, IAM auth (or none, for a broker without auth such as the
+    local test broker), and how long librdkafka retries each record before reporting it failed."""
+    if auth not in AUTH_MODES:
+        raise ToolError(f"--kafka-auth {auth!r}: expected one of {', '.join(AUTH_MODES)}")
+    settings = {"bootstrap.servers": bootstrap_servers, "message.timeout.ms": timeout_s * 1000}
+    if auth == "iam":
+        if not region:
+            raise ToolError("IAM auth to MSK signs for a region: pass --region or configure the environment's region")
+        settings |= {"security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER",
+                     "oauth_cb": iam_token_callback(region, profile)}
+    return settings
+
+
+def iam_token_callback(region: str, profile: str | None = None):
+    """confluent-kafka's oauth_cb: a fresh MSK IAM token (aws-msk-iam-sasl-signer-python) and its expiry in seconds."""
+    def token(_config: str) -> tuple[str, float]:
+        from aws_msk_iam_sasl_signer import MSKAuthTokenProvider
+
+        if profile:
+            value, expiry_ms = MSKAuthTokenProvider.generate_auth_token_from_profile(region, profile)
+        else:
+            value, expiry_ms = MSKAuthTokenProvider.generate_auth_token(region)
+        return value, expiry_ms / 1000
+    return token
+
+
+def newest_registered(glue, *, registry_name: str, schema_name: str, dataset: Dataset) -> str:
+    """The registry UUID of the dataset's newest version, which must be the registry schema's newest and hold the same
+    definition as the dataset's file. The producer never registers: the stack does, from the files."""
+    schema_id = {"RegistryName": registry_name, "SchemaName": schema_name}
+    try:
+        found = glue.get_schema_version(SchemaId=schema_id, SchemaVersionNumber={"LatestVersion": True})
+    except glue.exceptions.EntityNotFoundException:
+        raise ToolError(f"registry schema {registry_name}/{schema_name} does not exist: deploy the environment first") from None
+    number, newest = found["VersionNumber"], dataset.latest_version
+    if number < newest:
+        raise ToolError(f"datasets/{dataset.name} has schema v{newest}, the registry's newest is v{number}: deploy the "
+                        "stack that registers it before producing with it (the producer never registers a schema)")
+    if number > newest:
+        raise ToolError(f"the registry holds v{number} of {schema_name}, this checkout's datasets/{dataset.name} ends at "
+                        f"v{newest}: update the checkout, so records are encoded with the newest version")
+    if canonical(found["SchemaDefinition"]) != canonical(dataset.schema_text(newest)):
+        raise ToolError(f"registry version {number} of {schema_name} ({found['SchemaVersionId']}) differs from "
+                        f"datasets/{dataset.name}/schema.v{newest}.avsc: a committed version never changes")
+    if found.get("Status", "AVAILABLE") != "AVAILABLE":
+        raise ToolError(f"registry version {number} of {schema_name} is {found['Status']}, not AVAILABLE")
+    return found["SchemaVersionId"]
+
+
+def replay_payload(where: str, payload: str, reason: str | None) -> str | bytes:
+    """What a dead-letter row sends: its original frame (bytes) for a frame reason, else its JSON text."""
+    if reason not in FRAME_REASONS:
+        return payload
+    try:
+        value = base64.b64decode(payload, validate=True)
+    except binascii.Error:
+        raise ToolError(f"{where}: a {reason} dead letter's payload is not base64") from None
+    return value
 
 
 class AvroFramer:
@@ -53,7 +138,16 @@ class AvroFramer:
     def key(self, record: dict) -> bytes:
         return "|".join(str(record.get(name, "")) for name in self.dataset.key).encode()
 
-    def frame(self, text: str, where: str) -> tuple[bytes, bytes]:
+    def frame(self, text: str | bytes, where: str) -> tuple[bytes | None, bytes]:
+        """(key, value): a JSON text encoded and framed; bytes (a replayed dead letter's frame) sent as they are."""
+        if isinstance(text, bytes):
+            if text[:1] != bytes([HEADER_VERSION]):
+                raise ToolError(f"{where}: a replayed frame must start with byte {HEADER_VERSION}; it is not a Schema "
+                                "Registry frame and would only be dead-lettered again (leave it out with --reason)")
+            return None, text
+        return self.encode(text, where)
+
+    def encode(self, text: str, where: str) -> tuple[bytes, bytes]:
         """(key, framed value) of one JSON record; ToolError naming `where` and the field when it does not fit."""
         import fastavro
 
@@ -110,12 +204,13 @@ class KafkaSendResult:
     unsent_path: Path | None = None
 
 
-def send(settings: dict, topic: str, items: Iterable[tuple[str, str]], framer: AvroFramer, *,
+def send(settings: dict, topic: str, items: Iterable[tuple[str, str | bytes]], framer: AvroFramer, *,
          unsent_path: Path | None = None, flush_seconds: float = 60.0) -> KafkaSendResult:
-    """Encode every record (all or nothing), then produce them and wait for each delivery report."""
+    """Encode every record (all or nothing), then produce them and wait for each delivery report. An item's payload is
+    a JSON text, or the bytes of a frame to send unchanged (a replayed dead letter, see `replay_payload`)."""
     from confluent_kafka import Producer
 
-    framed = [(where, text, *framer.frame(text, where)) for where, text in items]
+    framed = [(where, payload, *framer.frame(payload, where)) for where, payload in items]
     producer = Producer({**PRODUCER_SETTINGS, **settings})
     result, pending = KafkaSendResult(), {}
 
@@ -129,8 +224,8 @@ def send(settings: dict, topic: str, items: Iterable[tuple[str, str]], framer: A
                 result.failed.append((where, str(error)))
         return report
 
-    for where, text, key, value in framed:
-        pending[where] = text
+    for where, payload, key, value in framed:
+        pending[where] = payload
         while True:
             try:
                 producer.produce(topic, key=key, value=value, on_delivery=delivered(where))
@@ -140,11 +235,18 @@ def send(settings: dict, topic: str, items: Iterable[tuple[str, str]], framer: A
         producer.poll(0)
     producer.flush(flush_seconds)
     del producer  # closes librdkafka's client (its threads and connections) now, not whenever it is collected
-    texts = {where: text for where, text, _, _ in framed}
+    payloads = {where: payload for where, payload, _, _ in framed}
     result.failed += [(where, f"no delivery report within {flush_seconds:.0f} s") for where in list(pending)]
     if result.failed:
         result.unsent_path = unsent_path or Path("unsent.jsonl")
         with result.unsent_path.open("w", encoding="utf-8") as out:
             for where, why in result.failed:
-                out.write(json.dumps({"payload": texts[where], "reason": "not_sent", "detail": f"{where}: {why}"}) + "\n")
+                out.write(json.dumps(_unsent_row(payloads[where], f"{where}: {why}")) + "\n")
     return result
+
+
+def _unsent_row(payload: str | bytes, detail: str) -> dict:
+    """A dead-letter row `produce --dead-letters` sends again: JSON as it was, a frame in base64 (`not_sent_frame`)."""
+    if isinstance(payload, bytes):
+        return {"payload": base64.b64encode(payload).decode("ascii"), "reason": NOT_SENT_FRAME, "detail": detail}
+    return {"payload": payload, "reason": NOT_SENT, "detail": detail}

@@ -105,14 +105,18 @@ class DeadLetters:
     location: str
     reasons: tuple[str, ...] = ()
     s3: object | None = None
-    _rows: list[tuple[str, bytes]] | None = field(default=None, repr=False)
+    _rows: list[tuple[str, bytes, str | None]] | None = field(default=None, repr=False)
 
     def __iter__(self) -> Iterator[tuple[str, bytes]]:
+        return ((where, payload) for where, payload, _ in self.rows())
+
+    def rows(self) -> list[tuple[str, bytes, str | None]]:
+        """(where, payload, reason) of every row, read once."""
         if self._rows is None:
             self._rows = list(self._load())
-        return iter(self._rows)
+        return self._rows
 
-    def _load(self) -> Iterator[tuple[str, bytes]]:
+    def _load(self) -> Iterator[tuple[str, bytes, str | None]]:
         if self.location.startswith("s3://"):
             with tempfile.TemporaryDirectory(prefix="streamlake-replay-") as tmp:
                 files = _download_s3_prefix(self.s3, self.location, Path(tmp))
@@ -177,7 +181,7 @@ def _download_s3_prefix(s3, uri: str, target: Path) -> list[Path]:
 
 
 def _read_dead_letter_files(files: list[Path], reasons: tuple[str, ...],
-                            display_root: tuple[Path, str] | None) -> Iterator[tuple[str, bytes]]:
+                            display_root: tuple[Path, str] | None) -> Iterator[tuple[str, bytes, str | None]]:
     def shown(path: Path) -> str:
         if display_root is None:
             return str(path)
@@ -201,12 +205,12 @@ def _read_dead_letter_files(files: list[Path], reasons: tuple[str, ...],
                 if not isinstance(row, dict) or not isinstance(row.get("payload"), str):
                     raise ToolError(f"{where}: not a dead-letter row (needs a string field 'payload')")
                 if not reasons or row.get("reason") in reasons:
-                    yield where, row["payload"].encode("utf-8")
+                    yield where, row["payload"].encode("utf-8"), row.get("reason")
     if parquet:
         yield from _read_parquet_payloads(parquet, reasons, shown)
 
 
-def _read_parquet_payloads(files: list[Path], reasons: tuple[str, ...], shown) -> Iterator[tuple[str, bytes]]:
+def _read_parquet_payloads(files: list[Path], reasons: tuple[str, ...], shown) -> Iterator[tuple[str, bytes, str | None]]:
     # pyarrow is not a project dependency; Spark (pinned in requirements-dev.txt, and what wrote
     # these files) reads them. Started only when a replay actually contains Parquet, so the tools'
     # own requirements (requirements.txt, no Spark) replay JSON Lines and say what Parquet needs.
@@ -228,9 +232,10 @@ def _read_parquet_payloads(files: list[Path], reasons: tuple[str, ...], shown) -
             raise ToolError(f"{shown(path)}: not a dead-letter file (no 'payload' column)")
         if reasons:
             frame = frame.filter(F.col("reason").isin(list(reasons)))
-        for index, row in enumerate(frame.select("payload").collect(), start=1):
+        reason = F.col("reason") if "reason" in frame.columns else F.lit(None).cast("string")
+        for index, row in enumerate(frame.select("payload", reason.alias("reason")).collect(), start=1):
             if row["payload"] is not None:
-                yield f"{shown(path)} row {index}", row["payload"].encode("utf-8")
+                yield f"{shown(path)} row {index}", row["payload"].encode("utf-8"), row["reason"]
 
 
 # ----------------------------------------------------------------------------------------------

@@ -30,6 +30,9 @@ CATALOG_DATABASE_NAME = "CatalogDatabaseName"
 SCHEMA_REGISTRY_NAME = "SchemaRegistryName"
 EVENT_SCHEMA_NAME = "EventSchemaName"
 COMPACTION_JOB_NAME = "CompactionJobName"
+MSK_TOPIC_NAME = "MskTopicName"
+MSK_BOOTSTRAP_SERVERS = "MskBootstrapServers"  # SASL/IAM brokers (port 9098)
+KAFKA_PRODUCER_POLICY_ARN = "KafkaProducerPolicyArn"  # managed policy to attach to a producer's role
 
 
 @dataclass(frozen=True)
@@ -146,13 +149,21 @@ class StackOutputs:
     def compaction_job(self) -> str:
         return self.get(COMPACTION_JOB_NAME)
 
+    def kafka_topic(self) -> str:
+        return self.get(MSK_TOPIC_NAME)
+
+    def kafka_bootstrap_servers(self) -> str:
+        return self.get(MSK_BOOTSTRAP_SERVERS)
+
 
 def required_output_keys(sources: tuple[str, ...], kinesis_sources: tuple[str, ...], datasets: tuple[str, ...] = ()) -> list[str]:
     """Every output key some command reads, for the documentation and the infra check."""
     keys = [LAKE_TABLE_NAME, CATALOG_DATABASE_NAME, SCHEMA_REGISTRY_NAME, EVENT_SCHEMA_NAME, COMPACTION_JOB_NAME]
+    if set(sources) - set(kinesis_sources):  # an MSK source: `produce` sends to its topic
+        keys += [MSK_TOPIC_NAME, MSK_BOOTSTRAP_SERVERS, KAFKA_PRODUCER_POLICY_ARN]
     for source in sources:
-        for template in (STREAMING_JOB_NAME, CHECKPOINT_PATH, DEAD_LETTER_PATH, SOURCE_TABLE_NAME):
+        for template in (STREAMING_JOB_NAME, CHECKPOINT_PATH, DEAD_LETTER_PATH):
             keys.append(template.format(source=pascal(source)))
-    keys += [KINESIS_STREAM_NAME.format(source=pascal(s)) for s in kinesis_sources]
+    keys += [template.format(source=pascal(s)) for s in kinesis_sources for template in (KINESIS_STREAM_NAME, SOURCE_TABLE_NAME)]
     keys += [template.format(source=pascal(d)) for d in datasets for template in (DATASET_SCHEMA_NAME, DATASET_LAKE_TABLE_NAME)]
     return keys
