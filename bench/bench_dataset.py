@@ -37,6 +37,14 @@ def bare_read_parse_write(spark, dataset, input_dir: str, out_dir: str) -> None:
                    "bigint" if name == event_time.field else ddl) for name, ddl in dataset.columns()}
     ddl = ",".join(f"`{name}` {type_}" for name, type_ in wire.items())
     parsed = spark.read.text(input_dir).select(F.from_json("value", ddl).alias("r")).select("r.*")
+    write_by_hour(parsed, dataset, out_dir)
+
+
+def write_by_hour(parsed, dataset, out_dir: str) -> None:
+    """The bare side's write: the event time as a timestamp, event_date and event_hour, Parquet by hour."""
+    from pyspark.sql import functions as F
+
+    event_time = dataset.event_time
     column = F.col(f"`{event_time.field}`")
     stamp = (column.cast("timestamp") if event_time.format == "iso8601" else
              F.timestamp_seconds(column / 1000) if event_time.format == "epoch_millis" else F.timestamp_seconds(column))
