@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.rows import at_least  # noqa: E402
+from bench.rows import alternate, at_least  # noqa: E402
 
 TARGET_RATIO = 0.65
 
@@ -92,20 +92,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"generated {args.records} {dataset.name} records in {args.files} files in {time.perf_counter() - started:.1f} s", flush=True)
     spark = local_spark_session("streamlake-bench-dataset")
     cores = spark.sparkContext.defaultParallelism
-    passes: dict[str, list[float]] = {"bare": [], "runner": []}
-    totals = None
-    for number in range(args.warmup + args.repeats):
-        started = time.perf_counter()
-        bare_read_parse_write(spark, dataset, str(work / "input"), str(work / "bare"))
-        bare = time.perf_counter() - started
-        started = time.perf_counter()
-        totals = runner(spark, dataset, str(work / "input"), work / "runner")
-        ours = time.perf_counter() - started
-        phase = "warm-up" if number < args.warmup else "measured"
-        print(f"pass {number + 1} ({phase}): bare {bare:.2f} s, runner {ours:.2f} s", flush=True)
-        if number >= args.warmup:
-            passes["bare"].append(bare)
-            passes["runner"].append(ours)
+    passes, totals = alternate(lambda: bare_read_parse_write(spark, dataset, str(work / "input"), str(work / "bare")),
+                               lambda: runner(spark, dataset, str(work / "input"), work / "runner"),
+                               warmup=args.warmup, repeats=args.repeats)
     bare, ours = statistics.median(passes["bare"]), statistics.median(passes["runner"])
     ratio = bare / ours
     reconciles = totals["records_in"] == totals["records_written"] + totals["dead_letters"] + totals["duplicates_collapsed"]

@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_dataset import write_by_hour  # noqa: E402
-from bench.rows import at_least, write_result  # noqa: E402
+from bench.rows import alternate, at_least, write_result  # noqa: E402
 
 TARGET_RATIO = 0.7
 REGISTRY, REGION = "streamlake-bench", "eu-west-1"
@@ -116,20 +116,10 @@ def main(argv: list[str] | None = None) -> int:
         spark = local_spark_session("streamlake-bench-kafka")
         cores = spark.sparkContext.defaultParallelism
         registry = RegistryVersions(glue, registry_name=REGISTRY, schema_name=dataset.avro_full_name, dataset=dataset)
-        passes: dict[str, list[float]] = {"bare": [], "runner": []}
-        totals = None
-        for number in range(args.warmup + args.repeats):
-            started = time.perf_counter()
-            bare_read_decode_write(spark, dataset, broker.bootstrap_servers, topic, str(work / "bare"))
-            bare = time.perf_counter() - started
-            started = time.perf_counter()
-            totals = runner(spark, registry, dataset, broker.bootstrap_servers, topic, work / "runner")
-            ours = time.perf_counter() - started
-            phase = "warm-up" if number < args.warmup else "measured"
-            print(f"pass {number + 1} ({phase}): bare {bare:.2f} s, runner {ours:.2f} s", flush=True)
-            if number >= args.warmup:
-                passes["bare"].append(bare)
-                passes["runner"].append(ours)
+        passes, totals = alternate(
+            lambda: bare_read_decode_write(spark, dataset, broker.bootstrap_servers, topic, str(work / "bare")),
+            lambda: runner(spark, registry, dataset, broker.bootstrap_servers, topic, work / "runner"),
+            warmup=args.warmup, repeats=args.repeats)
         spark.stop()
     bare, ours = statistics.median(passes["bare"]), statistics.median(passes["runner"])
     ratio = bare / ours

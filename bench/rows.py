@@ -35,3 +35,25 @@ def met(row: dict) -> bool | None:
 def write_result(path: Path, result: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result, indent=2) + "\n")
+
+
+def alternate(bare, ours, *, warmup: int, repeats: int, log=print) -> tuple[dict[str, list[float]], object]:
+    """Run `bare()` then `ours()` warmup + repeats times, alternating (the same warm JVM for both), timing each.
+    Returns the measured seconds per side (warm-up passes left out) and what the last `ours()` returned."""
+    import time
+
+    passes: dict[str, list[float]] = {"bare": [], "runner": []}
+    result = None
+    for number in range(warmup + repeats):
+        started = time.perf_counter()
+        bare()
+        bare_seconds = time.perf_counter() - started
+        started = time.perf_counter()
+        result = ours()
+        our_seconds = time.perf_counter() - started
+        phase = "warm-up" if number < warmup else "measured"
+        log(f"pass {number + 1} ({phase}): bare {bare_seconds:.2f} s, runner {our_seconds:.2f} s", flush=True)
+        if number >= warmup:
+            passes["bare"].append(bare_seconds)
+            passes["runner"].append(our_seconds)
+    return passes, result

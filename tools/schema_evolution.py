@@ -2,8 +2,8 @@
 
 The stack owns the schema versions (infra/catalog.py): every committed file
 datasets/<name>/schema.v<N>.avsc is a registry version of the dataset's schema (v1 the AWS::Glue::Schema,
-each later one an AWS::Glue::SchemaVersion), the MSK table of a source carrying the dataset is pinned to the
-newest, the other tables' columns come from it, and the job package carries the files. This tool does not
+each later one an AWS::Glue::SchemaVersion), the tables' columns come from the newest, and the job package
+carries the files (a Kafka job checks the registry's versions against them when it starts). This tool does not
 register versions or edit tables (that would drift from the stack); it runs the procedure around the deploy
 (docs/operations.md "Schema evolution"), for one dataset (`--dataset`):
   1. check   the schema file against the registry's versions: its latest and its checkpoint version
@@ -12,8 +12,7 @@ register versions or edit tables (that would drift from the stack); it runs the 
              change a type, a decimal, a name). A refusal here changes nothing.
   2. deploy  if the registry does not have it yet: the tool prints what to commit and the deploy
              command, and stops (nothing changed). `make diff` shows the version added, no replacement.
-  3. verify  once deployed: the registry's latest version is the file, the MSK table is pinned to it,
-             the other tables' columns match it.
+  3. verify  once deployed: the registry's latest version is the file, the tables' columns match it.
   4. restart the streaming jobs of the dataset's sources that are running (stop, wait, start): a job loads
              the new package and table when it starts.
   5. then    roll out producers that write the new schema (not done by this tool).
@@ -182,8 +181,8 @@ def build_plan(glue, targets: Targets, schema_file: str) -> Plan:
             f"is not committed in this checkout (it would be {next_file})"
         plan.drift.append(f"the deployed file {where}: run the tool from the checkout that was deployed")
     for table in targets.source_tables.values():
-        plan.drift += _table_drift(glue, targets.database, table, new_source, latest)
-    plan.drift += _table_drift(glue, targets.database, targets.lake_table, new_lake, None)
+        plan.drift += _table_drift(glue, targets.database, table, new_source)
+    plan.drift += _table_drift(glue, targets.database, targets.lake_table, new_lake)
     for job_name in targets.streaming_jobs.values():
         run = jobs.current_run(glue, job_name)
         if run is not None:
@@ -193,19 +192,9 @@ def build_plan(glue, targets: Targets, schema_file: str) -> Plan:
     return plan
 
 
-def _table_drift(glue, database: str, name: str, expected: list[tuple[str, str]], version: int | None) -> list[str]:
-    """What a deployed table does not follow. A registry-backed table (the MSK source table) is checked by its
-    pinned version: GetTable returns its SchemaReference AND the Columns Glue derived from it (Glue developer
-    guide, Schema Registry integrations, "AWS Glue Data Catalog"), so the reference decides, not the columns."""
-    table = _get_table(glue, database, name)
-    descriptor = table.get("StorageDescriptor", {})
-    reference = descriptor.get("SchemaReference")
-    if reference is not None:
-        if version is None:
-            return []
-        pinned = reference.get("SchemaVersionNumber")
-        return [] if pinned == version else [f"{database}.{name} is pinned to schema version {pinned}, not {version}: "
-                                             "the deploy has not updated it (re-deploy)"]
+def _table_drift(glue, database: str, name: str, expected: list[tuple[str, str]]) -> list[str]:
+    """Whether a deployed table's columns are the file's (the stack derives them from the newest version)."""
+    descriptor = _get_table(glue, database, name).get("StorageDescriptor", {})
     columns = [(c["Name"], c["Type"]) for c in descriptor.get("Columns", [])]
     return [] if columns == expected else [f"{database}.{name} columns do not match the file: the deploy has not "
                                            "updated it (re-deploy)"]

@@ -22,15 +22,13 @@ from glue_jobs import datasets
 from infra.config import DEFAULT_CONFIG_PATH
 from tests.ops import moto_dev_env as dev_env
 from tests.ops.conftest import Deployed, _streaming_runs_stay_up
+from tests.ops.test_kafka_producer import ORDER
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 fastavro = pytest.importorskip("fastavro")
 
 REGISTRY = "streamlake-dev"
 SCHEMA = "com.streamlake.orders.Order"
-ORDER = {"order_id": "o-1", "ordered_at": "2026-11-25T10:15:00+01:00", "customer_id": "c-9", "status": "paid",
-         "currency": "EUR", "total": 25.5, "items": [{"sku": "A-1", "quantity": 2, "unit_price": 12.75}],
-         "shipping": {"country": "DE", "city": None, "express": True}, "coupons": {"WELCOME": 150}}
 
 
 @pytest.fixture

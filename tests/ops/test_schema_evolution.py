@@ -186,33 +186,6 @@ def test_the_checkpoint_version_is_checked_as_well_as_the_latest(aws, tmp_path):
         "BACKWARD vs version 1 (checkpoint): Event.country: field added without a default"]
 
 
-def test_a_registry_backed_table_is_checked_by_its_pin_not_its_columns(aws, tmp_path, committed):
-    """GetTable on AWS returns a registry-backed table's SchemaReference AND the Columns Glue derived from it
-    (Glue developer guide, Schema Registry integrations, "AWS Glue Data Catalog"); moto returns no columns, so
-    the AWS-shaped response is built here. The pin decides."""
-    aws.glue.create_table(DatabaseName=dev_env.DATABASE, TableInput={
-        "Name": "source_orders", "Parameters": {"typeOfData": "kafka"},
-        "StorageDescriptor": {"Columns": [], "Location": "orders-events", "SchemaReference": {
-            "SchemaId": {"RegistryName": dev_env.REGISTRY, "SchemaName": dev_env.SCHEMA},
-            "SchemaVersionNumber": 1}},
-    })
-    real_get_table = aws.glue.get_table
-
-    def aws_shaped(**kwargs):
-        table = real_get_table(**kwargs)
-        if kwargs["Name"] == "source_orders":
-            table["Table"]["StorageDescriptor"]["Columns"] = [{"Name": n, "Type": t} for n, t in event_schema.source_columns()]
-        return table
-
-    aws.glue.get_table = aws_shaped
-    evolved = dev_env.schema_with([COUNTRY])
-    targets = dataclasses.replace(TARGETS, dataset=committed(evolved), source_tables={"orders": "source_orders"})
-    _deploy(aws, evolved)
-    plan = schema_evolution.build_plan(aws.glue, targets, _schema_file(tmp_path, evolved))
-    assert plan.drift == [f"{dev_env.DATABASE}.source_orders is pinned to schema version 1, not 2: the deploy has not "
-                          "updated it (re-deploy)"]
-
-
 def test_a_deployed_file_that_is_not_the_newest_committed_version_is_drift(aws, tmp_path):
     """Deployed from another checkout: the registry has it, this tree does not commit it as its newest file."""
     evolved = dev_env.schema_with([COUNTRY])
