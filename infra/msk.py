@@ -73,13 +73,6 @@ def producer_policy(scope: Construct, id_: str, *, cluster_arn: str, topic: str,
     )
 
 
-def topic_configs(settings: MskConfig) -> dict[str, str]:
-    """The topic-level settings of the config (Kafka topic configs compression.type and retention.ms), for
-    AWS::MSK::Topic's Configs and for the local broker's topic (infra_tools/kafka_broker.create_topic)."""
-    return {"compression.type": settings.topic_compression_type,
-            "retention.ms": str(settings.topic_retention_hours * 3_600_000)}
-
-
 def broker_server_properties(settings: MskConfig) -> str:
     """server.properties of the provisioned cluster's MSK configuration."""
     rf = replication_factor(settings.broker_count)
@@ -271,7 +264,7 @@ class KafkaSourceInfrastructure(Construct):
             # What the decoded string holds is not documented; a JSON object of string values is what the Terraform
             # and Pulumi aws_msk_topic resources pass for it: unverified on AWS. Fn::Base64 keeps the JSON readable
             # in the template and in `make diff`.
-            configs=cdk.Fn.base64(json.dumps(topic_configs(settings), sort_keys=True, separators=(",", ":"))),
+            configs=cdk.Fn.base64(json.dumps(settings.topic_configs, sort_keys=True, separators=(",", ":"))),
         )
         self.topic.apply_removal_policy(removal_policy)
 

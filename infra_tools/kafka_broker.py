@@ -122,7 +122,7 @@ class KafkaBroker:
 
     def create_topic(self, name: str, partitions: int, configs: dict[str, str] | None = None) -> None:
         """Create a topic (replication factor 1: one broker), with topic-level `configs` such as the config's
-        compression.type and retention.ms (infra/msk.topic_configs); waits until the broker has it."""
+        compression.type and retention.ms (infra.config MskConfig.topic_configs); waits until the broker has it."""
         from confluent_kafka.admin import AdminClient, NewTopic
 
         admin = AdminClient({"bootstrap.servers": self.bootstrap_servers})

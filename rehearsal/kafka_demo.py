@@ -25,7 +25,6 @@ def run(out: Path, *, records: int, dataset_name: str, seed: int = 7) -> int:
     from glue_jobs.local_runner import configure_logging, run_local_kafka
     from glue_jobs.registry_frames import RegistryVersions
     from infra.config import load_config
-    from infra.msk import topic_configs
     from infra_tools.kafka_broker import KafkaBroker
     from rehearsal.moto import moto_server
     from rehearsal.scenario import bad_frames
@@ -49,7 +48,7 @@ def run(out: Path, *, records: int, dataset_name: str, seed: int = 7) -> int:
         for number in dataset.versions[1:]:
             version_id = glue.register_schema_version(SchemaId={"RegistryName": registry_name, "SchemaName": schema_name},
                                                       SchemaDefinition=dataset.registry_definition(number))["SchemaVersionId"]
-        broker.create_topic(topic, 3, topic_configs(load_config().get("staging").msk))  # the topic as MSK gets it
+        broker.create_topic(topic, 3, load_config().get("staging").msk.topic_configs)  # the topic as MSK gets it
         framer = AvroFramer(dataset, version_id)
         sent = send({"bootstrap.servers": broker.bootstrap_servers}, topic, lines, framer, unsent_path=out / "unsent.jsonl")
         bad = bad_frames(framer.frame(lines[0][1], lines[0][0])[1])

@@ -70,12 +70,11 @@ def test_a_topic_split_over_two_jobs_is_read_once_with_the_configs_settings(spar
 
     from glue_jobs.glue_entry import kafka_reader_options
     from infra.config import load_config
-    from infra.msk import topic_configs
 
     topic = "orders-split"
     msk = dataclasses.replace(load_config().get("staging").msk, topic=topic, topic_partitions=3,
                               partition_groups=((0, 2), (1,)), min_partitions="auto")
-    broker.create_topic(topic, 3, topic_configs(msk))
+    broker.create_topic(topic, 3, msk.topic_configs)
     resource = ConfigResource("topic", topic)
     admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
     described = admin.describe_configs([resource])[resource].result(30)
