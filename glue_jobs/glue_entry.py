@@ -31,7 +31,7 @@ JOB_ARGUMENTS = (
     "dataset_digest",
 )
 SOURCE_ARGUMENTS = {
-    "kinesis": ("max_fetch_records_per_shard", "source_table"),
+    "kinesis": ("max_fetch_records_per_shard", "max_fetch_time_ms", "source_table"),
     "kafka": ("max_offsets_per_trigger", "bootstrap_servers", "topic", "registry_name", "schema_name", "kafka_auth",
               "partitions", "min_partitions"),
 }
@@ -63,7 +63,7 @@ def source_options(args: dict[str, str]) -> dict[str, str]:
         raise ValueError(f"source_options is for Kinesis sources, not {args['source_type']!r}")
     return {"addRecordTimestamp": "true", "emitConsumerLagMetrics": "true", "inferSchema": "true",
             "startingPosition": args["starting_position"],
-            "maxFetchRecordsPerShard": args["max_fetch_records_per_shard"]}
+            "maxFetchRecordsPerShard": args["max_fetch_records_per_shard"], "maxFetchTimeInMs": args["max_fetch_time_ms"]}
 
 
 def kafka_reader_options(args: dict[str, str]) -> dict[str, str]:

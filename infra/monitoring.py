@@ -82,15 +82,35 @@ class Monitoring(Construct):
         self.topic_key = kms.Key(
             self, "TopicKey", enable_key_rotation=True, removal_policy=removal_policy, description="Alarm topic"
         )
-        for service in ("cloudwatch.amazonaws.com", "events.amazonaws.com"):
-            # Alarms and EventBridge publish to an encrypted topic only if they may use its key.
-            self.topic_key.add_to_resource_policy(
-                iam.PolicyStatement(
-                    principals=[iam.ServicePrincipal(service)],
-                    actions=["kms:Decrypt", "kms:GenerateDataKey*"],
-                    resources=["*"],  # in a key policy "*" means this key
-                )
+        # Alarms and EventBridge publish to an encrypted topic only if they may use its key (SNS "Enable compatibility
+        # between event sources from AWS services and encrypted topics"); in a key policy "*" means this key.
+        stack = cdk.Stack.of(self)
+        self.topic_key.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="CloudWatchAlarmsOfThisAccount",
+                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+                resources=["*"],
+                # Confused deputy: only alarms of this account and region. CloudWatch sends both keys with its
+                # requests, as AWS's own Modern Data Architecture Accelerator grants them (its
+                # grantCloudWatchAlarmsTopicAccess); unverified on AWS here.
+                conditions={
+                    "StringEquals": {"aws:SourceAccount": stack.account},
+                    "ArnLike": {"aws:SourceArn": f"arn:{stack.partition}:cloudwatch:{stack.region}:{stack.account}:alarm:*"},
+                },
             )
+        )
+        self.topic_key.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="EventBridgeRules",
+                principals=[iam.ServicePrincipal("events.amazonaws.com")],
+                actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+                resources=["*"],
+                # No aws:SourceAccount here: the same source says EventBridge's KMS request to an encrypted topic
+                # carries no source keys, so a condition would drop every notification silently (unverified on AWS;
+                # the rule's own target is this topic only).
+            )
+        )
         self.topic = sns.Topic(
             self, "AlarmTopic", display_name=f"streamlake {environment} alarms", master_key=self.topic_key, enforce_ssl=True
         )
@@ -322,11 +342,14 @@ class Monitoring(Construct):
         self.job_failure_rule = events.Rule(
             self,
             "GlueJobFailed",
-            description="Any streaming or compaction job run that fails, times out or errors",
+            description="Any streaming or compaction job run that fails, times out, errors or is stopped",
             event_pattern=events.EventPattern(
                 source=["aws.glue"],
                 detail_type=["Glue Job State Change"],
-                detail={"state": ["FAILED", "TIMEOUT", "ERROR"], "jobName": job_names},
+                # STOPPED too: a streaming job stopped (by hand or otherwise) is down as surely as a failed one.
+                # Glue's job states sent to EventBridge (CDK's aws_glue.JobState, from the CloudWatch Events event types
+                # page) include STOPPED; ERROR is a job run status (Glue "job run statuses").
+                detail={"state": ["FAILED", "TIMEOUT", "ERROR", "STOPPED"], "jobName": job_names},
             ),
         )
         self.job_failure_rule.add_target(targets.SnsTopic(self.topic))

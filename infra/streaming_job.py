@@ -116,6 +116,7 @@ class StreamingJob(Construct):
             {
                 "--starting_position": settings.kinesis_starting_position,
                 "--max_fetch_records_per_shard": str(settings.max_fetch_records_per_shard),
+                "--max_fetch_time_ms": str(settings.max_fetch_time_ms),  # sized with it (infra.config)
                 "--source_table": catalog.source_table_name,
             }
             if stream is not None

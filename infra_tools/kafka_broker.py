@@ -35,6 +35,16 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+def new_cluster_id() -> str:
+    """A KRaft cluster id: a random UUID in URL-safe base64 without padding, as Kafka's Uuid.randomUuid() makes it,
+    and like it never starting with '-' (which `kafka-storage format -t <id>` would take for an option: one id in 64
+    did, and the broker failed to start)."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
+
+
 class KafkaBroker:
     def __init__(self, workdir: Path, *, java: str = "java", heap: str = "512m", start_timeout: float = 90,
                  settings: dict[str, str] | None = None) -> None:
@@ -82,7 +92,7 @@ class KafkaBroker:
         classpath = jars.classpath("kafka-broker")
         jvm = [self.java, f"-Xmx{self.heap}", f"-Dlog4j.configuration=file:{log4j}", "-cp", classpath]
         if not (self.workdir / "data" / "meta.properties").exists():
-            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+            cluster_id = new_cluster_id()
             formatted = subprocess.run([*jvm, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(config)],
                                        capture_output=True, text=True, timeout=120)
             if formatted.returncode:

@@ -152,6 +152,13 @@ class MskConfig:
         return cores if reads < cores else None
 
 
+# Kinesis read limits (Kinesis Data Streams quotas and limits): GetRecords returns at most 10,000 records per call
+# (Glue's maxRecordPerRead default is the same 10000) and a shard serves 5 GetRecords calls per second.
+KINESIS_RECORDS_PER_GET = 10_000
+KINESIS_GETS_PER_SECOND = 5
+GLUE_MAX_FETCH_TIME_MS = 1_000  # Glue's maxFetchTimeInMs default (Kinesis connection option reference)
+
+
 @dataclass(frozen=True)
 class StreamingJobConfig:
     glue_version: str
@@ -164,6 +171,16 @@ class StreamingJobConfig:
     max_fetch_records_per_shard: int
     max_offsets_per_trigger: int
     maintenance_window: str | None
+
+    @property
+    def max_fetch_time_ms(self) -> int:
+        """Glue's maxFetchTimeInMs, sized so a batch can reach max_fetch_records_per_shard: Glue's default (1000 ms:
+        at most 5 GetRecords calls of 10,000 records, 50,000 records) cut the default 100,000 in half. One call per
+        10,000 records at 5 calls per second per shard, at least Glue's default, at most half the window (the read
+        must leave the batch time to write)."""
+        calls = -(-self.max_fetch_records_per_shard // KINESIS_RECORDS_PER_GET)
+        wanted = calls * 1_000 // KINESIS_GETS_PER_SECOND
+        return max(GLUE_MAX_FETCH_TIME_MS, min(wanted, self.window_size_seconds * 1_000 // 2))
 
 
 @dataclass(frozen=True)

@@ -212,3 +212,15 @@ def test_glue_versions_per_job_kind_and_the_refusal_message(raw, monkeypatch):
             "streaming jobs on it (allowed: 4.0, 5.0, 6.0; infra/runtimes.py lists each version with its citations)") in str(refused.value)
     assert ("dev.compaction.glue_version: '6.0' is not allowed for batch (glueetl) jobs: its Spark line 4.1 is not among "
             "the lines make test runs the job code on") in str(refused.value)
+
+
+@pytest.mark.parametrize("records,window,expected", [
+    (100_000, 60, 2_000),   # 10 GetRecords calls at 5 per second per shard
+    (1_000, 60, 1_000),     # never below Glue's default
+    (10_000_000, 60, 30_000),  # at most half the window
+    (100_000, 2, 1_000),    # a 2 s window: half is 1 s, Glue's default still holds
+])
+def test_kinesis_fetch_time_is_sized_with_the_record_limit(raw, records, window, expected):
+    env = parse_config(update_raw(update_raw(raw, "prod", "streaming.max_fetch_records_per_shard", records),
+                                  "prod", "streaming.window_size_seconds", window)).get("prod")
+    assert env.streaming.max_fetch_time_ms == expected

@@ -90,6 +90,7 @@ def test_each_job_has_its_own_checkpoint_and_dead_letter_prefix(dev):
     assert json.dumps(orders["--dead_letter_path"]).endswith('/dead_letters/orders"]]}')
     assert (click["--source_type"], orders["--source_type"]) == ("kinesis", "kafka")
     assert click["--max_fetch_records_per_shard"] == "100000" and "--max_offsets_per_trigger" not in click
+    assert click["--max_fetch_time_ms"] == "2000" and "--max_fetch_time_ms" not in orders  # 10 GetRecords at 5/s
     assert orders["--max_offsets_per_trigger"] == "1000000" and orders["--starting_position"] == "earliest"
     assert (orders["--partitions"], orders["--min_partitions"]) == ("all", "none")  # subscribe; Spark's own split
     assert "--source_table" not in orders and click["--source_table"]  # the Kafka job reads the topic, no table

@@ -194,7 +194,7 @@ def test_job_failures_go_to_the_topic(template):
         "EventPattern": {
             "source": ["aws.glue"],
             "detail-type": ["Glue Job State Change"],
-            "detail": {"state": ["FAILED", "TIMEOUT", "ERROR"], "jobName": ["clickstream-job", "orders-job", "compaction-job"]},
+            "detail": {"state": ["FAILED", "TIMEOUT", "ERROR", "STOPPED"], "jobName": ["clickstream-job", "orders-job", "compaction-job"]},
         },
         "Targets": [assertions.Match.object_like({"Arn": {"Ref": assertions.Match.string_like_regexp("MonitoringAlarmTopic")}})],
     })
@@ -206,6 +206,18 @@ def test_topic_is_encrypted_tls_only_and_subscribed(template):
         assertions.Match.object_like({"Effect": "Deny", "Condition": {"Bool": {"aws:SecureTransport": "false"}}})])}})
     template.has_resource_properties("AWS::SNS::Subscription", {"Protocol": "email", "Endpoint": "oncall@example.com"})
     template.resource_count_is("AWS::CloudWatch::Dashboard", 1)
+
+
+def test_topic_key_lets_only_this_accounts_alarms_and_eventbridge_use_it(template):
+    """CloudWatch alarms: with aws:SourceAccount and an alarm ARN of this account and region (confused deputy);
+    EventBridge without (its KMS request to an encrypted topic carries no source keys: see infra/monitoring.py)."""
+    (key,) = template.find_resources("AWS::KMS::Key").values()
+    statements = {s.get("Sid"): s for s in key["Properties"]["KeyPolicy"]["Statement"]}
+    alarms, rules = statements["CloudWatchAlarmsOfThisAccount"], statements["EventBridgeRules"]
+    assert alarms["Principal"] == {"Service": "cloudwatch.amazonaws.com"} and rules["Principal"] == {"Service": "events.amazonaws.com"}
+    assert alarms["Condition"]["StringEquals"] == {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}
+    assert alarms["Condition"]["ArnLike"]["aws:SourceArn"]["Fn::Join"][1][-1] == ":alarm:*"
+    assert "Condition" not in rules and alarms["Action"] == rules["Action"] == ["kms:Decrypt", "kms:GenerateDataKey*"]
 
 
 def _metric_stats(alarm: dict) -> list[dict]:

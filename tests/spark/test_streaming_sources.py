@@ -94,7 +94,7 @@ def test_local_file_adapter_numbers_lines_per_file(spark, tmp_path):
 
 
 def test_entrypoint_argument_contract():
-    assert glue_entry.job_arguments("kinesis") == glue_entry.JOB_ARGUMENTS + ("max_fetch_records_per_shard", "source_table")
+    assert glue_entry.job_arguments("kinesis") == glue_entry.JOB_ARGUMENTS + ("max_fetch_records_per_shard", "max_fetch_time_ms", "source_table")
     assert glue_entry.job_arguments("kafka")[len(glue_entry.JOB_ARGUMENTS):] == (
         "max_offsets_per_trigger", "bootstrap_servers", "topic", "registry_name", "schema_name", "kafka_auth",
         "partitions", "min_partitions")
@@ -115,10 +115,10 @@ def _argv(source_type: str, extra: dict[str, str]) -> list[str]:
 
 @pytest.mark.skipif(importlib.util.find_spec("awsglue") is None, reason="AWSGlueDataplanePython is not installed here")
 def test_entrypoint_resolves_its_arguments_and_builds_glue_options():
-    args = glue_entry.resolve_arguments(_argv("kinesis", {"max_fetch_records_per_shard": "100000", "source_table": "src"}))
+    args = glue_entry.resolve_arguments(_argv("kinesis", {"max_fetch_records_per_shard": "100000", "max_fetch_time_ms": "2000", "source_table": "src"}))
     assert glue_entry.source_options(args) == {"addRecordTimestamp": "true", "emitConsumerLagMetrics": "true",
                                                "inferSchema": "true", "startingPosition": "TRIM_HORIZON",
-                                               "maxFetchRecordsPerShard": "100000"}
+                                               "maxFetchRecordsPerShard": "100000", "maxFetchTimeInMs": "2000"}
     assert glue_entry.for_each_batch_options(args) == {"windowSize": "60 seconds",
                                                        "checkpointLocation": "s3://t/checkpoints/clicks/",
                                                        "batchMaxRetries": "3", "persistDataFrame": "false"}
@@ -174,5 +174,5 @@ def test_entrypoint_starts_the_glue_spark_context_with_the_job_static_settings(m
 
     monkeypatch.setattr(SparkContext, "getOrCreate", get_or_create)
     with pytest.raises(ContextRequested):
-        glue_entry.main(_argv("kinesis", {"max_fetch_records_per_shard": "100000", "source_table": "src"}))
+        glue_entry.main(_argv("kinesis", {"max_fetch_records_per_shard": "100000", "max_fetch_time_ms": "2000", "source_table": "src"}))
     assert requested == [{"spark.sql.codegen.cache.maxEntries": str(session.CODEGEN_CACHE_ENTRIES)}]
