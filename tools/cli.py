@@ -262,6 +262,8 @@ def _produce_source(args, env) -> str:
     if args.source is not None:
         return env.check_source(args.source)
     carrying = [source for source, dataset in env.config.source_datasets.items() if dataset == args.dataset]
+    if len(carrying) > 1 and set(carrying) <= set(env.config.msk.source_names):
+        return carrying[0]  # the partition groups' jobs of one topic: the records go to that topic either way
     if len(carrying) != 1:
         found = f"sources {', '.join(carrying)} carry it: pass --source" if carrying else "no source carries it"
         raise ToolError(f"--dataset {args.dataset!r} in environment {env.name!r}: {found}")

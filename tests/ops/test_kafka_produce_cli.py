@@ -37,13 +37,15 @@ def orders():
 
 
 @pytest.fixture
-def kafka_env(moto_server, broker, tmp_path):
-    """dev with its orders source on MSK: a config file, the stack's outputs and registry, and a topic of its own."""
+def kafka_env(moto_server, broker, tmp_path, request):
+    """dev with its orders source on MSK: a config file, the stack's outputs and registry, and a topic of its own.
+    `request.param` (indirect): the config's msk.partition_groups (default null: one job reads the topic)."""
     raw = json.loads(DEFAULT_CONFIG_PATH.read_text())
     dev = raw["environments"]["dev"]
     dev["kinesis_streams"] = [s for s in dev["kinesis_streams"] if s["name"] == "clickstream"]
     dev["msk"] = {"mode": "existing", "bootstrap_servers": "b-1.lake.kafka.eu-west-1.amazonaws.com:9098",
-                  "cluster_arn": "arn:aws:kafka:eu-west-1:123456789012:cluster/lake/0a1b2c3d-1111-2222-3333-444455556666-2"}
+                  "cluster_arn": "arn:aws:kafka:eu-west-1:123456789012:cluster/lake/0a1b2c3d-1111-2222-3333-444455556666-2",
+                  "partition_groups": getattr(request, "param", None)}
     config = tmp_path / "environments.json"
     config.write_text(json.dumps(raw))
 
@@ -91,7 +93,11 @@ def _decode(orders, value: bytes) -> dict:
     return fastavro.schemaless_reader(io.BytesIO(value[18:]), fastavro.parse_schema(orders.avro()), None)
 
 
+@pytest.mark.parametrize("kafka_env", [None, [[0, 1, 2], [3, 4, 5]]], ids=["one-job", "two-partition-groups"],
+                         indirect=True)
 def test_produce_frames_a_file_with_the_newest_registered_version_and_keys_by_the_dataset_key(kafka_env, broker, orders, tmp_path):
+    """With partition groups two sources carry orders (orders-p0, orders-p1): both read the one topic, so
+    `--dataset orders` sends there all the same."""
     _, _, topic, version_id = kafka_env
     lines = [{**ORDER, "order_id": f"o-{i}", "total": 10 + i / 4} for i in range(6)]
     path = tmp_path / "orders.jsonl"
