@@ -55,6 +55,14 @@ def canonical(definition: str) -> str:
     return json.dumps(json.loads(definition), separators=(",", ":"), sort_keys=True)
 
 
+def definition_problem(dataset: Dataset, found: dict, number: int) -> str | None:
+    """Why a GetSchemaVersion answer is not the dataset's committed version `number`, or None when it is."""
+    if canonical(found["SchemaDefinition"]) != canonical(dataset.schema_text(number)):
+        return (f"registry version {number} ({found['SchemaVersionId']}) differs from datasets/{dataset.name}/"
+                f"schema.v{number}.avsc")
+    return None
+
+
 class RegistryVersions:
     """The dataset's registry schema versions by UUID, from `glue:GetSchemaVersion` (a boto3 Glue client)."""
 
@@ -84,10 +92,7 @@ class RegistryVersions:
         return dict(self.known)
 
     def _check(self, found: dict, number: int) -> str | None:
-        if canonical(found["SchemaDefinition"]) != canonical(self.dataset.schema_text(number)):
-            return (f"registry version {number} ({found['SchemaVersionId']}) differs from datasets/{self.dataset.name}/"
-                    f"schema.v{number}.avsc")
-        return None
+        return definition_problem(self.dataset, found, number)
 
     def look_up(self, version_ids: Iterable[str]) -> bool:
         """Look up UUIDs not seen before; True when there were any (decode the batch again: a UUID joined `known`, or

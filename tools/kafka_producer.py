@@ -44,7 +44,7 @@ from glue_jobs.registry_frames import (
     MALFORMED_RECORD,
     NO_COMPRESSION,
     UNKNOWN_SCHEMA_VERSION,
-    canonical,
+    definition_problem,
     frame,
 )
 from tools.errors import ToolError
@@ -101,9 +101,8 @@ def newest_registered(glue, *, registry_name: str, schema_name: str, dataset: Da
     if number > newest:
         raise ToolError(f"the registry holds v{number} of {schema_name}, this checkout's datasets/{dataset.name} ends at "
                         f"v{newest}: update the checkout, so records are encoded with the newest version")
-    if canonical(found["SchemaDefinition"]) != canonical(dataset.schema_text(newest)):
-        raise ToolError(f"registry version {number} of {schema_name} ({found['SchemaVersionId']}) differs from "
-                        f"datasets/{dataset.name}/schema.v{newest}.avsc: a committed version never changes")
+    if (problem := definition_problem(dataset, found, newest)) is not None:
+        raise ToolError(f"{schema_name}: {problem}: a committed version never changes")
     if found.get("Status", "AVAILABLE") != "AVAILABLE":
         raise ToolError(f"registry version {number} of {schema_name} is {found['Status']}, not AVAILABLE")
     return found["SchemaVersionId"]

@@ -89,3 +89,25 @@ def test_iam_auth_signs_a_kafka_cluster_connect_token_for_the_region_with_its_ex
     assert "oauth_cb" not in client_settings("127.0.0.1:9092", auth="none", region=None)
     with pytest.raises(ToolError, match="IAM auth to MSK signs for a region"):
         client_settings("b:9098", auth="iam", region=None)
+
+
+def test_the_newest_registered_version_must_hold_the_checkouts_newest_file(orders):
+    """A registry version 1 whose definition is not datasets/orders/schema.v1.avsc is refused (moto's Glue)."""
+    import boto3
+    from moto import mock_aws
+
+    from tools.kafka_producer import newest_registered
+
+    with mock_aws():
+        glue = boto3.client("glue", region_name="eu-west-1")
+        glue.create_registry(RegistryName="r")
+        other = orders.avro(1) | {"doc": "not the committed file"}
+        created = glue.create_schema(RegistryId={"RegistryName": "r"}, SchemaName="s", DataFormat="AVRO",
+                                     Compatibility="BACKWARD", SchemaDefinition=json.dumps(other))
+        with pytest.raises(ToolError, match=r"s: registry version 1 \(.*\) differs from datasets/orders/schema.v1.avsc: "
+                                            "a committed version never changes"):
+            newest_registered(glue, registry_name="r", schema_name="s", dataset=orders)
+        glue.delete_schema(SchemaId={"RegistryName": "r", "SchemaName": "s"})
+        created = glue.create_schema(RegistryId={"RegistryName": "r"}, SchemaName="s", DataFormat="AVRO",
+                                     Compatibility="BACKWARD", SchemaDefinition=orders.registry_definition(1))
+        assert newest_registered(glue, registry_name="r", schema_name="s", dataset=orders) == created["SchemaVersionId"]
