@@ -217,8 +217,9 @@ def run_local_kafka(
         dead_letter_path=str(Path(dead_letter_dir).resolve()), checkpoint_path=str(Path(checkpoint_dir).resolve()),
         metrics=LogMetricsSink(), dataset=dataset,
     )
-    batches = KafkaBatches(writer, FrameDecoding(spark, writer.table.dataset, registry, name=function_name(source_name)),
-                           source_name)
+    decoding = FrameDecoding(spark, writer.table.dataset, registry, name=function_name(source_name),
+                             typed_records=not writer.table.flat)
+    batches = KafkaBatches(writer, decoding, source_name)
     summary, started = RunSummary(), time.time()
     printed = _batch_printer(summary, started, out)
 

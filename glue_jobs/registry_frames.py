@@ -12,7 +12,10 @@ registers com.streamlake.glue.RegistryFrameDecoder (jvm/glue-functions, shipped 
 function that knows every committed version of the dataset by its registry UUID, reads each body with its
 writer's version and resolves it to the dataset's newest version (Avro schema resolution), and renders the
 record as the dataset's JSON, which then meets the dataset's contract like a JSON record. No Python runs per
-record. A value that cannot be decoded gets `malformed_record` or `unknown_schema_version`.
+record. A value that cannot be decoded gets `malformed_record` or `unknown_schema_version`. With
+`typed_records`, the function also returns each decoded record as Spark values in the shape of the contract's
+plain JSON parse (`record_type`), so glue_jobs/typed_contract.py skips parsing its JSON (null where that shape
+cannot hold a value exactly: the contract then reads the JSON).
 
 The UUID -> version map comes from the registry (`glue:GetSchemaVersion`), checked against the dataset's own
 files: a registry version whose definition differs from the committed file fails the job at start, since the
@@ -39,7 +42,7 @@ HEADER_BYTES = 18
 DECODER_CLASS = "com.streamlake.glue.RegistryFrameDecoder"
 MALFORMED_RECORD = "malformed_record"
 UNKNOWN_SCHEMA_VERSION = "unknown_schema_version"
-DECODED_DDL = "struct<reason:string,detail:string,payload:string,schema_version:string>"
+DECODED_FIELDS = ("reason", "detail", "payload", "schema_version", "record")
 
 
 def frame(schema_version_id: str | uuid.UUID, avro_body: bytes, *, compression: int = NO_COMPRESSION) -> bytes:
@@ -123,14 +126,32 @@ def function_name(source_name: str) -> str:
     return "streamlake_decode_" + re.sub(r"[^A-Za-z0-9_]", "_", source_name)
 
 
-class FrameDecoding:
-    """The decoder as a Spark function for one source: `column(value)` -> DECODED_DDL struct. `refresh(ids)` looks new
-    UUIDs up in the registry and re-registers the function (a plan built after it sees the new map and reasons)."""
+def record_type(dataset: Dataset):
+    """The Spark type of a decoded record: the contract's plain parse of the dataset's JSON (typed_parse.wire_type)."""
+    from glue_jobs.typed_parse import wire_type
 
-    def __init__(self, spark, dataset: Dataset, versions: RegistryVersions | dict[str, int], *, name: str) -> None:
+    return wire_type(dataset.schema, "")
+
+
+def decoded_type(dataset: Dataset):
+    """The decoder function's result: struct<reason, detail, payload, schema_version: string, record: record_type>."""
+    from pyspark.sql import types as T
+
+    string = T.StringType()
+    return T.StructType([*(T.StructField(name, string) for name in DECODED_FIELDS[:-1]),
+                         T.StructField("record", record_type(dataset))])
+
+
+class FrameDecoding:
+    """The decoder as a Spark function for one source: `column(value)` -> decoded_type struct. `refresh(ids)` looks new
+    UUIDs up in the registry and re-registers the function (a plan built after it sees the new map and reasons).
+    `typed_records`: fill the result's `record` (see the module doc); the typed contract uses it, the flat one not."""
+
+    def __init__(self, spark, dataset: Dataset, versions: RegistryVersions | dict[str, int], *, name: str,
+                 typed_records: bool = False) -> None:
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
             raise ValueError(f"decoder function name {name!r} is not a SQL identifier (see function_name)")
-        self.spark, self.dataset, self.name = spark, dataset, name
+        self.spark, self.dataset, self.name, self.typed_records = spark, dataset, name, typed_records
         self.versions = versions
         self._register()
 
@@ -143,11 +164,12 @@ class FrameDecoding:
         jvm = self.spark.sparkContext._jvm
         writers = {version_id: self.dataset.schema_text(number) for version_id, number in self._known().items()}
         try:
-            decoder = jvm.com.streamlake.glue.RegistryFrameDecoder(writers, self.dataset.schema_text(), self._unknown())
+            decoder = jvm.com.streamlake.glue.RegistryFrameDecoder(writers, self.dataset.schema_text(), self._unknown(),
+                                                                   self.typed_records)
         except TypeError as error:  # py4j: no such class on the classpath
             raise RuntimeError(f"{DECODER_CLASS} is not on the JVM's classpath: the Kafka job needs the jar of "
                                "jvm/glue-functions (--extra-jars on Glue; spark.jars locally)") from error
-        data_type = jvm.org.apache.spark.sql.types.DataType.fromDDL(DECODED_DDL)
+        data_type = jvm.org.apache.spark.sql.types.DataType.fromJson(decoded_type(self.dataset).json())
         for target in {id(s): s for s in (self.spark, session or self.spark)}.values():
             target._jsparkSession.udf().register(self.name, decoder, data_type)
 

@@ -138,11 +138,14 @@ def from_kafka_records(raw: DataFrame, source_name: str, decoding) -> DataFrame:
     decoded = F.col("_decoded")
     failed = decoded.getField("reason").isNotNull()
     # The undecodable value's base64 comes from the decoder: Spark 3's base64() breaks lines every 76 characters.
+    # With typed records the envelope's record is the decoded record in the typed contract's plain-parse shape
+    # (registry_frames.record_type): the contract then skips parsing the payload, which still holds its JSON.
+    record = decoded.getField("record").alias("record") if decoding.typed_records else _no_record()
     return raw.select(
         decoding.column("value").alias("_decoded"), "partition", "offset", "timestamp",
     ).select(
         decoded.getField("payload").alias("payload"),
-        _no_record(),
+        record,
         F.lit(source_name).alias("source"),
         F.col("partition").cast("string").alias("source_partition"),
         F.col("offset").cast("string").alias("source_offset"),

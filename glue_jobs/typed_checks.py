@@ -97,12 +97,18 @@ def integer_in_range(text: Column, kind: str) -> Column:
     return fits & (value >= F.lit(low)) & (value <= F.lit(high))
 
 
-def suspect(node: Node, value: Column, *, normalize: dict[str, tuple[str, ...]], path: str = "", marked: bool = True) -> Column:
+def suspect(node: Node, value: Column, *, normalize: dict[str, tuple[str, ...]], path: str = "", marked: bool = True,
+            decoded: bool = False) -> Column:
     """True when the typed value may break a type rule that the parse itself does not enforce (or is null
     where required). False negatives would let a bad record through; false positives only cost a diagnosis.
     `marked`: a value of the marked parse (a string's token type is checked); else of the plain parse, whose
-    string tokens glue_jobs/typed_screen.py has proven."""
-    missing = value.isNull() if node.required else F.lit(False)
+    string tokens glue_jobs/typed_screen.py has proven. `decoded`: a record the Kafka decoder typed
+    (jvm/glue-functions RegistryFrameDecoder), which has a value for every required field (Avro reads no null
+    where the type is not a union with null), no NaN or infinity and only exact decimals (it returns no typed
+    record otherwise): those checks are skipped."""
+    if decoded and node.kind in ("float", "double", "decimal"):
+        return F.lit(False)
+    missing = value.isNull() if node.required and not decoded else F.lit(False)
     if node.kind in ("string", "enum", "date"):
         text = tp.unmarked(value) if marked else value
         bad = ~tp.is_string_token(value) if marked else F.lit(False)
@@ -121,16 +127,30 @@ def suspect(node: Node, value: Column, *, normalize: dict[str, tuple[str, ...]],
         low, high = _INTEGER_BOUNDS[node.kind]
         return missing | (value < F.lit(low)) | (value > F.lit(high))
     name = tp.field if marked else (lambda struct, n: struct.getField(n))
+    flags = {"normalize": normalize, "marked": marked, "decoded": decoded}
     if node.kind == "record":
-        inner = [suspect(f.type, name(value, f.name), normalize=normalize, path=_child(path, f.name), marked=marked)
-                 for f in node.fields]
+        inner = [suspect(f.type, name(value, f.name), path=_child(path, f.name), **flags) for f in node.fields]
         return missing | (value.isNotNull() & _any(inner))
     if node.kind == "array":
-        return missing | F.exists(value, lambda x: suspect(node.items, x, normalize=normalize, path=f"{path}[]", marked=marked))
+        if decoded and not _decoded_checks_anything(node.items):
+            return missing
+        return missing | F.exists(value, lambda x: suspect(node.items, x, path=f"{path}[]", **flags))
     if node.kind == "map":
-        return missing | F.exists(F.map_values(value), lambda x: suspect(node.items, x, normalize=normalize, path=f"{path}[]",
-                                                                         marked=marked))
+        if decoded and not _decoded_checks_anything(node.items):
+            return missing
+        return missing | F.exists(F.map_values(value), lambda x: suspect(node.items, x, path=f"{path}[]", **flags))
     return missing  # boolean, int, long: the parse accepts exactly their tokens
+
+
+def _decoded_checks_anything(node: Node) -> bool:
+    """Whether `suspect(..., decoded=True)` checks anything in values of this type (see suspect)."""
+    if node.kind in ("string", "enum", "date", "timestamp-millis", "timestamp-micros"):
+        return True
+    if node.kind == "record":
+        return any(_decoded_checks_anything(f.type) for f in node.fields)
+    if node.kind in ("array", "map"):
+        return _decoded_checks_anything(node.items)
+    return False
 
 
 def _child(path: str, name: str) -> str:

@@ -10,6 +10,10 @@ Order of the checks, first problem wins:
 3. the event time (format, then not_before .. processing time + max_future) and the dataset's rules, in
    schema order; a rule names itself in the detail.
 
+A record a decoder already typed (the envelope's `record`, Kafka: glue_jobs/registry_frames.py) skips step 1
+and the parse of step 2; the checks no parse makes (blank, enum, date, decimal digits, ...) run on it as on a
+parsed record, and a record they flag is diagnosed from its payload (its JSON) as a JSON record is.
+
 Strings are normalized (dataset.json `normalize`) before the enum and the rules see them. Known limits:
 a key repeated inside a nested object or map keeps its last value (Spark's parser; only top-level keys are
 checked), and a decimal's fraction digits beyond the 38-digit wide parse are not seen.
@@ -168,13 +172,20 @@ def _stages(dataset: Dataset) -> list[dict[str, Column | None]]:
         """A projection: the carried columns, then `columns` (None: kept from the stage before)."""
         stages.append({**dict.fromkeys(_CARRIED), **columns})
 
-    fast, wrapped = F.col("_fast"), F.col("_w")
-    stage(_json=F.when(is_json, F.col("payload")).otherwise(F.to_json("record")))
-    stage(_json=None, _w=screen.parse_wrapped(F.col("_json"), root))
-    stage(_json=None, _w=None, **screen.counts("_json", wrapped, root, json_text))
-    stage(_json=None, _wv=screen.record(wrapped), _fast=screen.proven("_json", wrapped))
+    fast, wrapped, record = F.col("_fast"), F.col("_w"), F.col("record")
+    # A decoded record (Kafka) is already typed: it skips the parse and its proof, and is flagged like a proven one.
+    # One with a json_text field present takes the strict path, on its payload, as a JSON record does.
+    texts_absent = F.lit(True)
+    for name in json_text:
+        texts_absent = texts_absent & record.getField(name).isNull()
+    stage(_json=F.col("payload"))
+    stage(_json=None, _w=F.when(is_json, screen.parse_wrapped(F.col("_json"), root)))
+    stage(_json=None, _w=None, **{n: F.when(is_json, c) for n, c in screen.counts("_json", wrapped, root, json_text).items()})
+    stage(_json=None, _wv=F.when(is_json, screen.record(wrapped)).otherwise(record),
+          _fast=F.when(is_json, screen.proven("_json", wrapped)).otherwise(texts_absent))
     # A proven record is flagged only by the value checks the parse does not make (blank, enum, NaN, scale, ...).
-    stage(_json=None, _wv=None, _fast=None, _sus=F.when(fast, tc.suspect(root, F.col("_wv"), normalize=normalize, marked=False)))
+    stage(_json=None, _wv=None, _fast=None, _sus=F.when(fast & is_json, tc.suspect(root, F.col("_wv"), normalize=normalize, marked=False))
+          .when(fast, tc.suspect(root, F.col("_wv"), normalize=normalize, marked=False, decoded=True)))
     stage(_json=None, _wv=None, _fast=None, _sus=None, _marked=F.when(~fast | F.col("_sus"), tp.marked(F.col("_json"))))
     stage(_json=None, _wv=None, _fast=None, _sus=None, _marked=None, _mp=F.when(~fast, tp.parse(F.col("_marked"), root)))
 
@@ -251,6 +262,11 @@ def validate(envelope: DataFrame, dataset: Dataset, *, now_ms: int) -> DataFrame
     payload (see the module doc). Successive selects, so each parse runs once per row."""
     from pyspark import SparkContext
 
+    record_type = tp.wire_type(dataset.schema, "")
+    if envelope.schema["record"].dataType != record_type:
+        # Only a decoder gives typed records (glue_jobs/registry_frames.py), in this shape; other sources carry a
+        # null of another type. A record is a shortcut, never the only copy: the payload holds its JSON.
+        envelope = envelope.withColumn("record", F.lit(None).cast(record_type))
     frame = with_batch_constants(envelope, {_LATEST_MS: now_ms + dataset.event_time.max_future_ms})
     for columns in _selects(dataset, SparkContext._jvm):
         frame = frame.select(*columns)

@@ -57,10 +57,22 @@ def kafka_frame(spark, values: list[bytes | None], *, partition: int = 0, first_
     return frame_.withColumn("timestamp", F.expr("timestamp_millis(1764061200000)"))
 
 
-def _decoded(spark, dataset, versions: dict[str, int], values: list[bytes | None]):
-    decoding = FrameDecoding(spark, dataset, versions, name=f"decode_{dataset.name}_test")
-    envelope = from_kafka_records(kafka_frame(spark, values), "orders", decoding)
-    return LakeTable.of(dataset).validate(envelope, now_ms=NOW_MS)
+def _envelope(spark, dataset, versions: dict[str, int], values: list[bytes | None], *, typed: bool = False):
+    decoding = FrameDecoding(spark, dataset, versions, name=f"decode_{dataset.name}_test", typed_records=typed)
+    return from_kafka_records(kafka_frame(spark, values), "orders", decoding)
+
+
+def _decoded(spark, dataset, versions: dict[str, int], values: list[bytes | None], *, typed: bool = False):
+    return LakeTable.of(dataset).validate(_envelope(spark, dataset, versions, values, typed=typed), now_ms=NOW_MS)
+
+
+def _avro_record(**changes) -> dict:
+    """_record's values as an Avro writer takes them (decimals, dates), with `changes` at two.rows[0]."""
+    avro_record = json.loads(json.dumps(_record()))
+    for leaves in (avro_record, avro_record["one"], avro_record["two"]["rows"][0]):
+        leaves["m"], leaves["day"] = Decimal("12.50"), date.fromisoformat(leaves["day"])
+    avro_record["two"]["rows"][0].update(changes)
+    return avro_record
 
 
 REPOSITORY_DATASETS = Path(__file__).resolve().parents[2] / "datasets"
@@ -94,13 +106,18 @@ def orders_v2(orders_v2_root, monkeypatch):
     return datasets.load("orders")
 
 
-def test_every_type_at_every_depth_decodes_to_the_row_the_json_path_stores(spark, strict):  # noqa: F811
+@pytest.mark.parametrize("typed", [False, True], ids=["json-rendering", "typed-record"])
+def test_every_type_at_every_depth_decodes_to_the_row_the_json_path_stores(spark, strict, typed):  # noqa: F811
+    """Both ways a decoded record meets the contract: its JSON rendering parsed, or the decoder's typed record
+    (registry_frames `typed_records`, the typed contract skipping the parse) store the row a JSON record stores."""
     record = _record()
-    avro_record = json.loads(json.dumps(record))
-    for leaves in (avro_record, avro_record["one"], avro_record["two"]["rows"][0]):
-        leaves["m"], leaves["day"] = Decimal("12.50"), date.fromisoformat(leaves["day"])
-    body = avro_body(strict.avro(), avro_record)
-    from_kafka = _decoded(spark, strict, {V1: 1}, [frame(V1, body), frame(V1, body, compression=ZLIB)])
+    body = avro_body(strict.avro(), _avro_record())
+    values = [frame(V1, body), frame(V1, body, compression=ZLIB)]
+    if typed:  # the shortcut is taken: the envelope carries the record, typed as the contract's plain parse
+        envelope = _envelope(spark, strict, {V1: 1}, values, typed=True)
+        first = envelope.select("record").first().record
+        assert first is not None and first.two.rows[0].m == Decimal("12.50") and first.two.rows[0].day == "2024-02-29"
+    from_kafka = _decoded(spark, strict, {V1: 1}, values, typed=typed)
     from_json = LakeTable.of(strict).validate(json_envelope(spark, [json.dumps(record)]), now_ms=NOW_MS)
     lake = [c for c in from_json.columns if c not in ("payload", "source", "source_partition", "source_offset", "arrival_time")]
     kafka_rows = [r.asDict(recursive=True) for r in from_kafka.select(*lake).collect()]
@@ -108,19 +125,27 @@ def test_every_type_at_every_depth_decodes_to_the_row_the_json_path_stores(spark
     assert kafka_rows == [from_json.select(*lake).first().asDict(recursive=True)] * 2
 
 
-@pytest.mark.parametrize("field,value,reason,detail", [
+REFUSED = [
     ("d", float("nan"), "out_of_range", "d: value out of range"),
     ("f", float("inf"), "out_of_range", "f: value out of range"),
     ("i", 51, "out_of_range", "i: value out of range (max 50)"),  # the rule at two.rows[].i
-])
-def test_a_decoded_value_the_dataset_refuses_is_a_dead_letter_naming_its_path(spark, strict, field, value, reason, detail):  # noqa: F811
-    avro_record = json.loads(json.dumps(_record()))
-    for leaves in (avro_record, avro_record["one"], avro_record["two"]["rows"][0]):
-        leaves["m"], leaves["day"] = Decimal("12.50"), date.fromisoformat(leaves["day"])
-    avro_record["two"]["rows"][0][field] = value
-    row = _decoded(spark, strict, {V1: 1}, [frame(V1, avro_body(strict.avro(), avro_record))]).first()
-    assert (row.reason, row.detail) == (reason, f"two.rows[0].{detail}")
-    assert json.loads(row.payload)["two"]["rows"][0]["s"] == GOOD_LEAVES["s"]  # a decoded record's payload is its JSON
+    ("m", Decimal("123456789.50"), "out_of_range", "m: value out of range"),  # 9 integer digits, decimal(10,2) holds 8
+    ("s", " ", "missing_required_field", "s: required field absent, null or empty"),
+    ("tags", [], None, None),  # min_items is a rule of the top-level tags only
+]
+
+
+@pytest.mark.parametrize("typed", [False, True], ids=["json-rendering", "typed-record"])
+@pytest.mark.parametrize("field,value,reason,detail", REFUSED, ids=[f"{f}={v!r}" for f, v, *_ in REFUSED])
+def test_a_decoded_value_the_dataset_refuses_is_a_dead_letter_naming_its_path(spark, strict, field, value, reason, detail, typed):  # noqa: F811
+    avro_record = _avro_record(**{field: value})
+    # A bytes decimal's encoding is its unscaled integer: written with precision 20 (fastavro checks the precision,
+    # Avro's reader does not), the body is what a producer that ignores the precision sends.
+    writer = json.loads(json.dumps(strict.avro()).replace('"precision": 10', '"precision": 20'))
+    row = _decoded(spark, strict, {V1: 1}, [frame(V1, avro_body(writer, avro_record))], typed=typed).first()
+    assert (row.reason, row.detail) == (reason, detail and f"two.rows[0].{detail}")
+    if reason:
+        assert json.loads(row.payload)["two"]["rows"][0]["b"] is True  # a decoded record's payload is its JSON
 
 
 def test_undecodable_values_are_dead_letters_with_their_bytes_and_reason(spark, orders):

@@ -35,11 +35,18 @@ import org.apache.spark.sql.api.java.UDF1;
  * writer's schema and resolved to the dataset's newest (Avro schema resolution), and must end exactly where the
  * record ends.
  *
- * <p>Returns struct&lt;reason, detail, payload, schema_version&gt;: payload is the decoded record (reason null) rendered as
+ * <p>Returns struct&lt;reason, detail, payload, schema_version, record&gt;: payload is the decoded record (reason null) rendered as
  * the dataset's JSON records are (decimal a plain number, enum a string, date YYYY-MM-DD, timestamps epoch
  * numbers), or the value's bytes as base64 with the reason malformed_record / unknown_schema_version and a detail;
  * schema_version is the frame's
  * UUID whenever the header could be read, so the driver can look an unknown one up and decode again.
+ *
+ * <p>record (when the function is built with typedRecords) is the same record as Spark values in the shape of the
+ * contract's plain JSON parse (glue_jobs/typed_parse.wire_type(root, "")): a record a Row, an array an Object[], a
+ * map a LinkedHashMap, a decimal a BigDecimal, a date its YYYY-MM-DD text, a timestamp its epoch number. It lets the
+ * contract skip parsing the payload. It is null whenever that shape cannot hold the value exactly (NaN or an
+ * infinity, a decimal with more integer digits than its precision allows, bytes that are no decimal): the contract
+ * then validates the payload as it validates any JSON record, so nothing depends on this shortcut but speed.
  *
  * <p>Constructed on the driver with every writer version known (UUID -> schema text) and the newest schema;
  * Spark serializes the function to the executors, which parse the schemas once per JVM. Compiled for Java 8,
@@ -59,6 +66,7 @@ public final class RegistryFrameDecoder implements UDF1<byte[], Row> {
     private final HashMap<String, String> writerSchemas;
     private final String readerSchema;
     private final HashMap<String, String> unknownDetails;
+    private final boolean typedRecords;
     private transient Map<String, GenericDatumReader<Object>> readers;
     private transient Schema reader;
 
@@ -68,6 +76,13 @@ public final class RegistryFrameDecoder implements UDF1<byte[], Row> {
      * @param unknownDetails UUIDs the driver looked up and cannot use -> why (part of their dead letters' detail)
      */
     public RegistryFrameDecoder(Map<String, String> writerSchemas, String readerSchema, Map<String, String> unknownDetails) {
+        this(writerSchemas, readerSchema, unknownDetails, false);
+    }
+
+    /** @param typedRecords whether each decoded record is also returned as Spark values (the record field) */
+    public RegistryFrameDecoder(Map<String, String> writerSchemas, String readerSchema, Map<String, String> unknownDetails,
+                                boolean typedRecords) {
+        this.typedRecords = typedRecords;
         this.writerSchemas = new HashMap<String, String>(writerSchemas);
         this.readerSchema = readerSchema;
         this.unknownDetails = new HashMap<String, String>(unknownDetails);
@@ -96,7 +111,7 @@ public final class RegistryFrameDecoder implements UDF1<byte[], Row> {
     /** A value that cannot be decoded: its bytes as base64 (one line, no MIME breaks) are its dead letter's payload. */
     private static Row problem(byte[] value, String reason, String detail, String version) {
         String payload = value == null ? null : java.util.Base64.getEncoder().encodeToString(value);
-        return RowFactory.create(reason, detail, payload, version);
+        return RowFactory.create(reason, detail, payload, version, null);
     }
 
     @Override
@@ -163,7 +178,106 @@ public final class RegistryFrameDecoder implements UDF1<byte[], Row> {
             return problem(value, MALFORMED, "the Avro record of schema version " + version + " has a value its type cannot hold ("
                     + clip(e.getClass().getSimpleName() + ": " + e.getMessage()) + ")", version);
         }
-        return RowFactory.create(null, null, json.toString(), version);
+        return RowFactory.create(null, null, json.toString(), version, typedRecords ? typedOrNull(reader, datum) : null);
+    }
+
+    /** Thrown where the plain-parse shape cannot hold a value exactly; the record is then validated from its JSON. */
+    private static final class NotExact extends Exception {
+        private static final long serialVersionUID = 1L;
+
+        NotExact() {
+            super(null, null, false, false);
+        }
+    }
+
+    private static final NotExact NOT_EXACT = new NotExact();
+
+    static Object typedOrNull(Schema schema, Object datum) {
+        try {
+            return typed(schema, datum);
+        } catch (NotExact | RuntimeException e) {
+            return null;
+        }
+    }
+
+    /** The datum as Spark values in the plain-parse shape (see the class doc). */
+    static Object typed(Schema schema, Object datum) throws NotExact {
+        if (datum == null) {
+            return null;
+        }
+        LogicalType logical = schema.getLogicalType();
+        switch (schema.getType()) {
+            case UNION:
+                return typed(schema.getTypes().get(GenericData.get().resolveUnion(schema, datum)), datum);
+            case RECORD: {
+                IndexedRecord record = (IndexedRecord) datum;
+                List<Schema.Field> fields = schema.getFields();
+                Object[] values = new Object[fields.size()];
+                for (int i = 0; i < values.length; i++) {
+                    values[i] = typed(fields.get(i).schema(), record.get(i));
+                }
+                return RowFactory.create(values);
+            }
+            case ARRAY: {
+                java.util.Collection<?> items = (java.util.Collection<?>) datum;
+                Object[] values = new Object[items.size()];
+                int i = 0;
+                for (Object item : items) {
+                    values[i++] = typed(schema.getElementType(), item);
+                }
+                return values;
+            }
+            case MAP: {
+                Map<?, ?> entries = (Map<?, ?>) datum;
+                Map<String, Object> values = new java.util.LinkedHashMap<String, Object>(Math.max(16, entries.size() * 2));
+                for (Map.Entry<?, ?> entry : entries.entrySet()) {
+                    values.put(entry.getKey().toString(), typed(schema.getValueType(), entry.getValue()));
+                }
+                return values;
+            }
+            case ENUM:
+            case STRING:
+                return datum.toString();
+            case BOOLEAN:
+                return datum;
+            case INT:
+                return logical instanceof LogicalTypes.Date ? LocalDate.ofEpochDay(((Integer) datum).longValue()).toString() : datum;
+            case LONG:
+                return datum;
+            case FLOAT:
+                if (Float.isNaN((Float) datum) || Float.isInfinite((Float) datum)) {
+                    throw NOT_EXACT;
+                }
+                return datum;
+            case DOUBLE:
+                if (Double.isNaN((Double) datum) || Double.isInfinite((Double) datum)) {
+                    throw NOT_EXACT;
+                }
+                return datum;
+            case BYTES: {
+                ByteBuffer buffer = ((ByteBuffer) datum).duplicate();
+                byte[] bytes = new byte[buffer.remaining()];
+                buffer.get(bytes);
+                return decimal(logical, bytes);
+            }
+            case FIXED:
+                return decimal(logical, ((GenericFixed) datum).bytes());
+            default:
+                throw NOT_EXACT;
+        }
+    }
+
+    /** A decimal's value, when its integer digits fit its declared precision (the wide parse keeps the same ones). */
+    private static BigDecimal decimal(LogicalType logical, byte[] bytes) throws NotExact {
+        if (!(logical instanceof LogicalTypes.Decimal) || bytes.length == 0) {
+            throw NOT_EXACT;
+        }
+        LogicalTypes.Decimal declared = (LogicalTypes.Decimal) logical;
+        BigDecimal value = new BigDecimal(new BigInteger(bytes), declared.getScale());
+        if (value.precision() - value.scale() > declared.getPrecision() - declared.getScale()) {
+            throw NOT_EXACT;
+        }
+        return value;
     }
 
     private static String clip(String text) {
