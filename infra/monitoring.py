@@ -196,8 +196,31 @@ class Monitoring(Construct):
             return self._app_metric(ARRIVAL_LAG_MS, job.source_name, statistic="Maximum", period=period)
         return self._glue_metric(GLUE_CONSUMER_LAG, job.job_name, period=period)
 
+    def _keeper_alarms(self, job: StreamingJobSignals) -> None:
+        """From the job keeper's metrics (infra/functions/job_keeper/handler.py), published every 5 minutes per job."""
+        dims = {"JobName": job.job_name}
+        self._alarm(
+            f"NotRunning{pascal(job.source_name)}",
+            metric=cw.Metric(namespace=APP_NAMESPACE, metric_name="JobNotRunning", dimensions_map=dims,
+                             statistic="Minimum", period=FIVE_MINUTES),
+            threshold=1, periods=3, comparison=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            # No data: the keeper itself stopped reporting, and nothing then notices a stopped job.
+            missing=cw.TreatMissingData.BREACHING,
+            description=f"Streaming job {job.job_name} ({job.source_name}) has had no active run for 15 minutes (failed, "
+                        "stopped, timed out, held by `job stop`, or never started), or the job keeper stopped reporting.",
+        )
+        self._alarm(
+            f"RestartsCapped{pascal(job.source_name)}",
+            metric=cw.Metric(namespace=APP_NAMESPACE, metric_name="RestartsCapped", dimensions_map=dims,
+                             statistic="Maximum", period=FIVE_MINUTES),
+            threshold=1, periods=1, comparison=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            description=f"Streaming job {job.job_name} ({job.source_name}) failed again after its restarts of the last "
+                        "hour; the job keeper stopped restarting it. Fix the cause, then `job start`.",
+        )
+
     def _streaming_job_alarms(self, job: StreamingJobSignals, window_size_seconds: int) -> None:
         s = self.settings
+        self._keeper_alarms(job)
         key = pascal(job.source_name)
         lag = self._lag_metric(job)
         self._alarm(

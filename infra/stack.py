@@ -11,6 +11,7 @@ from infra.compaction_job import CompactionJob
 from infra.config import EnvironmentConfig
 from infra.constants import pascal
 from infra.glue_security import GlueJobSecurity
+from infra.job_keeper import JobKeeper
 from infra.monitoring import Monitoring, MskSignals, StreamingJobSignals
 from infra.msk import KafkaSourceInfrastructure, producer_policy
 from infra.network import Network
@@ -92,6 +93,8 @@ class StreamingLakeStack(cdk.Stack):
             removal_policy=self.removal_policy,
         )
         self._jobs(config)
+        self.job_keeper = JobKeeper(self, "JobKeeper", jobs={source: job.job for source, job in self.streaming_jobs.items()},
+                                    maintenance_window=config.streaming.maintenance_window, removal_policy=self.removal_policy)
         self.monitoring = Monitoring(
             self,
             "Monitoring",

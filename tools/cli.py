@@ -122,7 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     job = commands.add_parser("job", help="control one source's streaming job")
     job_commands = job.add_subparsers(dest="job_command", required=True, metavar="action")
-    for name, help_ in (("start", "start the streaming job"), ("stop", "stop the current run"),
+    for name, help_ in (("start", "start the streaming job (and let the job keeper restart it again)"),
+                        ("stop", "stop the current run and hold the job: the job keeper leaves it stopped"),
                         ("status", "current run and consumer lag"),
                         ("reset-checkpoint", "delete the job's checkpoint (job must be stopped)")):
         sub = job_commands.add_parser(name, parents=[common], help=help_, description=help_)
@@ -437,9 +438,13 @@ def _job(args) -> int:
     env.check_source(args.source)
     job_name = outputs.streaming_job(args.source)
     if args.job_command == "start":
-        run_id = jobs.start(clients.glue, job_name)
+        jobs.release(clients.glue, jobs.job_arn(clients.session, job_name))
+        run_id = jobs.start(clients.glue, job_name, busy_hint="it is running (the hold is released)")
         print(f"started {job_name}: run {run_id}")
+        print("hold released: the job keeper restarts it again if it stops")
     elif args.job_command == "stop":
+        # Held first: the job keeper leaves a job stopped on purpose alone until `job start`.
+        jobs.hold(clients.glue, jobs.job_arn(clients.session, job_name), reason="job stop")
         run = jobs.stop(clients.glue, job_name, wait=not args.no_wait, timeout_s=args.timeout)
         if run is None:
             print(f"{job_name} has no active run; nothing to stop")

@@ -70,6 +70,28 @@ def current_run(glue, job_name: str) -> Run | None:
     return next((r for r in recent_runs(glue, job_name) if r.active), None)
 
 
+# The job keeper (infra/functions/job_keeper/handler.py) leaves a job carrying this tag alone: an operator's stop.
+HOLD_TAG = "streamlake:hold"
+
+
+def job_arn(session, job_name: str) -> str:
+    """The job's ARN (tags are set on it): account from STS, partition from the session's region."""
+    region = session.region_name
+    account = session.client("sts").get_caller_identity()["Account"]
+    return f"arn:{session.get_partition_for_region(region)}:glue:{region}:{account}:job/{job_name}"
+
+
+def hold(glue, arn: str, *, reason: str) -> None:
+    """Mark the job as stopped on purpose, so the keeper does not start it again (`job stop`)."""
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%MZ")
+    glue.tag_resource(ResourceArn=arn, TagsToAdd={HOLD_TAG: f"{reason} since {stamp}"[:256]})
+
+
+def release(glue, arn: str) -> None:
+    """Let the keeper keep the job running again (`job start`)."""
+    glue.untag_resource(ResourceArn=arn, TagsToRemove=[HOLD_TAG])
+
+
 def start(glue, job_name: str, arguments: dict[str, str] | None = None, *,
           busy_hint: str = "stop it first") -> str:
     from botocore.exceptions import ClientError

@@ -102,7 +102,8 @@ class Plan:
     next_file: str  # where the file is committed when it is not deployed yet
     problems: list[str] = field(default_factory=list)  # compatibility and lake-rule refusals
     drift: list[str] = field(default_factory=list)  # deployed, but a table does not follow it
-    jobs_to_restart: dict[str, jobs.Run] = field(default_factory=dict)  # job name -> its active run
+    jobs_to_restart: dict[str, jobs.Run] = field(default_factory=dict)  # job name -> its active run, on older code
+    redeployed_jobs: dict[str, jobs.Run] = field(default_factory=dict)  # job name -> its run started by/after the deploy
     idle_jobs: list[str] = field(default_factory=list)
 
     def lines(self) -> list[str]:
@@ -120,7 +121,10 @@ class Plan:
         out.append("3. verify the catalog tables follow it: " + ("DRIFT" if self.drift else "ok"))
         out += [f"     {d}" for d in self.drift]
         out.append("4. restart streaming jobs: " + (", ".join(
-            f"{name} (run {run.run_id})" for name, run in self.jobs_to_restart.items()) or "- none running"))
+            f"{name} (run {run.run_id})" for name, run in self.jobs_to_restart.items()) or "- none running older code"))
+        if self.redeployed_jobs:
+            out.append("     already restarted by the deploy (the job keeper's deploy step), left running: " + ", ".join(
+                f"{name} (run {run.run_id})" for name, run in self.redeployed_jobs.items()))
         if self.idle_jobs:
             out.append(f"     not running, left stopped (they load the new schema when started): {', '.join(self.idle_jobs)}")
         out.append("5. then roll out producers writing the new schema (outside this tool)")
@@ -185,11 +189,20 @@ def build_plan(glue, targets: Targets, schema_file: str) -> Plan:
     plan.drift += _table_drift(glue, targets.database, targets.lake_table, new_lake)
     for job_name in targets.streaming_jobs.values():
         run = jobs.current_run(glue, job_name)
-        if run is not None:
-            plan.jobs_to_restart[job_name] = run
-        else:
+        if run is None:
             plan.idle_jobs.append(job_name)
+        elif _started_on_the_deployed_code(glue, job_name, run):
+            plan.redeployed_jobs[job_name] = run
+        else:
+            plan.jobs_to_restart[job_name] = run
     return plan
+
+
+def _started_on_the_deployed_code(glue, job_name: str, run: jobs.Run) -> bool:
+    """Whether the run started after the job's definition last changed: the deploy that registered the version also
+    changed the job's --dataset_digest, and the job keeper's deploy step (infra/job_keeper.py) restarted the run."""
+    modified = glue.get_job(JobName=job_name)["Job"].get("LastModifiedOn")
+    return run.started_on is not None and modified is not None and run.started_on >= modified
 
 
 def _table_drift(glue, database: str, name: str, expected: list[tuple[str, str]]) -> list[str]:

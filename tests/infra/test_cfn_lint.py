@@ -24,6 +24,10 @@ ACCEPTED_WARNINGS = {
         "CDK's AwsCustomResource singleton provider (MSK bootstrap brokers lookup): the same redundant "
         "DependsOn on its service role."
     ),
+    ("W3005", "JobKeeperFunction"): (
+        "aws_lambda.Function with a role of its own stack: CDK declares DependsOn on the role and its default policy "
+        "(so the function is never invoked without its permissions); the role half is redundant, harmless."
+    ),
 }
 
 

@@ -40,11 +40,14 @@ UNMODELLED_BY_MOTO = {
     "AWS::SNS::Subscription",  # email subscriptions (prod)
     "Custom::AWS",  # would invoke the provider Lambda
     "Custom::VpcRestrictDefaultSG",  # would invoke the provider Lambda
+    "Custom::StreamingJobDeploy",  # would invoke the job keeper (tests/ops/test_job_keeper.py runs its logic)
 }
 # Modelled resources that only exist to serve an unmodelled one and reference it, so they go too:
 # the AwsCustomResource's policy names the MSK cluster ARN.
-# The EventBridge rule names the Glue jobs and the dashboard lists the alarms.
-REMOVED_WITH_UNMODELLED = {"AWS::IAM::Policy", "AWS::IAM::ManagedPolicy", "AWS::Events::Rule", "AWS::CloudWatch::Dashboard"}
+# The EventBridge rule names the Glue jobs and the dashboard lists the alarms; the job keeper's function names the
+# Glue jobs in its environment, and its invoke permissions name the function.
+REMOVED_WITH_UNMODELLED = {"AWS::IAM::Policy", "AWS::IAM::ManagedPolicy", "AWS::Events::Rule", "AWS::CloudWatch::Dashboard",
+                           "AWS::Lambda::Function", "AWS::Lambda::Permission"}
 GLUE_API_CREATED = ("AWS::Glue::Database", "AWS::Glue::Registry", "AWS::Glue::Schema", "AWS::Glue::SchemaVersion",
                     "AWS::Glue::Table")
 

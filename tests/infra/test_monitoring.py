@@ -130,9 +130,9 @@ def test_dead_letter_rate_alarm(template):
 
 
 def test_alarm_inventory(template):
-    # 3 per stream, 3 per job x 2 + the Kafka job's half-retention lag, 3 MSK brokers, 1 compaction,
-    # freshness + dead-letter share + no data per dataset x 2
-    assert len(_alarms(template)) == 3 + 6 + 1 + 3 + 1 + 3 * 2
+    # 3 per stream, (3 + the keeper's not-running and restarts-capped) per job x 2 + the Kafka job's half-retention
+    # lag, 3 MSK brokers, 1 compaction, freshness + dead-letter share + no data per dataset x 2
+    assert len(_alarms(template)) == 3 + 5 * 2 + 1 + 3 + 1 + 3 * 2
 
 
 def _two_sources(no_data_minutes: int | None) -> dict[str, dict]:
@@ -232,7 +232,8 @@ PUBLISHED_DIMENSIONS = {
     "AWS/Kinesis": {"StreamName"},
     "AWS/Kafka": {"Cluster Name", "Broker ID"},
     "Glue": {"JobName", "JobRunId", "Type"},
-    "StreamLake": {"Environment", "Source", "Dataset"},
+    # JobName: the job keeper's JobNotRunning and RestartsCapped (infra/functions/job_keeper/handler.py).
+    "StreamLake": {"Environment", "Source", "Dataset", "JobName"},
 }
 
 

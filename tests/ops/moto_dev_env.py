@@ -100,6 +100,13 @@ def glue_backend():
     return glue_backends[ACCOUNT][REGION]
 
 
+def job_definition_changed(job_name: str) -> None:
+    """What a deploy that changes a job's arguments does to it (UpdateJob, which moto lacks): LastModifiedOn is now."""
+    from moto.core.utils import utcnow
+
+    glue_backend().jobs[job_name].last_modified_on = utcnow()
+
+
 def mark_runs_running(job_name: str) -> None:
     """moto starts runs in STARTING; a streaming job that is up is RUNNING."""
     for run in glue_backend().jobs[job_name].job_runs:

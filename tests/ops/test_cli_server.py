@@ -133,6 +133,8 @@ def test_schema_evolve_with_the_deployed_committed_schema_restarts_the_jobs(depl
     """The committed newest version is what the registry holds (the dev env registers it): the tool's default
     file, a dry run, then the restart."""
     run_id = _start_running_job(deployed)
+    # Then the deploy changed the job (its --dataset_digest), and its deploy step did not restart the run.
+    dev_env.job_definition_changed(dev_env.STREAMING_JOB)
     dry = deployed.cli("schema-evolve", *ENV, "--dataset", "clickstream", "--dry-run")
     assert dry.returncode == 0, dry.stderr
     assert "2. deploy - done: registry version 1 is the file" in dry.stdout
@@ -154,15 +156,23 @@ def test_schema_evolve_with_the_deployed_committed_schema_restarts_the_jobs(depl
 def test_job_start_status_stop(deployed):
     started = deployed.cli("job", "start", *ENV, "--source", dev_env.SOURCE)
     assert started.returncode == 0, started.stderr
-    run_id = started.stdout.split("run ")[-1].strip()
-    assert started.stdout == f"started {dev_env.STREAMING_JOB}: run {run_id}\n"
+    first, keeper_line = started.stdout.splitlines()
+    run_id = first.split("run ")[-1].strip()
+    assert first == f"started {dev_env.STREAMING_JOB}: run {run_id}" and keeper_line.startswith("hold released")
     dev_env.mark_runs_running(dev_env.STREAMING_JOB)
 
     status = deployed.cli("job", "status", *ENV, "--source", dev_env.SOURCE)
     assert status.returncode == 0 and f"current run:  {run_id} RUNNING since" in status.stdout
 
+    glue = deployed.client("glue")
+    arn = f"arn:aws:glue:{dev_env.REGION}:{dev_env.ACCOUNT}:job/{dev_env.STREAMING_JOB}"
+    assert "streamlake:hold" not in glue.get_tags(ResourceArn=arn)["Tags"]
     stopped = deployed.cli("job", "stop", *ENV, "--source", dev_env.SOURCE)
     assert (stopped.returncode, stopped.stdout) == (0, f"stopped {dev_env.STREAMING_JOB} run {run_id}: STOPPED\n")
+    # Held: the job keeper (infra/functions/job_keeper) leaves a job stopped this way alone until `job start`.
+    assert glue.get_tags(ResourceArn=arn)["Tags"]["streamlake:hold"].startswith("job stop since ")
+    assert deployed.cli("job", "start", *ENV, "--source", dev_env.SOURCE).returncode == 0
+    assert "streamlake:hold" not in glue.get_tags(ResourceArn=arn)["Tags"]
 
 
 def test_checkpoint_reset_needs_confirmation_and_a_stopped_job(deployed):

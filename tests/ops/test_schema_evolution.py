@@ -22,7 +22,7 @@ TARGETS = schema_evolution.Targets(
     streaming_jobs={dev_env.SOURCE: dev_env.STREAMING_JOB},
 )
 COUNTRY = {"name": "country", "type": ["null", "string"], "default": None, "doc": "ISO 3166 code"}
-READ_ONLY = {"GetSchema", "GetSchemaVersion", "GetTable", "GetJobRuns", "GetJobRun"}
+READ_ONLY = {"GetSchema", "GetSchemaVersion", "GetTable", "GetJob", "GetJobRuns", "GetJobRun"}
 
 
 def _schema_file(tmp_path, schema: dict) -> str:
@@ -94,6 +94,7 @@ def _deploy(aws, schema: dict, *, tables: bool = True) -> None:
     registers it, and the tables' columns follow the file (the MSK table's pin, in the pin test)."""
     aws.glue.register_schema_version(SchemaId={"RegistryName": dev_env.REGISTRY, "SchemaName": dev_env.SCHEMA},
                                      SchemaDefinition=json.dumps(schema, separators=(",", ":")))
+    dev_env.job_definition_changed(dev_env.STREAMING_JOB)
     if not tables:
         return
     source, lake = _columns_of(schema)
@@ -124,6 +125,24 @@ def test_before_the_deploy_it_says_what_to_commit_and_changes_nothing(aws, tmp_p
     assert said == ["nothing changed: commit the file as datasets/clickstream/schema.v2.avsc and deploy first (step 2 above)"]
     assert [(r["Id"], r["JobRunState"]) for r in aws.glue.get_job_runs(JobName=dev_env.STREAMING_JOB)["JobRuns"]] == [
         (run_id, "RUNNING")]
+
+
+def test_a_run_the_deploy_already_restarted_is_left_running(aws, tmp_path, committed):
+    """The deploy changed the job's --dataset_digest, so the job keeper's deploy step restarted the run on the new
+    code (infra/job_keeper.py): schema-evolve has nothing left to restart."""
+    evolved = dev_env.schema_with([COUNTRY])
+    targets = dataclasses.replace(TARGETS, dataset=committed(evolved))
+    _deploy(aws, evolved)
+    new_run = _running_job(aws)  # started after the job definition changed
+    calls = _record_calls(aws.glue)
+    plan = schema_evolution.build_plan(aws.glue, targets, _schema_file(tmp_path, evolved))
+    assert plan.lines()[4:6] == [
+        "4. restart streaming jobs: - none running older code",
+        f"     already restarted by the deploy (the job keeper's deploy step), left running: {dev_env.STREAMING_JOB} "
+        f"(run {new_run})",
+    ]
+    schema_evolution.execute(aws.glue, plan, say=lambda line: None, sleep=lambda s: None)
+    assert [c for c in calls if c not in READ_ONLY] == []
 
 
 def test_after_the_deploy_it_restarts_the_running_jobs_then_names_producers(aws, tmp_path, committed):

@@ -1,0 +1,105 @@
+"""The job keeper in the synthesized templates (infra/job_keeper.py): for every streaming job of every environment a
+deploy resource carrying the digest of what Glue runs, the not-running and restarts-capped alarms, and a function
+whose permissions name those jobs only. Its decisions are tested against moto in tests/ops/test_job_keeper.py."""
+
+from __future__ import annotations
+
+import re
+import shutil
+
+import pytest
+
+from infra.config import load_config
+from infra.job_keeper import DEPLOY_RESOURCE_TYPE, ENDED_STATES
+
+
+def _of_type(template: dict, type_: str) -> dict[str, dict]:
+    return {k: v for k, v in template["Resources"].items() if v["Type"] == type_}
+
+
+def _streaming_jobs(template: dict) -> dict[str, dict]:
+    return {k: v for k, v in _of_type(template, "AWS::Glue::Job").items() if v["Properties"]["Command"]["Name"] == "gluestreaming"}
+
+
+@pytest.mark.parametrize("environment", list(load_config().environments))
+def test_every_streaming_job_has_a_deploy_resource_alarms_and_the_keepers_permissions(templates, environment):
+    template = templates[environment]
+    jobs = _streaming_jobs(template)
+    assert len(jobs) == len(load_config().get(environment).source_names) > 0
+    deploys = {v["Properties"]["JobName"]["Ref"]: v["Properties"] for v in _of_type(template, DEPLOY_RESOURCE_TYPE).values()}
+    assert set(deploys) == set(jobs)
+    ((function_id, function),) = [(k, v) for k, v in _of_type(template, "AWS::Lambda::Function").items()
+                                  if k.startswith("JobKeeperFunction")]
+    for props in deploys.values():
+        assert re.fullmatch(r"[0-9a-f]{64}", props["CodeDigest"]) and props["ServiceToken"] == {"Fn::GetAtt": [function_id, "Arn"]}
+    alarms = _of_type(template, "AWS::CloudWatch::Alarm")
+    def watching(metric_name, job_id):
+        return [a["Properties"] for a in alarms.values() if a["Properties"].get("MetricName") == metric_name
+                and a["Properties"]["Dimensions"] == [{"Name": "JobName", "Value": {"Ref": job_id}}]]
+
+    for job_id in jobs:
+        (not_running,) = watching("JobNotRunning", job_id)
+        assert not_running["TreatMissingData"] == "breaching" and not_running["Threshold"] == 1
+        assert not_running["EvaluationPeriods"] * not_running["Period"] == 900  # 15 minutes without a run
+        assert len(watching("RestartsCapped", job_id)) == 1
+    # The keeper may touch the environment's streaming jobs and nothing else in Glue.
+    role = {"Ref": function["Properties"]["Role"]["Fn::GetAtt"][0]}
+    policies = [p for p in _of_type(template, "AWS::IAM::Policy").values() if p["Properties"]["Roles"] == [role]]
+    (statement,) = [s for p in policies for s in p["Properties"]["PolicyDocument"]["Statement"] if s.get("Sid") == "KeepStreamingJobsRunning"]
+    resources = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+    named = {part["Ref"] for r in resources for part in r["Fn::Join"][1] if isinstance(part, dict) and "Ref" in part
+             and part["Ref"] in jobs}
+    assert named == set(jobs) and len(resources) == len(jobs)
+    (log_group,) = [v for k, v in _of_type(template, "AWS::Logs::LogGroup").items() if k.startswith("JobKeeper")]
+    assert log_group["Properties"]["RetentionInDays"] == 90
+    (rule,) = [v for k, v in _of_type(template, "AWS::Events::Rule").items() if k.startswith("JobKeeperJobEnded")]
+    assert rule["Properties"]["EventPattern"]["detail"]["state"] == ENDED_STATES
+    (schedule,) = [v for k, v in _of_type(template, "AWS::Events::Rule").items() if k.startswith("JobKeeperSchedule")]
+    assert schedule["Properties"]["ScheduleExpression"] == "rate(5 minutes)"
+
+
+def _digests(template: dict) -> dict[str, str]:
+    return {v["Properties"]["JobName"]["Ref"]: v["Properties"]["CodeDigest"] for v in _of_type(template, DEPLOY_RESOURCE_TYPE).values()}
+
+
+def test_a_changed_job_script_changes_the_digest_of_every_job_running_it_and_an_unchanged_synth_none(templates, monkeypatch, tmp_path):
+    """What makes CloudFormation send the keeper an Update (and the keeper restart a running job): the digest.
+    Only AWS can show the rest: that CloudFormation then invokes the function (custom resource Update semantics)."""
+    from infra import job_assets
+    from infra_tools.snapshot import synth_templates
+
+    before = _digests(templates["dev"])
+    assert _digests(synth_templates(["dev"])["dev"]) == before  # the same tree: the same digests, nothing restarts
+    real = job_assets.entrypoint
+
+    def changed(package: str, module: str = "glue_entry"):
+        path = real(package, module)
+        if package != "glue_jobs":
+            return path
+        copy = tmp_path / path.name
+        shutil.copyfile(path, copy)
+        with copy.open("a", encoding="utf-8") as out:
+            out.write("\n# a changed line\n")
+        return copy
+
+    monkeypatch.setattr(job_assets, "entrypoint", changed)
+    after = _digests(synth_templates(["dev"])["dev"])
+    assert set(after) == set(before) and all(after[job] != before[job] for job in before)
+
+
+def test_a_config_change_of_one_job_changes_only_that_jobs_digest(templates):
+    import dataclasses
+
+    from infra_tools.snapshot import synth_templates
+
+    config = load_config()
+    staging = config.get("staging")
+    kafka_jobs = staging.msk.source_names
+    changed = dataclasses.replace(staging, msk=dataclasses.replace(staging.msk, min_partitions=None))
+    after = _digests(synth_templates(["staging"], config=dataclasses.replace(
+        config, environments={**config.environments, "staging": changed}))["staging"])
+    before = _digests(templates["staging"])
+    moved = {job for job in before if before[job] != after[job]}
+    jobs = _streaming_jobs(templates["staging"])
+    assert moved and all(jobs[job]["Properties"]["DefaultArguments"]["--source_name"] in kafka_jobs for job in moved)
+    assert len(moved) == len(kafka_jobs) < len(before)
