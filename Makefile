@@ -130,7 +130,7 @@ bench: synth $(JARS) $(FUNCTIONS)
 # Markdown summary of what the working tree changes against BASE (default HEAD): no credentials needed.
 BASE ?= HEAD
 diff: $(STAMP)
-	$(PY) -m infra_tools.diff --base $(BASE) --out cdk.out/diff.md
+	$(PY) -m infra_tools.diff --base $(BASE) --out cdk.out/diff.md $(if $(ALLOW_DATA_LOSS),--allow-data-loss)
 
 diagrams: $(STAMP)
 	$(PY) -m infra_tools.diagram

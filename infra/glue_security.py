@@ -6,6 +6,9 @@ and job bookmarks encrypted with a dedicated key whose policy lets CloudWatch Lo
 
 from __future__ import annotations
 
+import hashlib
+import json
+
 import aws_cdk as cdk
 from aws_cdk import aws_glue as glue
 from aws_cdk import aws_iam as iam
@@ -16,7 +19,8 @@ from infra.job_iam import allow_cloudwatch_logs, grant_key
 
 
 class GlueJobSecurity(Construct):
-    def __init__(self, scope: Construct, id_: str, *, data_key: kms.IKey, removal_policy: cdk.RemovalPolicy) -> None:
+    def __init__(self, scope: Construct, id_: str, *, environment: str, data_key: kms.IKey,
+                 removal_policy: cdk.RemovalPolicy) -> None:
         super().__init__(scope, id_)
         self.data_key = data_key
         self.logs_key = kms.Key(
@@ -38,6 +42,13 @@ class GlueJobSecurity(Construct):
         # The construct retains by default; a security configuration holds no data, and a retained one keeps
         # its fixed name and so blocks creating the environment again (infra/naming.py).
         self.configuration.apply_removal_policy(cdk.RemovalPolicy.DESTROY)
+        # Every property of AWS::Glue::SecurityConfiguration is create-only (its resource schema has no update
+        # handler), so any change replaces it, and CloudFormation creates the replacement before it deletes the old
+        # one: under the same name that fails. The name follows the content instead, so a changed configuration
+        # gets a new name and the replacement deploys (jobs refer to it by Ref and follow).
+        cfn = self.configuration.node.default_child
+        content = json.dumps(cdk.Stack.of(self).resolve(cfn.encryption_configuration), sort_keys=True, separators=(",", ":"))
+        cfn.add_property_override("Name", f"streamlake-{environment}-glue-{hashlib.sha256(content.encode()).hexdigest()[:12]}")
 
     def grant_job(self, role: iam.IRole) -> None:
         """What a job role needs to write encrypted S3 objects, logs and bookmarks."""

@@ -128,7 +128,7 @@ class StreamingLakeStack(cdk.Stack):
     def _jobs(self, config: EnvironmentConfig) -> None:
         storage, catalog = self.storage, self.catalog
         self.glue_security = GlueJobSecurity(
-            self, "GlueSecurity", data_key=storage.data_key, removal_policy=self.removal_policy
+            self, "GlueSecurity", environment=config.name, data_key=storage.data_key, removal_policy=self.removal_policy
         )
         self.streaming_jobs: dict[str, StreamingJob] = {}
 

@@ -13,7 +13,9 @@ Every modified resource is labelled from the CloudFormation resource schemas (in
 place, or replaced because a change reaches a create-only property. A replacement of a resource that keeps
 a name it sets itself is labelled "deploy will fail" (CloudFormation creates the new resource before it
 deletes the old one, and the name is taken), and the command exits 3 after writing the report; a
-replacement of a stateful resource is labelled "data loss". Catalog table columns are compared by name.
+replacement or removal of a stateful resource is labelled "data loss" and the command exits 4 unless
+--allow-data-loss (an MSK cluster replaced loses the records no job has read yet and strands the jobs' offsets).
+Catalog table columns are compared by name.
 """
 
 from __future__ import annotations
@@ -213,7 +215,8 @@ def _change_lines(change: ResourceChange) -> list[str]:
     if change.deploy_fails:
         head += f" — ⛔ **deploy will fail**: the new resource needs the name it keeps ({change.fixed_name})"
     if change.data_loss:
-        head += " — ⚠ **data loss**: what it holds goes with the old resource"
+        head += (" — ⚠ **data loss**: what it holds goes with the old resource (refused unless `make diff "
+                 "ALLOW_DATA_LOSS=1`; README \"Replacing the MSK cluster\" for the migration that loses nothing)")
     lines = [head]
     lines += [f"  - {line}" for line in change.columns]
     for path, before, after in change.changes:
@@ -379,6 +382,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m infra_tools.diff", description=__doc__.splitlines()[0])
     parser.add_argument("--base", default="HEAD", help="git ref whose committed snapshots and config are the base")
     parser.add_argument("--out", help="also write the Markdown to this file")
+    parser.add_argument("--allow-data-loss", action="store_true",
+                        help="accept changes that replace or remove a resource holding data (exit 0 instead of 4)")
     args = parser.parse_args(argv)
     if subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{args.base}^{{commit}}"], cwd=REPO_ROOT,
                       capture_output=True).returncode != 0:
@@ -401,12 +406,18 @@ def main(argv: list[str] | None = None) -> int:
         out = Path(args.out)
         out.parent.mkdir(parents=True, exist_ok=True)  # a fresh clone has no cdk.out/ yet
         out.write_text(report, encoding="utf-8")
-    failing = [c.logical_id for env, template in new_templates.items()
-               for c in diff_templates(normalize(base_templates.get(env, {})), normalize(template)) if c.deploy_fails]
+    changes = [(env, c) for env, template in new_templates.items()
+               for c in diff_templates(normalize(base_templates.get(env, {})), normalize(template))]
+    failing = [c.logical_id for _, c in changes if c.deploy_fails]
     failing += [f"schema {p}" for p in schema_check()[1] + dataset_check()[1]]
     if failing:
         print(f"error: {len(failing)} change(s) would fail to deploy: {', '.join(failing)}", file=sys.stderr)
         return 3
+    losing = [f"{env}: {c.logical_id} ({c.type}, {c.kind})" for env, c in changes if c.data_loss]
+    if losing and not args.allow_data_loss:
+        print(f"error: {len(losing)} change(s) lose the data a resource holds: {', '.join(losing)}; refused unless "
+              "--allow-data-loss (make diff ALLOW_DATA_LOSS=1)", file=sys.stderr)
+        return 4
     return 0
 
 

@@ -153,3 +153,43 @@ def test_a_replacement_cascades_through_create_only_references():
     assert {k: c.kind for k, c in changes.items()} == {"Vpc": "replaced", "Subnet": "replaced", "Cluster": "replaced"}
     assert changes["Cluster"].replacing == ["BrokerNodeGroupInfo.ClientSubnets"]
     assert changes["Cluster"].deploy_fails and not changes["Subnet"].deploy_fails
+
+
+def test_a_change_to_the_glue_security_configuration_is_a_replacement_that_deploys():
+    """Every property of AWS::Glue::SecurityConfiguration is create-only; its name follows its content
+    (infra/glue_security.py), so a changed configuration comes with a new name and the replacement deploys."""
+    import aws_cdk as cdk
+    from aws_cdk import assertions
+    from aws_cdk import aws_kms as kms
+
+    from infra.glue_security import GlueJobSecurity
+
+    def template(key_id: str) -> dict:
+        stack = cdk.Stack(cdk.App(), "Sec")
+        GlueJobSecurity(stack, "GlueSecurity", environment="dev", data_key=kms.Key(stack, key_id),
+                        removal_policy=cdk.RemovalPolicy.DESTROY)
+        return assertions.Template.from_stack(stack).to_json()
+
+    old, new = template("DataKey"), template("OtherDataKey")  # the jobs' S3 writes move to another key
+    (change,) = [c for c in diff.diff_templates(old, new) if c.type == "AWS::Glue::SecurityConfiguration"]
+    assert change.kind == "replaced" and "Name" in change.replacing
+    assert not change.deploy_fails and not change.data_loss
+    names = [dict(c)["Name"] for c in (old, new) for c in [next(r["Properties"] for r in c["Resources"].values()
+                                                                 if r["Type"] == "AWS::Glue::SecurityConfiguration")]]
+    assert names[0] != names[1] and all(n.startswith("streamlake-dev-glue-") for n in names)
+    assert template("DataKey") == old  # unchanged content, unchanged name: nothing replaced
+
+
+def test_a_change_that_loses_data_is_refused_unless_the_operator_allows_it(templates, monkeypatch, capsys):
+    """An MSK cluster (or any resource holding data) replaced or removed: labelled data loss, exit 4; the operator
+    opts in with --allow-data-loss (make diff ALLOW_DATA_LOSS=1)."""
+    import copy
+
+    base = copy.deepcopy(templates)
+    base["staging"]["Resources"]["RetiredStream"] = {"Type": "AWS::Kinesis::Stream", "Properties": {"ShardCount": 1}}
+    monkeypatch.setattr(diff, "base_state", lambda ref: (base, load_config()))
+    assert diff.main([]) == 4
+    captured = capsys.readouterr()
+    assert "staging: RetiredStream (AWS::Kinesis::Stream, removed); refused unless --allow-data-loss" in captured.err
+    assert "**removed** `RetiredStream` (AWS::Kinesis::Stream) — ⚠ **data loss**" in captured.out
+    assert diff.main(["--allow-data-loss"]) == 0

@@ -25,7 +25,7 @@ def _stack(env_name: str):
     key = kms.Key(stack, "DataKey")
     buckets = {name: s3.Bucket(stack, name, encryption_key=key) for name in ("Lake", "Dead", "Temp")}
     locations = LakeLocations(buckets["Lake"], "events", buckets["Dead"], "dead_letters", buckets["Temp"], "checkpoints")
-    security = GlueJobSecurity(stack, "Security", data_key=key, removal_policy=cdk.RemovalPolicy.DESTROY)
+    security = GlueJobSecurity(stack, "Security", environment="test", data_key=key, removal_policy=cdk.RemovalPolicy.DESTROY)
     stream = kinesis.Stream(stack, "Clicks", encryption=kinesis.StreamEncryption.KMS, encryption_key=key)
     StreamingJob(stack, "ClickJob", environment=env_name, source_name="clickstream", dataset=datasets.load("clickstream"),
                  settings=env.streaming,
