@@ -78,6 +78,7 @@ class CompactionJob(Construct):
                 worker_type=settings.worker_type,
                 workers=settings.workers,
                 security_configuration=security.configuration,
+                log_group=security.job_log_group(self, "compaction"),
             ),
         )
         acknowledge_glue_job_role(self.role, uses_connection=False)

@@ -168,6 +168,7 @@ class StreamingJob(Construct):
                 worker_type=settings.worker_type,
                 workers=settings.max_workers,
                 security_configuration=security.configuration,
+                log_group=security.job_log_group(self, source_name),
             ),
         )
         acknowledge_glue_job_role(self.role, uses_connection=kafka is not None)

@@ -71,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
         if result.compaction:
             print(f"{args.env} compaction: exit {result.compaction.returncode} in {result.compaction.seconds:.0f} s "
                   f"on pyspark {lines[result.compaction.job.glue_version].pyspark_version}")
+        print(f"{args.env} job keeper (deployed code, one scheduled check on moto): "
+              + ", ".join(f"{job} {state}" for job, state in sorted(result.keeper.items())))
         found = problems(result, local_spark_session("rehearsal-checks"), LocalS3(workdir / "s3"))
     for problem in found:
         print(f"problem: {problem}", file=sys.stderr)

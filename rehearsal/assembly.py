@@ -52,6 +52,7 @@ class Assembly:
     directory: Path
     template: dict
     assets: dict[str, Path] = field(default_factory=dict)  # S3 object key -> file in the assembly
+    directories: dict[str, Path] = field(default_factory=dict)  # S3 object key of a zipped asset -> its folder
 
     # ---- CloudFormation expressions ----------------------------------------------------------------
 
@@ -185,8 +186,8 @@ def load(cdk_out: Path, environment: str) -> Assembly:
         assets = json.loads((directory / artifact["properties"]["file"]).read_text(encoding="utf-8"))
         for entry in assets.get("files", {}).values():
             source = directory / entry["source"]["path"]
-            if entry["source"].get("packaging", "file") != "file":
-                continue
+            # A folder asset (a Lambda function's code) is uploaded as a zip of the folder.
+            target = assembly.assets if entry["source"].get("packaging", "file") == "file" else assembly.directories
             for destination in entry["destinations"].values():
-                assembly.assets[destination["objectKey"]] = source
+                target[destination["objectKey"]] = source
     return assembly

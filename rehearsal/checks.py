@@ -62,6 +62,8 @@ def problems(result: EnvironmentResult, spark, s3: LocalS3) -> list[str]:
         crowded = crowded_hours(result.compaction.job.arguments, s3, lake_paths)
         if crowded:
             found.append(f"compaction left {len(crowded)} hour(s) of its lookback with more than one file, e.g. {crowded[:3]}")
+    if len(result.keeper) != len(result.sources) or set(result.keeper.values()) != {"running"}:
+        found.append(f"the job keeper's check did not start every streaming job: {result.keeper}")
     missing_metrics = result.alarm_metrics - result.metrics
     if missing_metrics:
         found.append(f"alarmed metrics no job published: {sorted((n, sorted(d)) for n, d in missing_metrics)}")

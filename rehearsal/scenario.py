@@ -56,6 +56,7 @@ class EnvironmentResult:
     compaction: JobRun | None = None
     metrics: set[tuple[str, frozenset]] = field(default_factory=set)  # (name, {(dimension, value)})
     alarm_metrics: set[tuple[str, frozenset]] = field(default_factory=set)
+    keeper: dict[str, str] = field(default_factory=dict)  # job name -> the job keeper's state after one check
 
 
 def _end_ms() -> int:
@@ -317,6 +318,9 @@ def rehearse_environment(assembly: Assembly, *, lines: Mapping[str, SparkLine], 
         if run.returncode != 0:
             raise RehearsalError(f"{job.logical_id} failed (exit {run.returncode}):\n{run.stderr[-4000:]}")
         result.compaction = run
+    from rehearsal.keeper import rehearse_keeper
+
+    result.keeper = rehearse_keeper(assembly, moto_endpoint)
     namespace = next(iter({j.arguments["--metrics_namespace"] for j in jobs}))
     result.metrics = received_metrics(moto_endpoint, namespace)
     result.alarm_metrics = alarm_metrics(assembly, namespace)

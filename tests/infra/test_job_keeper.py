@@ -103,3 +103,22 @@ def test_a_config_change_of_one_job_changes_only_that_jobs_digest(templates):
     jobs = _streaming_jobs(templates["staging"])
     assert moved and all(jobs[job]["Properties"]["DefaultArguments"]["--source_name"] in kafka_jobs for job in moved)
     assert len(moved) == len(kafka_jobs) < len(before)
+
+
+@pytest.mark.parametrize("environment", list(load_config().environments))
+def test_every_glue_job_logs_to_a_log_group_of_the_stack_with_retention_and_the_logs_key(templates, environment):
+    """Continuous logs go to the stack's own group (--continuous-log-logGroup): kept 90 days, encrypted with the
+    logs key, which the group refers to (deleted before it) and which has the group's deletion policy."""
+    template = templates[environment]
+    resources = template["Resources"]
+    groups = {k: v for k, v in _of_type(template, "AWS::Logs::LogGroup").items()}
+    jobs = _of_type(template, "AWS::Glue::Job")
+    assert len(jobs) == len(load_config().get(environment).source_names) + 1  # the streaming jobs and compaction
+    for job in jobs.values():
+        name = job["Properties"]["DefaultArguments"]["--continuous-log-logGroup"]
+        (group_id,) = [k for k, v in groups.items() if {"Ref": k} == name or v["Properties"].get("LogGroupName") == name]
+        group = groups[group_id]
+        assert group["Properties"]["RetentionInDays"] == 90
+        key_id = group["Properties"]["KmsKeyId"]["Fn::GetAtt"][0]
+        assert resources[key_id]["Type"] == "AWS::KMS::Key" and key_id.startswith("GlueSecurityLogsKey")
+        assert resources[key_id]["DeletionPolicy"] == group["DeletionPolicy"]

@@ -68,6 +68,8 @@ def test_dev_rehearses_clean_and_reads_the_source_once_per_batch(cloud_assembly,
     assert found == []
     assert sorted(result.sources) == ["clickstream", "orders"]  # two datasets: flat JSON and nested JSON
     assert result.compaction is not None and result.alarm_metrics and result.alarm_metrics <= result.metrics
+    # The job keeper's deployed code, one scheduled check against moto's Glue: it started both jobs (never run).
+    assert sorted(result.keeper.values()) == ["running", "running"]
     for source in result.sources.values():
         assert source.committed["records_in"] == RECORDS and source.committed["batches"] == 3
         # persistDataFrame "false": each batch reads its records from the source once, plus the one record
