@@ -92,6 +92,7 @@ class StreamingLakeStack(cdk.Stack):
             streams=self.streams.streams,
             removal_policy=self.removal_policy,
         )
+        self.storage.add_lake_prefix_rules([lake_prefix_of(name) for name in self.datasets], config.storage)
         self._jobs(config)
         self.job_keeper = JobKeeper(self, "JobKeeper", jobs={source: job.job for source, job in self.streaming_jobs.items()},
                                     maintenance_window=config.streaming.maintenance_window, removal_policy=self.removal_policy)

@@ -164,6 +164,34 @@ class Storage(Construct):
             ],
         )
 
+    def add_lake_prefix_rules(self, prefixes: list[str], settings: StorageConfig) -> None:
+        """Per dataset prefix of the lake bucket. The bucket is versioned, so every object a job deletes stays as a
+        noncurrent version until a rule expires it (NoncurrentDays: "the number of days an object is noncurrent
+        before Amazon S3 can perform the associated action", AWS::S3::Bucket NoncurrentVersionExpiration). A batch's
+        staged files (moved into the table at commit), compaction's journal and staging, and the partitions log are
+        deleted within minutes of being written and never read again: their noncurrent versions go after a day,
+        instead of the bucket-wide `lake_noncurrent_expiration_days` kept for replaced table files (where two
+        expirations overlap, S3 honours the shorter: S3 User Guide, "How Amazon S3 handles conflicts in lifecycle
+        configurations"). Current objects there are never expired: a batch's staged files are what recovery rolls
+        forward. With `lake_infrequent_access_days`, the table's data files (`<prefix>/event_date=...`) move to
+        Standard-IA at that age, when compaction has long stopped rewriting their hour."""
+        from compaction.layout import CONTROL_DIR
+        from glue_jobs.commit import STAGING_DIR
+        from glue_jobs.partitions_log import LOG_DIR
+
+        for prefix in sorted(set(prefixes)):
+            name = "".join(part.capitalize() for part in prefix.replace("_", "-").split("-"))
+            for directory in (STAGING_DIR, CONTROL_DIR, LOG_DIR):
+                label = "".join(part.capitalize() for part in directory.strip("_").split("_"))
+                self.lake_bucket.add_lifecycle_rule(
+                    id=f"Expire{name}{label}Versions", prefix=f"{prefix}/{directory}/",
+                    noncurrent_version_expiration=cdk.Duration.days(1))
+            if settings.lake_infrequent_access_days is not None:
+                self.lake_bucket.add_lifecycle_rule(
+                    id=f"Age{name}Files", prefix=f"{prefix}/event_date=",
+                    transitions=[s3.Transition(storage_class=s3.StorageClass.INFREQUENT_ACCESS,
+                                               transition_after=cdk.Duration.days(settings.lake_infrequent_access_days))])
+
     @property
     def buckets(self) -> dict[str, s3.Bucket]:
         return {

@@ -86,6 +86,7 @@ class StorageConfig:
     dead_letter_transition_days: int
     dead_letter_expiration_days: int
     access_log_expiration_days: int
+    lake_infrequent_access_days: int | None = None  # lake data files move to S3 Standard-IA at this age; None: never
 
 
 @dataclass(frozen=True)

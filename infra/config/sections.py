@@ -93,6 +93,9 @@ def _storage(r: _Reader) -> StorageConfig:
         dead_letter_transition_days=r.integer("dead_letter_transition_days", minimum=30, maximum=3650),
         dead_letter_expiration_days=r.integer("dead_letter_expiration_days", minimum=31, maximum=3650),
         access_log_expiration_days=r.integer("access_log_expiration_days", minimum=1, maximum=3650),
+        # S3 moves objects to Standard-IA only once they are 30 days old (S3 User Guide, "Transitioning objects using
+        # Amazon S3 Lifecycle", constraints); null keeps the lake in Standard.
+        lake_infrequent_access_days=r.integer("lake_infrequent_access_days", minimum=30, maximum=3650, optional=True),
     )
     if (
         isinstance(cfg.dead_letter_transition_days, int)

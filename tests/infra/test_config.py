@@ -75,6 +75,7 @@ BAD_VALUES = [
     ("dev", "streaming.maintenance_window", "Sunday 3am", "dev.streaming.maintenance_window: 'Sunday 3am' is not a window like 'SUN:02'"),
     ("prod", "streaming.worker_type", "G.025X", "prod.streaming.worker_type: 'G.025X' is for low-volume streams; prod must use G.1X or G.2X"),
     ("dev", "storage.dead_letter_expiration_days", 30, "dev.storage.dead_letter_expiration_days: 30 is out of range: allowed 31 to 3650"),
+    ("prod", "storage.lake_infrequent_access_days", 29, "prod.storage.lake_infrequent_access_days: 29 is out of range: allowed 30 to 3650"),
     ("dev", "tags", {"project": 7}, "dev.tags: {\"project\": 7} must map tag keys"),
     ("prod", "msk.topic_compression_type", "brotli", "prod.msk.topic_compression_type: 'brotli' is not one of zstd, lz4, snappy, gzip, uncompressed, producer"),
     ("prod", "msk.topic_retention_hours", -1, "prod.msk.topic_retention_hours: -1 is out of range: allowed 1 to 87600"),

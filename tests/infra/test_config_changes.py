@@ -58,6 +58,7 @@ ALTERNATIVES: dict[str, tuple[str, dict]] = {
     "storage.dead_letter_transition_days": ("prod", {"storage.dead_letter_transition_days": 60}),
     "storage.dead_letter_expiration_days": ("prod", {"storage.dead_letter_expiration_days": 730}),
     "storage.access_log_expiration_days": ("prod", {"storage.access_log_expiration_days": 180}),
+    "storage.lake_infrequent_access_days": ("prod", {"storage.lake_infrequent_access_days": 180}),
     "kinesis_streams.name": ("prod", {"kinesis_streams.0.name": "clicks"}),
     "kinesis_streams.capacity_mode": ("prod", {"kinesis_streams.0.capacity_mode": "on_demand", "kinesis_streams.0.shard_count": None}),
     "kinesis_streams.shard_count": ("prod", {"kinesis_streams.0.shard_count": 16}),

@@ -134,3 +134,33 @@ def test_removal_policy_applies_to_key_and_every_bucket(policy, expected):
     assert {(r["DeletionPolicy"], r["UpdateReplacePolicy"]) for r in kept} == {(expected, expected)}
     # No auto-delete custom resource: a non-empty bucket stops `cdk destroy` instead.
     assert not [r for r in resources if r["Type"].startswith("Custom::")]
+
+
+@pytest.mark.parametrize("environment", ["dev", "prod"])
+def test_each_dataset_prefix_drops_the_jobs_transient_versions_in_a_day_and_ages_its_data_as_configured(templates, environment):
+    """Per dataset prefix of the lake bucket (infra/storage.Storage.add_lake_prefix_rules): the staged batch files,
+    compaction's control folder and the partitions log keep noncurrent versions 1 day (the bucket-wide rule keeps
+    replaced table files `lake_noncurrent_expiration_days`); prod moves data files to Standard-IA at 90 days."""
+    from compaction.layout import CONTROL_DIR
+    from glue_jobs.commit import STAGING_DIR
+    from glue_jobs.partitions_log import LOG_DIR
+    from infra.config import load_config
+    from infra.storage import lake_prefix_of
+
+    config = load_config().get(environment)
+    (lake,) = [v for k, v in templates[environment]["Resources"].items()
+               if v["Type"] == "AWS::S3::Bucket" and k.startswith("StorageLakeBucket")]
+    rules = lake["Properties"]["LifecycleConfiguration"]["Rules"]
+    by_prefix = {r.get("Prefix"): r for r in rules}
+    assert {r["NoncurrentVersionExpiration"]["NoncurrentDays"] for r in rules if r.get("Prefix") is None
+            and "NoncurrentVersionExpiration" in r} == {config.storage.lake_noncurrent_expiration_days}
+    for dataset in config.datasets:
+        prefix = lake_prefix_of(dataset)
+        for directory in (STAGING_DIR, CONTROL_DIR, LOG_DIR):
+            rule = by_prefix[f"{prefix}/{directory}/"]
+            assert rule["NoncurrentVersionExpiration"] == {"NoncurrentDays": 1} and "ExpirationInDays" not in rule
+        aging = by_prefix.get(f"{prefix}/event_date=")
+        if config.storage.lake_infrequent_access_days is None:
+            assert aging is None
+        else:
+            assert aging["Transitions"] == [{"StorageClass": "STANDARD_IA", "TransitionInDays": 90}]
