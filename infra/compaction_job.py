@@ -24,7 +24,7 @@ from glue_jobs.metrics import METRICS_NAMESPACE
 from infra import job_assets
 from infra.config import CompactionConfig
 from infra.glue_security import GlueJobSecurity
-from infra.job_iam import acknowledge_glue_job_role, grant_prefix, grant_put_metric_data
+from infra.job_iam import acknowledge_glue_job_role, add_spark_ui, grant_prefix, grant_put_metric_data
 
 
 class CompactionJob(Construct):
@@ -39,6 +39,7 @@ class CompactionJob(Construct):
         lake_prefixes: Mapping[str, str],
         temp_bucket: s3.IBucket,
         security: GlueJobSecurity,
+        spark_ui_bucket: s3.IBucket | None = None,
     ) -> None:
         super().__init__(scope, id_)
         self.role = iam.Role(
@@ -82,6 +83,7 @@ class CompactionJob(Construct):
             ),
         )
         acknowledge_glue_job_role(self.role, uses_connection=False)
+        add_spark_ui(self.job, self.role, spark_ui_bucket, "compaction", glue_version=settings.glue_version)
         self.trigger = glue.CfnTrigger(
             self,
             "HourlyTrigger",

@@ -50,6 +50,19 @@ def grant_prefix(role: iam.IRole, bucket: s3.IBucket, prefix: str, *, glue_versi
         grant_key(role, bucket.encryption_key)
 
 
+def add_spark_ui(job, role: iam.IRole, bucket: s3.IBucket | None, name: str, *, glue_version: str) -> None:
+    """Spark UI event logs for a job (Glue "Monitoring jobs using the Apache Spark web UI": `--enable-spark-ui` and
+    `--spark-event-logs-path`, read by a Spark history server when a batch is slow), under spark-ui/<name>/ of
+    `bucket` (the job assets bucket), which the role may write there only. Set on the template rather than through
+    the L2's sparkUI prop, whose grant gives the role wildcard actions on the bucket. None: no Spark UI."""
+    if bucket is None:
+        return
+    grant_prefix(role, bucket, f"spark-ui/{name}", glue_version=glue_version)
+    cfn = job.node.default_child
+    cfn.add_property_override("DefaultArguments.--enable-spark-ui", "true")
+    cfn.add_property_override("DefaultArguments.--spark-event-logs-path", f"s3://{bucket.bucket_name}/spark-ui/{name}/")
+
+
 def grant_key(role: iam.IRole, key: kms.IKey) -> None:
     role.add_to_principal_policy(iam.PolicyStatement(actions=list(KEY_ACTIONS), resources=[key.key_arn]))
 

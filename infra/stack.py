@@ -142,6 +142,7 @@ class StreamingLakeStack(cdk.Stack):
                 dead_letter_prefix=storage.dead_letter_prefix,
                 checkpoint_bucket=storage.checkpoint_bucket,
                 checkpoint_prefix=storage.checkpoint_prefix,
+                spark_ui_bucket=storage.job_assets_bucket,
             )
             self.streaming_jobs[source] = StreamingJob(
                 self,
@@ -192,6 +193,7 @@ class StreamingLakeStack(cdk.Stack):
             lake_prefixes={name: lake_prefix_of(name) for name in self.datasets},
             temp_bucket=storage.temp_bucket,
             security=self.glue_security,
+            spark_ui_bucket=storage.job_assets_bucket,
         )
 
     def _outputs(self) -> None:

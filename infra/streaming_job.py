@@ -28,7 +28,7 @@ from glue_jobs.metrics import METRICS_NAMESPACE
 from infra import job_assets
 from infra.config import StreamingJobConfig
 from infra.glue_security import GlueJobSecurity
-from infra.job_iam import acknowledge_glue_job_role, grant_prefix, grant_put_metric_data
+from infra.job_iam import acknowledge_glue_job_role, add_spark_ui, grant_prefix, grant_put_metric_data
 from infra.msk import kafka_arn
 from infra.nag import acknowledge_wildcard_resource
 
@@ -61,6 +61,7 @@ class LakeLocations:
     dead_letter_prefix: str  # e.g. "dead_letters"
     checkpoint_bucket: s3.IBucket
     checkpoint_prefix: str  # e.g. "checkpoints"
+    spark_ui_bucket: s3.IBucket | None = None  # Spark UI event logs, under spark-ui/<source>/ (the job assets bucket)
 
 
 @dataclass(frozen=True)
@@ -172,6 +173,7 @@ class StreamingJob(Construct):
             ),
         )
         acknowledge_glue_job_role(self.role, uses_connection=kafka is not None)
+        add_spark_ui(self.job, self.role, locations.spark_ui_bucket, source_name, glue_version=settings.glue_version)
         if settings.maintenance_window:
             cfn_job = self.job.node.default_child
             cfn_job.add_property_override("MaintenanceWindow", _maintenance_window(settings.maintenance_window))

@@ -4,6 +4,7 @@ whose permissions name those jobs only. Its decisions are tested against moto in
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 
@@ -122,3 +123,20 @@ def test_every_glue_job_logs_to_a_log_group_of_the_stack_with_retention_and_the_
         key_id = group["Properties"]["KmsKeyId"]["Fn::GetAtt"][0]
         assert resources[key_id]["Type"] == "AWS::KMS::Key" and key_id.startswith("GlueSecurityLogsKey")
         assert resources[key_id]["DeletionPolicy"] == group["DeletionPolicy"]
+
+
+@pytest.mark.parametrize("environment", list(load_config().environments))
+def test_every_glue_job_writes_spark_ui_event_logs_under_its_own_prefix_of_the_assets_bucket(templates, environment):
+    template = templates[environment]
+    (assets,) = [k for k, v in _of_type(template, "AWS::S3::Bucket").items() if k.startswith("StorageJobAssetsBucket")]
+    for job in _of_type(template, "AWS::Glue::Job").values():
+        arguments = job["Properties"]["DefaultArguments"]
+        name = arguments.get("--source_name", "compaction")
+        assert arguments["--enable-spark-ui"] == "true"
+        assert arguments["--spark-event-logs-path"] == {"Fn::Join": ["", ["s3://", {"Ref": assets}, f"/spark-ui/{name}/"]]}
+        role = job["Properties"]["Role"]["Fn::GetAtt"][0]
+        statements = [s for p in _of_type(template, "AWS::IAM::Policy").values() if p["Properties"]["Roles"] == [{"Ref": role}]
+                      for s in p["Properties"]["PolicyDocument"]["Statement"]]
+        on_assets = [r for s in statements for r in (s["Resource"] if isinstance(s["Resource"], list) else [s["Resource"]])
+                     if assets in json.dumps(r)]
+        assert on_assets and all(f"/spark-ui/{name}" in json.dumps(r) or r == {"Fn::GetAtt": [assets, "Arn"]} for r in on_assets)
