@@ -83,7 +83,7 @@ class MicroBatchWriter:
         return self.commit.stream_id
 
     def __call__(self, envelope: DataFrame, batch_id: int,
-                 redecode: Callable[[list[str]], DataFrame | None] | None = None) -> BatchStats:
+                 redecode: Callable[[list[str]], DataFrame | None] | None = None, *, frame_anomalies: int = 0) -> BatchStats:
         """`redecode(version_ids)`: for a source that decodes with a schema-version map (Kafka), called once when the
         batch holds values of versions the map lacks; it returns the batch's envelope decoded again after learning
         a version, or None (those records stay dead letters with unknown_schema_version)."""
@@ -109,7 +109,7 @@ class MicroBatchWriter:
                     dead_letters = self._write_dead_letters(batch, batch_id, started) if counts.rejected else 0
         if decoded_again is not None:  # nothing was written: the batch starts again, with the versions learned
             log.info("batch %s of %s: learned schema versions from the registry, decoding again", batch_id, self.source_name)
-            return self(decoded_again, batch_id)
+            return self(decoded_again, batch_id, frame_anomalies=frame_anomalies)
         if dead_letters != counts.rejected:
             raise AssertionError(f"batch {batch_id}: {counts.rejected} rejected record(s) but {dead_letters} dead letter(s) written")
         files = self.commit.publish(batch_id) if counts.records_in else []
@@ -119,6 +119,7 @@ class MicroBatchWriter:
             duration_ms=int((self.clock() - started) * 1000), files_written=len(files), dataset=self.table.name,
             newest_event_age_seconds=None if counts.newest_event_ms is None or not written else started - counts.newest_event_ms / 1000,
             arrival_lag_ms=None if counts.oldest_arrival_ms is None else max(0, int(started * 1000) - counts.oldest_arrival_ms),
+            frame_anomalies=frame_anomalies,
         )
         self.commit.mark_committed(stats)
         log.info("batch %s source=%s in=%s written=%s dead_letters=%s %s duplicates=%s files=%s %sms", batch_id,

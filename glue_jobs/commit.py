@@ -65,6 +65,9 @@ class BatchStats:
     # The processing time minus the earliest arrival time in the batch (None for an empty batch): how long the
     # oldest record waited in the source, what Glue's maxConsumerLagInMs measures for its own readers.
     arrival_lag_ms: int | None = field(default=None, compare=False)
+    # Anomalies of the source frame the adapter worked around (glue_jobs/sources.from_kinesis notes): unexpected
+    # columns, a missing or odd record timestamp. Published as FrameAnomalies.
+    frame_anomalies: int = field(default=0, compare=False)
 
     @property
     def reconciles(self) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import sys
 
+log = logging.getLogger("streamlake.glue_entry")
 GLUE_SUPPLIED_ARGUMENTS = ("JOB_NAME",)
 JOB_ARGUMENTS = (
     "JOB_NAME",
@@ -178,7 +179,11 @@ def main(argv: list[str] | None = None) -> None:
         )
 
         def process_batch(frame, batch_id) -> None:
-            writer(from_kinesis(frame, args["source_name"]), batch_id)
+            notes: list[str] = []  # frame anomalies the adapter worked around: logged, counted in the batch's metrics
+            envelope = from_kinesis(frame, args["source_name"], notes)
+            for note in notes:
+                log.warning("batch %s of %s: Kinesis frame: %s", batch_id, args["source_name"], note)
+            writer(envelope, batch_id, frame_anomalies=len(notes))
 
     glue_context.forEachBatch(frame=raw, batch_function=process_batch, options=for_each_batch_options(args))
     job.commit()

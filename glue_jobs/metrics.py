@@ -23,6 +23,9 @@ NEWEST_EVENT_AGE_SECONDS = "NewestEventAgeSeconds"
 # Per source: processing time minus the earliest arrival (record) time of a batch, the Kafka jobs' consumer lag:
 # Glue's glue.driver.streaming.maxConsumerLagInMs comes from its own Kafka reader, not from Spark's the job uses.
 ARRIVAL_LAG_MS = "ArrivalLagMs"
+# Per source, only when non-zero: anomalies of Glue's source frame the adapter worked around instead of failing the
+# batch (glue_jobs/sources.from_kinesis: unexpected columns, a missing or odd record timestamp); each is logged.
+FRAME_ANOMALIES = "FrameAnomalies"
 METRIC_NAMES = (RECORDS_IN, RECORDS_WRITTEN, DEAD_LETTERS, DUPLICATES_COLLAPSED, BATCH_DURATION_MS)  # per source
 
 log = logging.getLogger("glue_jobs.metrics")
@@ -64,6 +67,9 @@ def metric_data(stats, environment: str) -> list[dict]:
     if stats.arrival_lag_ms is not None:
         data.append({"MetricName": ARRIVAL_LAG_MS, "Dimensions": dimensions, "Value": float(stats.arrival_lag_ms),
                      "Unit": "Milliseconds"})
+    if stats.frame_anomalies:
+        data.append({"MetricName": FRAME_ANOMALIES, "Dimensions": dimensions, "Value": float(stats.frame_anomalies),
+                     "Unit": "Count"})
     if stats.dataset and stats.newest_event_age_seconds is not None:
         data.append({"MetricName": NEWEST_EVENT_AGE_SECONDS, "Value": float(stats.newest_event_age_seconds), "Unit": "Seconds",
                      "Dimensions": [{"Name": "Dataset", "Value": stats.dataset}, {"Name": "Environment", "Value": environment}]})

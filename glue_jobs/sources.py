@@ -12,7 +12,9 @@ What Glue hands the batch function, per source (docs/streaming-job.md "Sources" 
   entrypoint always asks for inferSchema=true, and a frame with parsed columns is refused here.
 - With addRecordTimestamp=true (set by the entrypoint): `__src_timestamp`, the time the stream received the
   record, which becomes arrival_time. Its type is not documented (unverified): a timestamp is taken as it is,
-  a long as epoch milliseconds; any other type is refused.
+  a long as epoch milliseconds. A frame without it, or with another type, is not failed (a failed batch is
+  retried and fails again: the job would stop on it): arrival_time is then the batch's processing time, and the
+  anomaly is noted (see `from_kinesis`), like any column the frame has beyond these two, which is ignored.
 - It gives neither the shard nor the sequence number: source_partition and source_offset are null
   (duplicates then keep the first copy in the batch's input order).
 - Kafka/MSK is not read through Glue: Spark's Kafka source (from_kafka_records, docs/kafka.md) gives each
@@ -54,32 +56,42 @@ def _require(raw: DataFrame, columns, source: str) -> None:
         raise ValueError(f"{source} frame lacks column(s) {missing}; it has {raw.columns}")
 
 
-def _record_timestamp(raw: DataFrame, source: str):
-    """arrival_time from `__src_timestamp` (see the module docstring for the types taken)."""
-    _require(raw, (RECORD_TIMESTAMP,), f"{source} (read with addRecordTimestamp=true)")
-    data_type = raw.schema[RECORD_TIMESTAMP].dataType
-    if isinstance(data_type, T.TimestampType):
+def _record_timestamp(raw: DataFrame, source: str, notes: list[str] | None = None):
+    """arrival_time from `__src_timestamp` (see the module docstring for the types taken). With `notes`, a missing
+    column or another type gives the processing time instead, and a note; without, they are refused."""
+    if RECORD_TIMESTAMP not in raw.columns or not isinstance(raw.schema[RECORD_TIMESTAMP].dataType, (T.TimestampType, T.LongType)):
+        found = (f"is {raw.schema[RECORD_TIMESTAMP].dataType.simpleString()}, not a timestamp or epoch-ms long"
+                 if RECORD_TIMESTAMP in raw.columns else "is missing (read with addRecordTimestamp=true)")
+        if notes is None:
+            raise ValueError(f"{source} frame: {RECORD_TIMESTAMP} {found}")
+        notes.append(f"{RECORD_TIMESTAMP} {found}: arrival_time is the batch's processing time")
+        return F.current_timestamp().alias("arrival_time")
+    if isinstance(raw.schema[RECORD_TIMESTAMP].dataType, T.TimestampType):
         return _quoted(RECORD_TIMESTAMP).alias("arrival_time")
-    if isinstance(data_type, T.LongType):
-        return F.expr(f"timestamp_millis(`{RECORD_TIMESTAMP}`)").alias("arrival_time")
-    raise ValueError(f"{source} frame: {RECORD_TIMESTAMP} is {data_type.simpleString()}, not a timestamp or epoch-ms long")
+    return F.expr(f"timestamp_millis(`{RECORD_TIMESTAMP}`)").alias("arrival_time")
 
 
-def from_kinesis(raw: DataFrame, source_name: str) -> DataFrame:
+def from_kinesis(raw: DataFrame, source_name: str, notes: list[str] | None = None) -> DataFrame:
+    """Glue's Kinesis frame -> the envelope. A frame without exactly one record-text column is refused: its records
+    could not even become dead letters. With `notes` (the Glue job passes one per batch, logs and counts it:
+    BatchStats.frame_anomalies), other columns are ignored and a missing or odd `__src_timestamp` is replaced by
+    the processing time, each with a note, instead of failing the batch; without, both are refused (tests)."""
     text = [c for c in KINESIS_TEXT_COLUMNS if c in raw.columns]
     other = sorted(set(raw.columns) - set(KINESIS_TEXT_COLUMNS) - {RECORD_TIMESTAMP})
-    if len(text) != 1 or other:
+    if len(text) != 1 or (other and notes is None):
         raise ValueError(
             f"Kinesis frame must hold the record text in one of {list(KINESIS_TEXT_COLUMNS)} (read with "
             f"inferSchema=true) and {RECORD_TIMESTAMP}; it has {raw.columns}"
         )
+    if other:
+        notes.append(f"unexpected column(s) {other} ignored (the frame has {raw.columns})")
     return raw.select(
         _quoted(text[0]).cast("string").alias("payload"),
         _no_record(),
         F.lit(source_name).alias("source"),
         F.lit(None).cast("string").alias("source_partition"),
         F.lit(None).cast("string").alias("source_offset"),
-        _record_timestamp(raw, "Kinesis"),
+        _record_timestamp(raw, "Kinesis", notes),
         _no_problem(),
     )
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -313,6 +314,9 @@ def test_cloudwatch_metric_data_names_dimensions_and_units():
     assert {tuple((x["Name"], x["Value"]) for x in d["Dimensions"]) for d in data} == {
         (("Source", "clicks"), ("Environment", "prod"))}
     assert METRIC_NAMES == tuple(d["MetricName"] for d in data)
+    # Frame anomalies the Kinesis adapter worked around: published only when there were any.
+    noted = metric_data(dataclasses.replace(stats, frame_anomalies=2), "prod")
+    assert [(d["MetricName"], d["Value"]) for d in noted[len(data):]] == [("FrameAnomalies", 2.0)]
 
 
 def test_cloudwatch_sink_publishes_through_the_client_and_never_raises():

@@ -54,6 +54,25 @@ def test_kinesis_adapter_reads_an_epoch_millisecond_record_timestamp(spark):
     assert row.ms == 1700000000500
 
 
+def test_the_jobs_kinesis_adapter_notes_unexpected_columns_and_timestamps_instead_of_failing_the_batch(spark):
+    """As the Glue job calls it (with notes): a failed batch is retried and fails again, so the job would stop on a
+    frame anomaly; it is worked around, logged and counted (BatchStats.frame_anomalies -> FrameAnomalies)."""
+    extra = _kinesis_frame(spark).withColumn("approximateArrivalTimestamp", F.lit(1))
+    notes: list[str] = []
+    (row,) = from_kinesis(extra, "clickstream", notes).collect()
+    assert row.payload == PAYLOAD and notes == [
+        f"unexpected column(s) ['approximateArrivalTimestamp'] ignored (the frame has {extra.columns})"]
+    for frame, found in ((_kinesis_frame(spark, timestamp=F.lit("2023-11-14")), "is string, not a timestamp or epoch-ms long"),
+                         (spark.range(1).select(F.lit(PAYLOAD).alias(KINESIS_TEXT)), "is missing (read with addRecordTimestamp=true)")):
+        notes = []
+        before = spark.sql("SELECT current_timestamp() AS t").first().t
+        (row,) = from_kinesis(frame, "clickstream", notes).collect()
+        assert notes == [f"__src_timestamp {found}: arrival_time is the batch's processing time"]
+        assert row.payload == PAYLOAD and row.arrival_time >= before
+    with pytest.raises(ValueError, match="inferSchema=true"):  # no record text: nothing could even be dead-lettered
+        from_kinesis(spark.range(1).select(F.lit(b"x").alias("data")), "clickstream", [])
+
+
 def test_kinesis_adapter_refuses_frames_glue_gives_without_the_record_text(spark):
     # inferSchema=false: Glue parses the JSON into the catalog columns and the original text is gone.
     parsed = spark.range(1).select(F.lit("e1").alias("event_id"), F.lit(1).alias("event_time"),
