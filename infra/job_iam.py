@@ -33,6 +33,19 @@ def grant_prefix(role: iam.IRole, bucket: s3.IBucket, prefix: str, *, glue_versi
             conditions={"StringLike": {"s3:prefix": [prefix, f"{prefix}/*"]}},
         )
     )
+    # What Glue's own service-role policy grants every job beside ListBucket (AWS managed policy AWSGlueServiceRole:
+    # s3:GetBucketLocation, s3:ListBucket on "*"), narrowed: the bucket's region, which S3 clients ask for before they
+    # address it, on this bucket only; and its top level listed one level deep (prefix "" with delimiter "/": the
+    # dataset folders' names, no object below them), which a file system's existence check of the job's root folder
+    # and its parent makes. Which of the two EMRFS or S3A call on Glue is unverified (no S3 connector runs here).
+    role.add_to_principal_policy(iam.PolicyStatement(actions=["s3:GetBucketLocation"], resources=[bucket.bucket_arn]))
+    role.add_to_principal_policy(
+        iam.PolicyStatement(
+            actions=["s3:ListBucket"],
+            resources=[bucket.bucket_arn],
+            conditions={"StringEquals": {"s3:prefix": "", "s3:delimiter": "/"}},
+        )
+    )
     objects = bucket.arn_for_objects(f"{prefix}/*")
     # The prefix key itself too: Hadoop's file systems ask for it (exists, getFileStatus, mkdirs of the
     # job's root folder). EMRFS, the S3 connector of Glue 4.0 and 5.0, writes `<folder>_$folder$` marker

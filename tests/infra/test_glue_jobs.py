@@ -202,3 +202,15 @@ def test_the_emrfs_folder_marker_is_granted_only_where_emrfs_is_the_s3_connector
     text = json.dumps(assertions.Template.from_stack(stack).find_resources("AWS::IAM::Policy"))
     assert "/events/*" in text and '/events"' in text
     assert ("/events_$folder$" in text) is marker
+
+
+def test_listing_grants_add_the_bucket_region_and_only_the_top_level_of_the_bucket(dev):
+    """Beside the prefix listing: GetBucketLocation (granted to every Glue job by AWS's AWSGlueServiceRole policy) on
+    the bucket only, and a listing of the bucket's top level with delimiter "/" (the folders' names, nothing below)."""
+    statements = _statements(dev, "ClickJobRole")
+    lists = [s for s in statements if _actions(s) == {"s3:ListBucket"}]
+    top = [s for s in lists if s["Condition"].get("StringEquals") == {"s3:prefix": "", "s3:delimiter": "/"}]
+    prefixed = [s for s in lists if "StringLike" in s["Condition"]]
+    assert len(top) == len(prefixed) >= 3 and len(lists) == len(top) + len(prefixed)
+    locations = [s for s in statements if _actions(s) == {"s3:GetBucketLocation"}]
+    assert len(locations) == len(prefixed) and all("/*" not in json.dumps(s["Resource"]) for s in locations)
