@@ -2,6 +2,9 @@
 
 WORKLOAD = "streamlake"
 STACK_ID = "StreamingLake"
+# The Kinesis shard-level metrics every stream enables (infra/streams.py; sizing prices one CloudWatch metric each
+# per shard): CDK's aws_kinesis.ShardLevelMetrics member names.
+SHARD_LEVEL_METRICS = ("INCOMING_BYTES", "INCOMING_RECORDS", "ITERATOR_AGE_MILLISECONDS", "WRITE_PROVISIONED_THROUGHPUT_EXCEEDED")
 # The stack name of an environment is f"{project}-{environment}"; tools read outputs from it.
 
 

@@ -40,6 +40,8 @@ ONE_MINUTE = cdk.Duration.minutes(1)
 FIVE_MINUTES = cdk.Duration.minutes(5)
 # Throughput-exceeded: a few throttled calls are normal retries; alarm when 3 of 5 minutes throttle.
 THROTTLE_DATAPOINTS, THROTTLE_PERIODS = 3, 5
+# A provisioned stream alarms when it uses more than this share of its shards' capacity (issue 34: AWS's advice).
+CAPACITY_PERCENT = 80
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,7 @@ class Monitoring(Construct):
         window_size_seconds: int,
         notification_emails: tuple[str, ...],
         stream_names: dict[str, str],
+        provisioned_shards: dict[str, int] | None = None,  # stream -> shard count, provisioned streams only
         streaming_jobs: list[StreamingJobSignals],
         datasets: dict[str, tuple[str, ...]],  # dataset -> the sources that feed it
         compaction_job_name: str,
@@ -120,6 +123,8 @@ class Monitoring(Construct):
 
         for name, stream_name in sorted(stream_names.items()):
             self._kinesis_alarms(name, stream_name)
+            if name in (provisioned_shards or {}):
+                self._shard_capacity_alarm(name, stream_name, provisioned_shards[name])
         for job in streaming_jobs:
             self._streaming_job_alarms(job, window_size_seconds)
         for dataset, sources in datasets.items():
@@ -174,6 +179,30 @@ class Monitoring(Construct):
                 datapoints=THROTTLE_DATAPOINTS,
                 description=f"Kinesis {name}: {direction.lower()} calls throttled in {THROTTLE_DATAPOINTS} of {THROTTLE_PERIODS} minutes.",
             )
+
+    def _shard_capacity_alarm(self, name: str, stream_name: str, shards: int) -> None:
+        """The share of a provisioned stream's capacity in use: per minute, the highest of bytes in against 1 MiB/s per
+        shard, records in against 1,000/s per shard and bytes read against 2 MiB/s per shard (Kinesis Data Streams
+        quotas and limits), in percent; above CAPACITY_PERCENT for 5 minutes, add shards before writes throttle."""
+        dims = {"StreamName": stream_name}
+
+        def metric(metric_name: str) -> cw.Metric:
+            return cw.Metric(namespace="AWS/Kinesis", metric_name=metric_name, dimensions_map=dims, statistic="Sum",
+                             period=ONE_MINUTE)
+
+        seconds = 60
+        usage = cw.MathExpression(
+            expression=(f"100 * MAX([bytes_in / {shards * 1_048_576 * seconds}, records_in / {shards * 1000 * seconds}, "
+                        f"bytes_out / {shards * 2 * 1_048_576 * seconds}])"),
+            using_metrics={"bytes_in": metric("IncomingBytes"), "records_in": metric("IncomingRecords"),
+                           "bytes_out": metric("GetRecords.Bytes")},
+            period=ONE_MINUTE, label="share of shard capacity (%)",
+        )
+        self._alarm(
+            f"ShardCapacity{pascal(name)}", metric=usage, threshold=CAPACITY_PERCENT, periods=5,
+            description=f"Kinesis {name}: more than {CAPACITY_PERCENT}% of its {shards} shards' write or read capacity in "
+                        "use for 5 minutes; raise shard_count before producers are throttled.",
+        )
 
     def _app_metric(self, name: str, source: str | None, statistic: str = "Sum", period=ONE_MINUTE) -> cw.Metric:
         dims = {"Environment": self.environment}

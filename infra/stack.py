@@ -104,6 +104,7 @@ class StreamingLakeStack(cdk.Stack):
             window_size_seconds=config.streaming.window_size_seconds,
             notification_emails=config.notification_emails,
             stream_names={name: stream.stream_name for name, stream in self.streams.streams.items()},
+            provisioned_shards={s.name: s.shard_count for s in config.kinesis_streams if s.capacity_mode == "provisioned"},
             streaming_jobs=[
                 StreamingJobSignals(
                     source_name=source,

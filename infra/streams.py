@@ -10,7 +10,7 @@ from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from infra.config import KinesisStreamConfig
-from infra.constants import pascal
+from infra.constants import SHARD_LEVEL_METRICS, pascal
 from infra.nag import acknowledge
 from infra.naming import retained_name
 
@@ -47,6 +47,10 @@ class Streams(Construct):
                 encryption=kinesis.StreamEncryption.KMS,
                 encryption_key=encryption_key,
                 removal_policy=removal_policy,
+                # Shard-level metrics (AWS::Kinesis::Stream DesiredShardLevelMetrics; "Monitoring the Amazon Kinesis Data
+                # Streams service with CloudWatch", enhanced shard-level metrics): a hot shard throttles or lags while
+                # the stream-level sums look fine. Each is a CloudWatch metric per shard (priced in sizing).
+                shard_level_metrics=[kinesis.ShardLevelMetrics[name] for name in SHARD_LEVEL_METRICS],
             )
             acknowledge(
                 stream,

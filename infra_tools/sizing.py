@@ -26,6 +26,7 @@ from infra.config import (
     load_config,
     streaming_worker_types,
 )
+from infra.constants import SHARD_LEVEL_METRICS
 from infra.runtimes import RUNTIMES
 
 PRICES_PATH = REPO_ROOT / "config" / "prices.json"
@@ -227,6 +228,12 @@ def environment_cost(env: EnvironmentConfig, prices: dict | None = None, *, comp
     for s in env.kinesis_streams:
         if s.capacity_mode == "provisioned":
             cost[f"kinesis:{s.name}"] = s.shard_count * hours * k["provisioned_shard_hour"]
+            # Retention above 24 hours is billed per shard-hour (up to 7 days); above 7 days per GB stored (usage).
+            if s.retention_hours > 24:
+                cost[f"kinesis_retention:{s.name}"] = s.shard_count * hours * k["extended_retention_shard_hour"]
+            # One CloudWatch metric per shard and shard-level metric (infra/streams.py). On-demand streams have them too,
+            # over a shard count Kinesis chooses: not priced.
+            cost[f"kinesis_shard_metrics:{s.name}"] = s.shard_count * len(SHARD_LEVEL_METRICS) * p["cloudwatch"]["metric_month"]
         else:
             cost[f"kinesis:{s.name}"] = hours * k["on_demand_stream_hour"]
     dpu = g["dpu_per_worker"]

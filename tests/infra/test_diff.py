@@ -22,12 +22,13 @@ def test_shard_increase_in_prod_only_shows_in_prod_with_positive_cost_delta(temp
     assert "No infrastructure changes." in sections["dev"]
     assert "No infrastructure changes." in sections["staging"]
     prod = sections["prod"]
-    assert "0 added, 0 removed, 0 replaced, 1 modified" in prod
+    assert "0 added, 0 removed, 0 replaced, 2 modified" in prod  # the stream, and its shard-capacity alarm's math
     assert "`Properties.ShardCount`: 8 → 16" in prod
-    assert "(**+87.60**)" in prod  # 8 more shards x 730 h x 0.015 USD
+    # 8 more shards x 730 h x (0.015 USD a shard-hour + 0.02 extended retention, 168 h) + 8 x 4 shard-level metrics x 0.30
+    assert "(**+214.00**)" in prod
     # the reverse change reads as a saving
     reverse = diff.render_report(new_templates, templates, changed, base_config, "HEAD")
-    assert "(**-87.60**)" in reverse
+    assert "(**-214.00**)" in reverse
 
 
 def test_security_changes_are_listed_first_and_replacements_detected():

@@ -257,3 +257,25 @@ def test_no_alarm_in_any_environment_watches_a_metric_without_its_dimensions(tem
                     assert "Dataset" not in names, (env, logical_id)
                 checked += 1
     assert checked >= 40
+
+
+def test_a_provisioned_stream_alarms_at_80_percent_of_its_shards_capacity(templates):
+    """Per minute the highest of bytes in / (shards x 1 MiB/s), records in / (shards x 1,000/s) and bytes read /
+    (shards x 2 MiB/s), for 5 minutes; on-demand streams (dev) have none."""
+    from infra.config import load_config
+
+    for environment, template in templates.items():
+        config = load_config().get(environment)
+        alarms = {k: v["Properties"] for k, v in template["Resources"].items()
+                  if v["Type"] == "AWS::CloudWatch::Alarm" and k.startswith("MonitoringShardCapacity")}
+        provisioned = [s for s in config.kinesis_streams if s.capacity_mode == "provisioned"]
+        assert len(alarms) == len(provisioned), environment
+        for stream in provisioned:
+            (props,) = [p for k, p in alarms.items() if k.startswith(f"MonitoringShardCapacity{stream.name.capitalize()}")]
+            expression = next(m["Expression"] for m in props["Metrics"] if "Expression" in m)
+            n = stream.shard_count
+            assert expression == (f"100 * MAX([bytes_in / {n * 1_048_576 * 60}, records_in / {n * 60_000}, "
+                                  f"bytes_out / {n * 2 * 1_048_576 * 60}])")
+            assert (props["Threshold"], props["EvaluationPeriods"]) == (80, 5)
+            used = {m["MetricStat"]["Metric"]["MetricName"] for m in props["Metrics"] if "MetricStat" in m}
+            assert used == {"IncomingBytes", "IncomingRecords", "GetRecords.Bytes"}

@@ -11,6 +11,10 @@ from infra.streams import Streams
 from tests.infra.bare import bare_stack, instance_named
 
 
+# Shard-level metrics on every stream: a hot shard throttles or lags while the stream's sums look fine.
+SHARD_METRICS = ["IncomingBytes", "IncomingRecords", "IteratorAgeMilliseconds", "WriteProvisionedThroughputExceeded"]
+
+
 def test_streams_are_encrypted_with_the_data_key_and_sized_from_config():
     stack = bare_stack("Streams")
     key = kms.Key(stack, "DataKey")
@@ -32,12 +36,14 @@ def test_streams_are_encrypted_with_the_data_key_and_sized_from_config():
         "ShardCount": 4,
         "StreamEncryption": {"EncryptionType": "KMS", "KeyId": key_arn},
         "StreamModeDetails": {"StreamMode": "PROVISIONED"},
+        "DesiredShardLevelMetrics": SHARD_METRICS,
     }
     assert found["streamlake-qa-web-clicks"]["Properties"] == {
         "Name": instance_named("streamlake-qa-web-clicks"),
         "RetentionPeriodHours": 24,
         "StreamEncryption": {"EncryptionType": "KMS", "KeyId": key_arn},
         "StreamModeDetails": {"StreamMode": "ON_DEMAND"},
+        "DesiredShardLevelMetrics": SHARD_METRICS,
     }
     assert {r["DeletionPolicy"] for r in found.values()} == {"Retain"}
     assert sorted(streams.streams) == ["clickstream", "web-clicks"]
