@@ -10,7 +10,6 @@ from infra.config import KinesisStreamConfig
 from infra.streams import Streams
 from tests.infra.bare import bare_stack, instance_named
 
-
 # Shard-level metrics on every stream: a hot shard throttles or lags while the stream's sums look fine.
 SHARD_METRICS = ["IncomingBytes", "IncomingRecords", "IteratorAgeMilliseconds", "WriteProvisionedThroughputExceeded"]
 
