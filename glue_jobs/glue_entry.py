@@ -32,7 +32,7 @@ JOB_ARGUMENTS = (
     "dataset_digest",
 )
 SOURCE_ARGUMENTS = {
-    "kinesis": ("max_fetch_records_per_shard", "max_fetch_time_ms", "source_table"),
+    "kinesis": ("max_fetch_records_per_shard", "max_fetch_time_ms", "source_table", "min_partitions"),
     "kafka": ("max_offsets_per_trigger", "bootstrap_servers", "topic", "registry_name", "schema_name", "kafka_auth",
               "partitions", "min_partitions"),
 }
@@ -169,7 +169,7 @@ def main(argv: list[str] | None = None) -> None:
     if args["source_type"] == "kafka":
         raw, process_batch = kafka_batches(spark, args, writer, table)
     else:
-        from glue_jobs.sources import from_kinesis
+        from glue_jobs.sources import from_kinesis, spread
 
         raw = glue_context.create_data_frame.from_catalog(
             database=args["catalog_database"],
@@ -180,7 +180,7 @@ def main(argv: list[str] | None = None) -> None:
 
         def process_batch(frame, batch_id) -> None:
             notes: list[str] = []  # frame anomalies the adapter worked around: logged, counted in the batch's metrics
-            envelope = from_kinesis(frame, args["source_name"], notes)
+            envelope = from_kinesis(spread(frame, int(args["min_partitions"])), args["source_name"], notes)
             for note in notes:
                 log.warning("batch %s of %s: Kinesis frame: %s", batch_id, args["source_name"], note)
             writer(envelope, batch_id, frame_anomalies=len(notes))

@@ -71,6 +71,16 @@ def _record_timestamp(raw: DataFrame, source: str, notes: list[str] | None = Non
     return F.expr(f"timestamp_millis(`{RECORD_TIMESTAMP}`)").alias("arrival_time")
 
 
+def spread(raw: DataFrame, min_partitions: int) -> DataFrame:
+    """The batch frame over at least `min_partitions` Spark partitions (the executor cores): Glue's Kinesis reader
+    gives one partition per shard, so a stream with fewer shards than cores would leave cores idle while the
+    contract, the heaviest step, runs ("Best practices for AWS Glue streaming": repartition when the source has
+    fewer shards than the job has cores). A frame with enough partitions is returned as it is (no shuffle)."""
+    if min_partitions < 1:
+        raise ValueError(f"min_partitions must be >= 1, got {min_partitions}")
+    return raw.repartition(min_partitions) if raw.rdd.getNumPartitions() < min_partitions else raw
+
+
 def from_kinesis(raw: DataFrame, source_name: str, notes: list[str] | None = None) -> DataFrame:
     """Glue's Kinesis frame -> the envelope. A frame without exactly one record-text column is refused: its records
     could not even become dead letters. With `notes` (the Glue job passes one per batch, logs and counts it:

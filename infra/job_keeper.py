@@ -52,8 +52,9 @@ def code_digest(job) -> str:
 
 class JobKeeper(Construct):
     def __init__(self, scope: Construct, id_: str, *, jobs: dict[str, object], maintenance_window: str | None,
-                 removal_policy: cdk.RemovalPolicy) -> None:
-        """`jobs`: source name -> its glue L2 streaming job."""
+                 retention_hours: dict[str, int], removal_policy: cdk.RemovalPolicy) -> None:
+        """`jobs`: source name -> its glue L2 streaming job; `retention_hours`: source name -> its stream's or topic's
+        retention (the job's DownSeconds alarm fires at half of it)."""
         super().__init__(scope, id_)
         stack = cdk.Stack.of(self)
         job_arn_prefix = f"arn:{stack.partition}:glue:{stack.region}:{stack.account}:job/"
@@ -84,8 +85,8 @@ class JobKeeper(Construct):
             # (Glue would refuse the second run anyway: MaxConcurrentRuns 1).
             reserved_concurrent_executions=1,
             environment={
-                "JOBS": json.dumps({name: {"maintenance_window": maintenance_window} for name in names.values()},
-                                   sort_keys=True),
+                "JOBS": json.dumps({name: {"maintenance_window": maintenance_window, "retention_hours": retention_hours[source]}
+                                    for source, name in names.items()}, sort_keys=True),
                 "MAX_STARTS_PER_HOUR": str(MAX_STARTS_PER_HOUR), "BACKOFF_SECONDS": str(BACKOFF_SECONDS),
                 "METRICS_NAMESPACE": METRICS_NAMESPACE, "JOB_ARN_PREFIX": job_arn_prefix,
             },

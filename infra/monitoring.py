@@ -51,6 +51,7 @@ class StreamingJobSignals:
     source_type: str  # kinesis | kafka
     stream_name: str | None  # the Kinesis stream it reads, if any
     retention_ms: int | None = None  # a Kafka source's topic retention (retention.ms): lag past half of it alarms
+    source_retention_hours: int | None = None  # the stream's or topic's retention: an outage past half of it alarms
 
 
 @dataclass(frozen=True)
@@ -246,6 +247,17 @@ class Monitoring(Construct):
             description=f"Streaming job {job.job_name} ({job.source_name}) failed again after its restarts of the last "
                         "hour; the job keeper stopped restarting it. Fix the cause, then `job start`.",
         )
+        if job.source_retention_hours is not None:
+            half = job.source_retention_hours * 3600 // 2
+            self._alarm(
+                f"OutagePastHalfRetention{pascal(job.source_name)}",
+                metric=cw.Metric(namespace=APP_NAMESPACE, metric_name="DownSeconds", dimensions_map=dims,
+                                 statistic="Maximum", period=FIVE_MINUTES),
+                threshold=half, periods=1, comparison=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+                description=f"Streaming job {job.job_name} ({job.source_name}) has been down for half of its source's "
+                            f"{job.source_retention_hours} h retention: records it has not read start to expire unread at "
+                            "the full retention (docs/operations.md \"Expired positions\"). Start it now.",
+            )
 
     def _streaming_job_alarms(self, job: StreamingJobSignals, window_size_seconds: int) -> None:
         s = self.settings

@@ -95,7 +95,8 @@ class StreamingLakeStack(cdk.Stack):
         self.storage.add_lake_prefix_rules([lake_prefix_of(name) for name in self.datasets], config.storage)
         self._jobs(config)
         self.job_keeper = JobKeeper(self, "JobKeeper", jobs={source: job.job for source, job in self.streaming_jobs.items()},
-                                    maintenance_window=config.streaming.maintenance_window, removal_policy=self.removal_policy)
+                                    maintenance_window=config.streaming.maintenance_window,
+                                    retention_hours=self._source_retention_hours(config), removal_policy=self.removal_policy)
         self.monitoring = Monitoring(
             self,
             "Monitoring",
@@ -113,6 +114,7 @@ class StreamingLakeStack(cdk.Stack):
                     stream_name=self.streams.streams[source].stream_name if source in self.streams.streams else None,
                     retention_ms=(config.msk.topic_retention_hours * 3_600_000
                                   if source in config.msk.source_names else None),
+                    source_retention_hours=self._source_retention_hours(config)[source],
                 )
                 for source, job in self.streaming_jobs.items()
             ],
@@ -126,6 +128,12 @@ class StreamingLakeStack(cdk.Stack):
             removal_policy=self.removal_policy,
         )
         self._outputs()
+
+    @staticmethod
+    def _source_retention_hours(config: EnvironmentConfig) -> dict[str, int]:
+        """How long each source keeps a record: the Kinesis stream's retention, the MSK topic's retention.hours."""
+        hours = {s.name: s.retention_hours for s in config.kinesis_streams}
+        return hours | {source: config.msk.topic_retention_hours for source in config.msk.source_names}
 
     def _jobs(self, config: EnvironmentConfig) -> None:
         storage, catalog = self.storage, self.catalog

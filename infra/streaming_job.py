@@ -119,6 +119,8 @@ class StreamingJob(Construct):
                 "--max_fetch_records_per_shard": str(settings.max_fetch_records_per_shard),
                 "--max_fetch_time_ms": str(settings.max_fetch_time_ms),  # sized with it (infra.config)
                 "--source_table": catalog.source_table_name,
+                # A batch read from fewer shards than the cores is spread over them (glue_jobs/sources.spread).
+                "--min_partitions": str(settings.executor_cores),
             }
             if stream is not None
             else {

@@ -174,6 +174,11 @@ class StreamingJobConfig:
     maintenance_window: str | None
 
     @property
+    def executor_cores(self) -> int:
+        """Executor cores at the job's largest size (a worker is the driver): one Spark task each."""
+        return (self.max_workers - 1) * WORKER_VCPUS[self.worker_type]
+
+    @property
     def max_fetch_time_ms(self) -> int:
         """Glue's maxFetchTimeInMs, sized so a batch can reach max_fetch_records_per_shard: Glue's default (1000 ms:
         at most 5 GetRecords calls of 10,000 records, 50,000 records) cut the default 100,000 in half. One call per

@@ -140,3 +140,24 @@ def test_every_glue_job_writes_spark_ui_event_logs_under_its_own_prefix_of_the_a
         on_assets = [r for s in statements for r in (s["Resource"] if isinstance(s["Resource"], list) else [s["Resource"]])
                      if assets in json.dumps(r)]
         assert on_assets and all(f"/spark-ui/{name}" in json.dumps(r) or r == {"Fn::GetAtt": [assets, "Arn"]} for r in on_assets)
+
+
+@pytest.mark.parametrize("environment", list(load_config().environments))
+def test_an_outage_past_half_the_sources_retention_alarms_for_every_job(templates, environment):
+    """The keeper's DownSeconds against half of each source's retention (Kinesis stream, MSK topic), also given to
+    the function in JOBS."""
+    config = load_config().get(environment)
+    template = templates[environment]
+    retention = {s.name: s.retention_hours for s in config.kinesis_streams} | {
+        source: config.msk.topic_retention_hours for source in config.msk.source_names}
+    jobs = _streaming_jobs(template)
+    alarms = [a["Properties"] for a in _of_type(template, "AWS::CloudWatch::Alarm").values()
+              if a["Properties"].get("MetricName") == "DownSeconds"]
+    assert len(alarms) == len(jobs) == len(retention)
+    by_job = {a["Dimensions"][0]["Value"]["Ref"]: a for a in alarms}
+    (function,) = [v for k, v in _of_type(template, "AWS::Lambda::Function").items() if k.startswith("JobKeeperFunction")]
+    entries = json.loads(json.dumps(function["Properties"]["Environment"]["Variables"]["JOBS"]))
+    for job_id, job in jobs.items():
+        source = job["Properties"]["DefaultArguments"]["--source_name"]
+        assert by_job[job_id]["Threshold"] == retention[source] * 3600 // 2
+        assert f'"retention_hours\\": {retention[source]}' in json.dumps(entries) or f'"retention_hours": {retention[source]}' in json.dumps(entries)

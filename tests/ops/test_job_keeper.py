@@ -74,7 +74,7 @@ def test_a_failed_run_is_restarted_with_backoff_then_the_cap_stops_restarts_and_
         end_runs("FAILED", clock.now)
         clock.advance(30)
         held_back = k.check(JOB)
-        assert held_back.state == "backoff", held_back
+        assert held_back.state == "backoff" and round(held_back.down_seconds) == 30, held_back
         wait = 60 * 2 ** (attempt - 1)  # one, then two runs started in the last hour
         waits.append(wait)
         assert held_back.reason.endswith(f"next start after {wait} s")
@@ -87,6 +87,7 @@ def test_a_failed_run_is_restarted_with_backoff_then_the_cap_stops_restarts_and_
     assert capped.state == "capped" and "3 runs started in the last hour (cap 3)" in capped.reason
     assert len(runs()) == 3
     assert max(metric(aws, "RestartsCapped")) == 1.0 and max(metric(aws, "JobNotRunning")) == 1.0
+    assert round(capped.down_seconds) == 3600 - 60 - 120 - 10 and max(metric(aws, "DownSeconds")) == capped.down_seconds
     clock.advance(3600)  # an hour later the cap has expired
     assert k.check(JOB).state == "running" and len(runs()) == 4
 

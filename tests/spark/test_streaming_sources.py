@@ -73,6 +73,19 @@ def test_the_jobs_kinesis_adapter_notes_unexpected_columns_and_timestamps_instea
         from_kinesis(spark.range(1).select(F.lit(b"x").alias("data")), "clickstream", [])
 
 
+def test_a_batch_from_fewer_shards_than_cores_is_spread_over_the_cores_and_keeps_every_record(spark):
+    from glue_jobs.sources import spread
+
+    one_shard = spark.range(100).coalesce(1).select(F.col("id").cast("string").alias(KINESIS_TEXT))
+    spread_out = spread(one_shard, 6)
+    assert spread_out.rdd.getNumPartitions() == 6
+    assert sorted(r[0] for r in spread_out.collect()) == sorted(r[0] for r in one_shard.collect())
+    many = spark.range(100).repartition(8)
+    assert spread(many, 6) is many  # enough partitions already: no shuffle
+    with pytest.raises(ValueError, match="min_partitions must be >= 1"):
+        spread(many, 0)
+
+
 def test_kinesis_adapter_refuses_frames_glue_gives_without_the_record_text(spark):
     # inferSchema=false: Glue parses the JSON into the catalog columns and the original text is gone.
     parsed = spark.range(1).select(F.lit("e1").alias("event_id"), F.lit(1).alias("event_time"),
@@ -113,7 +126,8 @@ def test_local_file_adapter_numbers_lines_per_file(spark, tmp_path):
 
 
 def test_entrypoint_argument_contract():
-    assert glue_entry.job_arguments("kinesis") == glue_entry.JOB_ARGUMENTS + ("max_fetch_records_per_shard", "max_fetch_time_ms", "source_table")
+    assert glue_entry.job_arguments("kinesis") == glue_entry.JOB_ARGUMENTS + ("max_fetch_records_per_shard", "max_fetch_time_ms", "source_table",
+                                                                   "min_partitions")
     assert glue_entry.job_arguments("kafka")[len(glue_entry.JOB_ARGUMENTS):] == (
         "max_offsets_per_trigger", "bootstrap_servers", "topic", "registry_name", "schema_name", "kafka_auth",
         "partitions", "min_partitions")
@@ -134,7 +148,7 @@ def _argv(source_type: str, extra: dict[str, str]) -> list[str]:
 
 @pytest.mark.skipif(importlib.util.find_spec("awsglue") is None, reason="AWSGlueDataplanePython is not installed here")
 def test_entrypoint_resolves_its_arguments_and_builds_glue_options():
-    args = glue_entry.resolve_arguments(_argv("kinesis", {"max_fetch_records_per_shard": "100000", "max_fetch_time_ms": "2000", "source_table": "src"}))
+    args = glue_entry.resolve_arguments(_argv("kinesis", {"max_fetch_records_per_shard": "100000", "max_fetch_time_ms": "2000", "source_table": "src", "min_partitions": "36"}))
     assert glue_entry.source_options(args) == {"addRecordTimestamp": "true", "emitConsumerLagMetrics": "true",
                                                "inferSchema": "true", "startingPosition": "TRIM_HORIZON",
                                                "maxFetchRecordsPerShard": "100000", "maxFetchTimeInMs": "2000"}
@@ -193,5 +207,5 @@ def test_entrypoint_starts_the_glue_spark_context_with_the_job_static_settings(m
 
     monkeypatch.setattr(SparkContext, "getOrCreate", get_or_create)
     with pytest.raises(ContextRequested):
-        glue_entry.main(_argv("kinesis", {"max_fetch_records_per_shard": "100000", "max_fetch_time_ms": "2000", "source_table": "src"}))
+        glue_entry.main(_argv("kinesis", {"max_fetch_records_per_shard": "100000", "max_fetch_time_ms": "2000", "source_table": "src", "min_partitions": "36"}))
     assert requested == [{"spark.sql.codegen.cache.maxEntries": str(session.CODEGEN_CACHE_ENTRIES)}]

@@ -23,7 +23,8 @@ What a check decides (`decide`, a plain function of the job's runs; stateless, e
 6. otherwise the job is started.
 
 Metrics (namespace from METRICS_NAMESPACE, dimension JobName), every check: JobNotRunning (1 without an active
-run, held or not) and RestartsCapped (1 when capped). The not-running alarm treats missing data as breaching, so
+run, held or not), RestartsCapped (1 when capped) and DownSeconds (since the last run ended: an outage longer than
+the source's retention loses records, so its alarm fires at half of it). The not-running alarm treats missing data as breaching, so
 a keeper that stopped reporting alarms too.
 
 Configuration (environment): JOBS, a JSON object {job name: {"maintenance_window": "SUN:03" or null}};
@@ -37,7 +38,7 @@ import logging
 import os
 import time
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 
 log = logging.getLogger()
@@ -63,6 +64,7 @@ class Decision:
     start: bool
     state: str  # running | held | maintenance | capped | backoff | down
     reason: str
+    down_seconds: float = 0.0  # since the last run ended (0 with an active run or before any run)
 
     @property
     def running(self) -> bool:
@@ -89,10 +91,17 @@ def decide(runs: list[dict], *, held: str | None, now: datetime, policy: Policy)
     active = [r for r in runs if r["JobRunState"] in ACTIVE_STATES]
     if active:
         return Decision(False, "running", f"run {active[0]['Id']} is {active[0]['JobRunState']}")
-    if held is not None:
-        return Decision(False, "held", f"held by an operator ({HOLD_TAG}={held}): `job start` releases it")
     newest = max(runs, key=lambda r: r["StartedOn"]) if runs else None
     since_end = now - _ended(newest) if newest else None
+    decision = _decide_down(runs, newest, since_end, held=held, now=now, policy=policy)
+    return replace(decision, down_seconds=since_end.total_seconds() if since_end is not None else 0.0)
+
+
+def _decide_down(runs: list[dict], newest: dict | None, since_end: timedelta | None, *, held: str | None,
+                 now: datetime, policy: Policy) -> Decision:
+    """decide() for a job without an active run, steps 2 to 6 of the module doc."""
+    if held is not None:
+        return Decision(False, "held", f"held by an operator ({HOLD_TAG}={held}): `job start` releases it")
     if in_maintenance_window(now, policy.maintenance_window) and since_end is not None and since_end < MAINTENANCE_GRACE:
         return Decision(False, "maintenance", f"in the maintenance window {policy.maintenance_window}: Glue restarts the job")
     started_last_hour = [r for r in runs if r["StartedOn"] > now - timedelta(hours=1)]
@@ -142,8 +151,8 @@ class Keeper:
         try:
             run_id = self.glue.start_job_run(JobName=job_name)["JobRunId"]
         except self.glue.exceptions.ConcurrentRunsExceededException:
-            return Decision(False, "running", "a run started meanwhile (Glue refused a second one)")
-        return Decision(False, "running", f"started run {run_id}; {decision.reason}")
+            return Decision(False, "running", "a run started meanwhile (Glue refused a second one)", decision.down_seconds)
+        return Decision(False, "running", f"started run {run_id}; {decision.reason}", decision.down_seconds)
 
     def _publish(self, job_name: str, decision: Decision) -> None:
         dimensions = [{"Name": "JobName", "Value": job_name}]
@@ -151,6 +160,9 @@ class Keeper:
             {"MetricName": "JobNotRunning", "Dimensions": dimensions, "Value": 0.0 if decision.running else 1.0, "Unit": "Count"},
             {"MetricName": "RestartsCapped", "Dimensions": dimensions, "Value": 1.0 if decision.state == "capped" else 0.0,
              "Unit": "Count"},
+            # How long the job has had no run: past half the source's retention, records start to expire unread
+            # (its alarm, OutagePastHalfRetention, is built from the JOBS entry's retention_hours).
+            {"MetricName": "DownSeconds", "Dimensions": dimensions, "Value": float(decision.down_seconds), "Unit": "Seconds"},
         ])
 
     def check_all(self) -> dict[str, str]:

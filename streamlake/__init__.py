@@ -1,0 +1,1 @@
+"""`streamlake`: the one command operators and developers run (streamlake/cli.py)."""

@@ -1,0 +1,5 @@
+import sys
+
+from streamlake.cli import main
+
+sys.exit(main())
