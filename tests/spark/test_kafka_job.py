@@ -226,17 +226,11 @@ def test_sigkill_at_three_random_moments_then_every_valid_record_exactly_once(sp
     assert sorted(r.reason for r in dead) == sorted(reason for _, reason in bad.values()), f"seed {seed}"
 
 
-def test_v1_and_v2_frames_in_one_topic_decode_and_a_version_newer_than_the_deployment_is_a_dead_letter(
-        spark, broker, glue, tmp_path, monkeypatch):
-    """orders with v2 committed (shipping.region, a nested optional field): v1 frames still in the topic decode
-    beside v2 frames (v1 rows get null); a v3 registered after the job started (not deployed) is looked up when
-    its frames arrive and dead-lettered with the reason, not read as v2 with its new field dropped."""
-    import io
+def _commit_orders_v2(tmp_path: Path, monkeypatch) -> dict:
+    """The repository's datasets/ with orders v2 committed (shipping.region, a nested optional field), made the
+    datasets root: what a deploy of that commit ships. Returns the v2 schema."""
     import json
     import shutil
-
-    from glue_jobs.local_runner import run_local_kafka
-    from tools.kafka_producer import AvroFramer, send
 
     root = tmp_path / "datasets"
     shutil.copytree(REPOSITORY_DATASETS, root)
@@ -249,6 +243,21 @@ def test_v1_and_v2_frames_in_one_topic_decode_and_a_version_newer_than_the_deplo
     lock = json.loads((root / "orders" / "schemas.lock.json").read_text())
     (root / "orders" / "schemas.lock.json").write_text(json.dumps({**lock, "schema.v2.avsc": datasets.file_digest(text)}))
     monkeypatch.setenv(datasets.ROOT_VARIABLE, str(root))
+    return v2
+
+
+def test_v1_and_v2_frames_in_one_topic_decode_and_a_version_newer_than_the_deployment_is_a_dead_letter(
+        spark, broker, glue, tmp_path, monkeypatch):
+    """orders with v2 committed (shipping.region, a nested optional field): v1 frames still in the topic decode
+    beside v2 frames (v1 rows get null); a v3 registered after the job started (not deployed) is looked up when
+    its frames arrive and dead-lettered with the reason, not read as v2 with its new field dropped."""
+    import io
+    import json
+
+    from glue_jobs.local_runner import run_local_kafka
+    from tools.kafka_producer import AvroFramer, send
+
+    v2 = _commit_orders_v2(tmp_path, monkeypatch)
     orders_v2 = datasets.load("orders")
     registry_name, schema_name = "evolving", "orders-evolving"
     glue.create_registry(RegistryName=registry_name)
@@ -321,3 +330,90 @@ def test_offsets_deleted_from_the_topic_fail_the_job_loudly_instead_of_skipping(
     with pytest.raises(Exception, match=r"(?s)Cannot fetch offset 5 .*Some data may have been lost"):
         run_local_kafka(**run)  # Spark's data-loss error, raised inside the batch: nothing of it is published
     assert spark.read.parquet(str(tmp_path / "lake")).count() == 5  # nothing after the gap was written either
+
+
+def test_partitions_added_to_the_topic_are_read_from_their_start_after_a_restart(spark, broker, glue, orders, version_1,
+                                                                                   tmp_path):
+    """Checkpoint survival when the topic grows (issue 34): 2 partitions, a run, 2 partitions added, more records
+    across all 4, a run from the same checkpoint. Spark's Kafka source reads partitions it discovers from their
+    earliest offset (structured-streaming-kafka-integration: newly discovered partitions start at earliest), so every
+    record is in the lake exactly once and the new partitions' records carry their partition number."""
+    import io
+
+    from confluent_kafka.admin import AdminClient, NewPartitions
+
+    from glue_jobs.local_runner import run_local_kafka
+    from tools.kafka_producer import AvroFramer, send
+
+    topic = "orders-growing"
+    broker.create_topic(topic, partitions=2)
+    framer = AvroFramer(orders, version_1)
+    settings = {"bootstrap.servers": broker.bootstrap_servers}
+    first = _valid_orders(orders, 20, first=4000)
+    assert send(settings, topic, [(f"a {i}", t) for i, t in enumerate(first)], framer).sent == 20
+    registry = RegistryVersions(glue, registry_name=REGISTRY, schema_name=SCHEMA, dataset=orders)
+    run = dict(bootstrap_servers=broker.bootstrap_servers, topic=topic, registry=registry, lake_dir=str(tmp_path / "lake"),
+               dead_letter_dir=str(tmp_path / "dead"), checkpoint_dir=str(tmp_path / "checkpoint"), source_name="orders",
+               dataset="orders", once=True, spark=spark, out=io.StringIO())
+    assert run_local_kafka(**run).total("records_written") == 20
+    admin = AdminClient(settings)  # kept while its future resolves
+    (future,) = admin.create_partitions([NewPartitions(topic, 4)]).values()
+    future.result(timeout=30)
+    del admin
+    second = _valid_orders(orders, 40, first=4100)
+    assert send(settings, topic, [(f"b {i}", t) for i, t in enumerate(second)], framer).sent == 40
+    summary = run_local_kafka(**run)
+    assert summary.total("records_in") == 40 and summary.total("records_written") == 40
+    lake = spark.read.parquet(str(tmp_path / "lake")).select("order_id", "source_partition").collect()
+    ids = [r.order_id for r in lake]
+    assert len(ids) == 60 and len(set(ids)) == 60  # in: 60, out: 60, duplicates: 0
+    assert {r.source_partition for r in lake} == {"0", "1", "2", "3"}
+
+
+def test_a_redeploy_with_changed_job_code_resumes_from_the_checkpoint_without_loss_or_replay(spark, broker, glue, tmp_path,
+                                                                                             monkeypatch):
+    """Checkpoint survival across a redeploy (issue 34): the job runs with the checkpoint on the deployed code (orders
+    v1), then the code changes (orders v2 committed: the package, the dataset digest and the decoder's version map
+    all differ) and the job restarts on the same checkpoint. Every record once: none of the first run's read again,
+    the new ones (v1 and v2 frames) read."""
+    import io
+    import json
+
+    from glue_jobs.lake_table import LakeTable
+    from glue_jobs.local_runner import run_local_kafka
+    from tools.kafka_producer import AvroFramer, send
+
+    orders_v1 = datasets.load("orders")
+    registry_name, schema_name = "redeploying", "orders-redeploying"
+    glue.create_registry(RegistryName=registry_name)
+    first = glue.create_schema(RegistryId={"RegistryName": registry_name}, SchemaName=schema_name, DataFormat="AVRO",
+                               Compatibility="BACKWARD", SchemaDefinition=orders_v1.registry_definition(1))["SchemaVersionId"]
+    topic = "orders-redeploying"
+    broker.create_topic(topic, partitions=2)
+    settings = {"bootstrap.servers": broker.bootstrap_servers}
+    before = _valid_orders(orders_v1, 15, first=5000)
+    assert send(settings, topic, [(f"a {i}", t) for i, t in enumerate(before)], AvroFramer(orders_v1, first)).sent == 15
+    run = dict(bootstrap_servers=broker.bootstrap_servers, topic=topic, lake_dir=str(tmp_path / "lake"),
+               dead_letter_dir=str(tmp_path / "dead"), checkpoint_dir=str(tmp_path / "checkpoint"), source_name="orders",
+               dataset="orders", once=True, spark=spark, out=io.StringIO())
+    registry = RegistryVersions(glue, registry_name=registry_name, schema_name=schema_name, dataset=orders_v1)
+    assert run_local_kafka(registry=registry, **run).total("records_written") == 15
+
+    _commit_orders_v2(tmp_path, monkeypatch)  # the redeploy: new files in the package, v2 registered by the stack
+    orders_v2 = datasets.load("orders")
+    assert orders_v2.digest != orders_v1.digest
+    second = glue.register_schema_version(SchemaId={"RegistryName": registry_name, "SchemaName": schema_name},
+                                          SchemaDefinition=orders_v2.registry_definition(2))["SchemaVersionId"]
+    after_v1 = _valid_orders(orders_v2, 10, first=5100)
+    after_v2 = [json.dumps({**json.loads(t), "shipping": {"country": "DE", "city": None, "express": True, "region": "NRW"}})
+                for t in _valid_orders(orders_v2, 10, first=5200)]
+    assert send(settings, topic, [(f"b {i}", t) for i, t in enumerate(after_v1)], AvroFramer(orders_v2, first, version=1)).sent == 10
+    assert send(settings, topic, [(f"c {i}", t) for i, t in enumerate(after_v2)], AvroFramer(orders_v2, second)).sent == 10
+    registry = RegistryVersions(glue, registry_name=registry_name, schema_name=schema_name, dataset=orders_v2)
+    summary = run_local_kafka(registry=registry, **run)
+    assert (summary.total("records_in"), summary.total("records_written"), summary.total("dead_letters")) == (20, 20, 0)
+    lake = spark.read.schema(LakeTable.of(orders_v2).spark_schema()).parquet(str(tmp_path / "lake"))
+    rows = lake.select("order_id", "shipping.region").collect()
+    ids = [r.order_id for r in rows]
+    assert len(ids) == 35 and len(set(ids)) == 35  # in: 35, out: 35, duplicates: 0
+    assert sorted(r.order_id for r in rows if r.region == "NRW") == sorted(json.loads(t)["order_id"] for t in after_v2)
