@@ -97,6 +97,12 @@ class StreamingLakeStack(cdk.Stack):
         self.job_keeper = JobKeeper(self, "JobKeeper", jobs={source: job.job for source, job in self.streaming_jobs.items()},
                                     maintenance_window=config.streaming.maintenance_window,
                                     retention_hours=self._source_retention_hours(config), removal_policy=self.removal_policy)
+        # The first deploy starts the jobs (the keeper's deploy resources): only once what they read at start exists,
+        # the streams and the topic, the catalog tables and every registered schema version.
+        for dependency in (self.streams, self.catalog, self.msk):
+            if dependency is not None:
+                for deploy in self.job_keeper.deploys.values():
+                    deploy.node.add_dependency(dependency)
         self.monitoring = Monitoring(
             self,
             "Monitoring",
