@@ -27,6 +27,13 @@ TOPIC_COMPRESSION_TYPES = ("zstd", "lz4", "snappy", "gzip", "uncompressed", "pro
 # vCPUs of one worker of each streaming worker type (Glue "Defining job properties for Spark jobs", worker type):
 # G.025X 2, G.1X 4, G.2X 8. One worker runs the driver; the others run executors with one core per vCPU.
 WORKER_VCPUS = {"G.025X": 2, "G.1X": 4, "G.2X": 8}
+
+
+def executor_cores(worker_type: str, max_workers: int) -> int:
+    """Executor cores of a Glue job at its largest size (one worker is the driver): one Spark task each."""
+    return (max_workers - 1) * WORKER_VCPUS[worker_type]
+
+
 # Retention values CloudWatch Logs accepts (AWS::Logs::LogGroup RetentionInDays).
 LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653)
 PROTECTED_ENVIRONMENTS = ("prod",)
@@ -148,7 +155,7 @@ class MskConfig:
         the parallelism when there are fewer partitions than cores); a number is taken as it is."""
         if self.min_partitions != "auto":
             return self.min_partitions
-        cores = (max_workers - 1) * WORKER_VCPUS[worker_type]
+        cores = executor_cores(worker_type, max_workers)
         reads = len(self.partitions_of(source) or range(self.topic_partitions))
         return cores if reads < cores else None
 
@@ -175,8 +182,7 @@ class StreamingJobConfig:
 
     @property
     def executor_cores(self) -> int:
-        """Executor cores at the job's largest size (a worker is the driver): one Spark task each."""
-        return (self.max_workers - 1) * WORKER_VCPUS[self.worker_type]
+        return executor_cores(self.worker_type, self.max_workers)
 
     @property
     def max_fetch_time_ms(self) -> int:

@@ -218,3 +218,13 @@ def test_schedule_checks_every_job_and_a_glue_event_checks_its_own(aws, clock):
     assert handle(event, k) == {JOB: "running"} and len(runs()) == 2
     other = {"detail-type": "Glue Job State Change", "source": "aws.glue", "detail": {"jobName": "someone-elses"}}
     assert handle(other, k) == {JOB: "running"}  # not ours: every job of the environment is checked instead
+
+
+def test_one_jobs_failing_check_does_not_stop_the_others(aws, clock):
+    """A scheduled check over two jobs where Glue answers the first with an error (here: a job deleted by hand):
+    it is reported as "error" and the second job is still started and reported."""
+    other = "streamlake-dev-deleted-by-hand"
+    k = Keeper(aws.glue, aws.cloudwatch, jobs={other: {}, JOB: {}}, namespace=NAMESPACE, max_starts_per_hour=4,
+               backoff_seconds=60, job_arn_prefix=ARN_PREFIX, clock=clock, sleep=lambda s: None)
+    assert k.check_all() == {other: "error", JOB: "running"}
+    assert [r.status for r in runs()] == ["STARTING"]

@@ -166,7 +166,17 @@ class Keeper:
         ])
 
     def check_all(self) -> dict[str, str]:
-        return {name: self.check(name).state for name in sorted(self.jobs)}
+        """Every job, each on its own: a Glue or CloudWatch error for one job (throttling, a job deleted by hand) is
+        logged and reported as "error", and the other jobs are still checked. The failed job publishes nothing this
+        time, so its not-running alarm (missing data breaches) fires if the error persists."""
+        states = {}
+        for name in sorted(self.jobs):
+            try:
+                states[name] = self.check(name).state
+            except Exception:  # noqa: BLE001 - see the docstring
+                log.exception("job %s: the check failed", name)
+                states[name] = "error"
+        return states
 
     def deploy(self, request_type: str, properties: dict, old_properties: dict | None) -> str:
         """The custom resource's work (see the module doc); returns what was done."""
