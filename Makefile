@@ -39,8 +39,8 @@ $(STAMP): requirements.txt requirements-dev.txt constraints.txt package.json pac
 	$(VENV)/bin/npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
-$(JARS): jvm/jars.lock infra_tools/jars.py | $(STAMP)
-	$(PY) -m infra_tools.jars fetch
+$(JARS): jvm/jars.lock devtools/jars.py | $(STAMP)
+	$(PY) -m devtools.jars fetch
 	touch $@
 
 $(FUNCTIONS): $(shell find jvm/glue-functions/src -name '*.java') infra/jvm_functions.py | $(STAMP)
@@ -132,14 +132,14 @@ bench: synth $(JARS) $(FUNCTIONS)
 # Markdown summary of what the working tree changes against BASE (default HEAD): no credentials needed.
 BASE ?= HEAD
 diff: $(STAMP)
-	$(PY) -m infra_tools.diff --base $(BASE) --out cdk.out/diff.md $(if $(ALLOW_DATA_LOSS),--allow-data-loss)
+	$(PY) -m devtools.diff --base $(BASE) --out cdk.out/diff.md $(if $(ALLOW_DATA_LOSS),--allow-data-loss)
 
 diagrams: $(STAMP)
-	$(PY) -m infra_tools.diagram
+	$(PY) -m devtools.diagram
 
 snapshots: $(STAMP)
-	$(PY) -m infra_tools.snapshot --update
-	$(PY) -m infra_tools.diagram
+	$(PY) -m devtools.snapshot --update
+	$(PY) -m devtools.diagram
 
 clean:
 	rm -rf cdk.out .pytest_cache

@@ -3,7 +3,7 @@
     python bench/bench_kafka.py [--dataset orders] [--records 200000] [--partitions 4] [--warmup 2] [--repeats 3]
 
 The records (glue_jobs/dataset_generate.py, valid only) are produced once, as Schema Registry frames
-(tools/kafka_producer.py), to a one-node broker on loopback (infra_tools/kafka_broker.py), the registry on a moto
+(operations/kafka_producer.py), to a one-node broker on loopback (devtools/kafka_broker.py), the registry on a moto
 server. Then, in one Spark session, alternating:
 (a) bare: Spark's Kafka source reads every offset of the topic (a batch query), `from_avro` (spark-avro) decodes
     the body after the 18-byte header with the dataset's schema, and the rows are written as Parquet by hour:
@@ -46,7 +46,7 @@ def bare_read_decode_write(spark, dataset, bootstrap_servers: str, topic: str, o
 
 def produce(broker, glue, dataset, topic: str, records: int, partitions: int, work: Path) -> int:
     from glue_jobs.dataset_generate import generate_dataset
-    from tools.kafka_producer import AvroFramer, send
+    from operations.kafka_producer import AvroFramer, send
 
     generate_dataset(dataset, work / "input", records=records, files=1, bad_ratio=0.0, seed=17)
     lines = [(f"line {n}", text) for path in sorted((work / "input").iterdir())
@@ -96,10 +96,10 @@ def main(argv: list[str] | None = None) -> int:
 
     import boto3
 
+    from devtools.kafka_broker import KafkaBroker
     from glue_jobs import datasets
     from glue_jobs.local_runner import local_spark_session
     from glue_jobs.registry_frames import RegistryVersions
-    from infra_tools.kafka_broker import KafkaBroker
     from rehearsal.moto import moto_server
 
     dataset = datasets.load(args.dataset)

@@ -3,7 +3,7 @@
     python bench/report.py bench-output/streaming.json bench-output/compaction.json ... \\
         [--out-dir bench-output] [--markdown docs/benchmarks.md]
 
-Writes bench-output/bench.json (what `python -m infra_tools.sizing` reads for the measured records/s per
+Writes bench-output/bench.json (what `python -m devtools.sizing` reads for the measured records/s per
 core), bench-output/bench.png, and the Markdown table README links (docs/benchmarks.md): each row's value,
 target and whether it is met. Exits 1 when a row misses its target, naming each such row; a result file
 that is missing (its benchmark failed) fails it too.
@@ -54,7 +54,7 @@ def commit() -> str:
 
 
 def summary(results: dict[str, dict]) -> dict:
-    """The figures infra_tools.sizing and the chart read (streaming's, when it ran)."""
+    """The figures devtools.sizing and the chart read (streaming's, when it ran)."""
     streaming = results.get("streaming") or {}
     glue_job = streaming.get("glue_job") or {}
     return {

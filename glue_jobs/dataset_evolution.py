@@ -10,7 +10,7 @@ A lake table's files keep every version's rows, so a later version may only add 
 | `no-rename-or-removal` | every field of the version before | a field gone (a rename is a removal and an addition) |
 | `keep-optional` | | an optional field made required (old rows hold nulls) |
 
-The Schema Registry checks BACKWARD compatibility too (tools/avro_compat.py); these are stricter. Used by
+The Schema Registry checks BACKWARD compatibility too (operations/avro_compat.py); these are stricter. Used by
 the dataset tests (`make test`) and `make diff`; pure Python.
 """
 

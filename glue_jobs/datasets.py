@@ -124,7 +124,7 @@ def dataset_name(name: str) -> str:
 
 def load(name: str, *, draft: bool = False) -> Dataset:
     """The dataset in folder `name`, read now (a file edited since the last call is read again). `draft`
-    accepts a newest version whose digest is not pinned yet (`python -m tools dataset check` of a new file);
+    accepts a newest version whose digest is not pinned yet (`python -m operations dataset check` of a new file);
     nothing deploys or runs a job from a draft."""
     folder = _folder(name)
     files = tuple(sorted((e.name, e.read_bytes()) for e in folder.iterdir() if e.is_file())) if folder.is_dir() else ()

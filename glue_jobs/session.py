@@ -22,7 +22,7 @@ def job_spark_conf():
 
 def connector_jars() -> list[str]:
     """Spark's Kafka source and Avro functions for this pyspark's line: build/jars/spark-<major>.<minor>/, which
-    `make bootstrap` fetches from Maven Central as jvm/jars.lock pins them (infra_tools/jars.py). [] where they
+    `make bootstrap` fetches from Maven Central as jvm/jars.lock pins them (devtools/jars.py). [] where they
     are absent (the job zip on Glue, whose runtime brings its own connectors)."""
     from pathlib import Path
 

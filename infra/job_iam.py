@@ -71,9 +71,22 @@ def add_spark_ui(job, role: iam.IRole, bucket: s3.IBucket | None, name: str, *, 
     if bucket is None:
         return
     grant_prefix(role, bucket, f"spark-ui/{name}", glue_version=glue_version)
+    override_default_arguments(job, {"--enable-spark-ui": "true",
+                                     "--spark-event-logs-path": f"s3://{bucket.bucket_name}/spark-ui/{name}/"})
+
+
+def override_default_arguments(job, arguments: dict[str, str]) -> None:
+    """Set DefaultArguments on a job's template beside the L2's own, and record them on the job, where
+    infra.job_keeper.code_digest reads them: an override the digest missed would not restart a running job."""
     cfn = job.node.default_child
-    cfn.add_property_override("DefaultArguments.--enable-spark-ui", "true")
-    cfn.add_property_override("DefaultArguments.--spark-event-logs-path", f"s3://{bucket.bucket_name}/spark-ui/{name}/")
+    for key, value in arguments.items():
+        cfn.add_property_override(f"DefaultArguments.{key}", value)
+    job._default_argument_overrides = {**argument_overrides(job), **arguments}
+
+
+def argument_overrides(job) -> dict[str, str]:
+    """The DefaultArguments override_default_arguments set on `job` (none: {})."""
+    return dict(getattr(job, "_default_argument_overrides", {}))
 
 
 def grant_key(role: iam.IRole, key: kms.IKey) -> None:

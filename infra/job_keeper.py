@@ -29,6 +29,7 @@ from constructs import Construct
 
 from glue_jobs.metrics import METRICS_NAMESPACE
 from infra.constants import pascal
+from infra.job_iam import argument_overrides
 from infra.nag import acknowledge_wildcard_resource
 
 CODE = Path(__file__).resolve().parent / "functions" / "job_keeper"
@@ -43,10 +44,16 @@ ENDED_STATES = ["FAILED", "TIMEOUT", "ERROR", "STOPPED"]
 
 
 def code_digest(job) -> str:
-    """The digest of what Glue runs for a job (a glue L2 job): its Command and DefaultArguments as synthesized."""
+    """The digest of what Glue runs for a job (a glue L2 job): its Command and DefaultArguments as synthesized,
+    the arguments set as template overrides (job_iam.override_default_arguments, e.g. the Spark UI's) included.
+    Called after the job is complete (the stack builds the keeper last)."""
     cfn = job.node.default_child
     stack = cdk.Stack.of(job)
-    what = {"Command": stack.resolve(cfn.command), "DefaultArguments": stack.resolve(cfn.default_arguments)}
+    arguments = {**stack.resolve(cfn.default_arguments), **stack.resolve(argument_overrides(job))}
+    # The template's spelling of the Command (jsii resolves the struct with camelCase keys: scriptLocation), so the
+    # digest is of exactly what the template gives Glue (tests/infra/test_job_keeper.py recomputes it from there).
+    command = {key[:1].upper() + key[1:]: value for key, value in stack.resolve(cfn.command).items()}
+    what = {"Command": command, "DefaultArguments": arguments}
     return hashlib.sha256(json.dumps(what, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 

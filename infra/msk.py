@@ -50,7 +50,7 @@ def kafka_arn(stack: cdk.Stack, cluster_arn: str, kind: str, name: str) -> str:
 
 def producer_policy(scope: Construct, id_: str, *, cluster_arn: str, topic: str, registry_arn: str,
                     schema_arn: str) -> iam.ManagedPolicy:
-    """What `python -m tools produce` (or any Schema Registry producer) needs to write the topic, for operators to
+    """What `python -m operations produce` (or any Schema Registry producer) needs to write the topic, for operators to
     attach to a producer's role. MSK "Semantics of IAM authorization policy actions and resources": Connect and
     WriteDataIdempotently take the cluster; WriteData needs Connect and DescribeTopic, on the topic. The producer looks
     the newest version up by registry and schema name (glue:GetSchemaVersion with a SchemaId), so the registry and

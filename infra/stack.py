@@ -214,7 +214,7 @@ class StreamingLakeStack(cdk.Stack):
     def _outputs(self) -> None:
         """Every name an operations tool needs, read from the stack outputs (CloudFormation DescribeStacks).
 
-        Keys follow tools/resources.py (the tools' only list of keys); per-source keys end in the
+        Keys follow operations/resources.py (the tools' only list of keys); per-source keys end in the
         PascalCase source name.
         """
         storage, catalog = self.storage, self.catalog

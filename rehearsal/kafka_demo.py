@@ -2,9 +2,9 @@
 
     python -m rehearsal.kafka_demo --out DIR [--records N] [--dataset orders]
 
-Starts Apache Kafka's broker on loopback (infra_tools/kafka_broker.py) and a moto server as the Glue Schema
+Starts Apache Kafka's broker on loopback (devtools/kafka_broker.py) and a moto server as the Glue Schema
 Registry, registers the dataset's committed versions, produces the dataset's generated records as Schema Registry
-frames (tools/kafka_producer.py) plus one of each frame the job cannot decode, runs the Kafka job's path once
+frames (operations/kafka_producer.py) plus one of each frame the job cannot decode, runs the Kafka job's path once
 (`glue_jobs.local_runner.run_local_kafka`), and stops the broker and the server, also when a step fails.
 """
 
@@ -20,15 +20,15 @@ def run(out: Path, *, records: int, dataset_name: str, seed: int = 7) -> int:
     import boto3
     from confluent_kafka import Producer
 
+    from devtools.kafka_broker import KafkaBroker
     from glue_jobs import datasets
     from glue_jobs.dataset_generate import generate_dataset
     from glue_jobs.local_runner import configure_logging, run_local_kafka
     from glue_jobs.registry_frames import RegistryVersions
     from infra.config import load_config
-    from infra_tools.kafka_broker import KafkaBroker
+    from operations.kafka_producer import AvroFramer, send
     from rehearsal.moto import moto_server
     from rehearsal.scenario import bad_frames
-    from tools.kafka_producer import AvroFramer, send
 
     configure_logging()
     dataset = datasets.load(dataset_name)

@@ -194,7 +194,7 @@ def start_job(
         shutil.copyfile(extra, copy)
         jars.append(copy)
     if job.arguments.get("--source_type") == "kafka":
-        from infra_tools.jars import JARS_DIR
+        from devtools.jars import JARS_DIR
 
         connector = sorted((JARS_DIR / f"spark-{line.spark_line}").glob("*.jar"))
         if not connector:

@@ -1,7 +1,7 @@
 """An environment's rehearsal: every streaming job fed held input, then compaction, then the checks.
 
 - Kinesis jobs get NDJSON lines (glue_jobs.generate: valid events, bad records of every kind,
-  duplicates); Kafka jobs read a real broker on loopback (Kafka's own, infra_tools/kafka_broker.py) holding
+  duplicates); Kafka jobs read a real broker on loopback (Kafka's own, devtools/kafka_broker.py) holding
   Schema Registry frames made by the project's producer with the version UUIDs of a registry on the moto
   server (the template's schema versions registered there first): valid records (some zlib-compressed),
   out-of-range times, duplicates, and frames that do not decode (docs/kafka.md "Dead letters").
@@ -138,7 +138,7 @@ def kafka_frames_input(broker, topic: str, version_id: str, *, records: int, see
     from glue_jobs import datasets
     from glue_jobs.dataset_generate import RecordMaker, decimal_literal
     from glue_jobs.registry_frames import ZLIB
-    from tools.kafka_producer import AvroFramer, send
+    from operations.kafka_producer import AvroFramer, send
 
     table = datasets.load(dataset)
     maker, rng = RecordMaker(table, seed), random.Random(seed)
@@ -303,7 +303,7 @@ def rehearse_environment(assembly: Assembly, *, lines: Mapping[str, SparkLine], 
     with contextlib.ExitStack() as stack:
         broker = None
         if any(j.arguments["--source_type"] == "kafka" for j in streaming):
-            from infra_tools.kafka_broker import KafkaBroker
+            from devtools.kafka_broker import KafkaBroker
 
             broker = stack.enter_context(KafkaBroker(workdir / "kafka"))  # stopped when the streaming jobs are done
         for seed, job in enumerate(streaming, start=11):

@@ -6,7 +6,7 @@ Each command is the project's own tool, run with the rest of the command line (i
     streamlake run-local --dataset orders --input in/ --lake lake/ --dead-letter dl/ --checkpoint cp/ --once
     streamlake job status --env prod --source clickstream
 
-`python -m glue_jobs`, `python -m compaction`, `python -m tools` and the `python -m infra_tools.*` modules keep
+`python -m glue_jobs`, `python -m compaction`, `python -m operations` and the `python -m devtools.*` modules keep
 working; this is the same code under one name. Installed as a console script by `make bootstrap` (pyproject.toml
 [project.scripts]); `python -m streamlake` is the same without the install.
 """
@@ -28,21 +28,21 @@ class Command:
 
 COMMANDS = {
     # local development, no AWS account
-    "dataset": Command("tools.cli", ("dataset",), "draft a dataset's files from sample records (new), or run its contract over a sample (check)", "developer"),
+    "dataset": Command("operations.cli", ("dataset",), "draft a dataset's files from sample records (new), or run its contract over a sample (check)", "developer"),
     "generate": Command("glue_jobs.__main__", ("generate",), "write realistic valid and bad records for a dataset", "developer"),
     "run-local": Command("glue_jobs.__main__", ("run-local",), "stream a directory of JSON files into a local lake through the job's code", "developer"),
     "run-kafka": Command("glue_jobs.__main__", ("run-kafka",), "the Kafka job's path: a topic of Schema Registry frames into a local lake", "developer"),
     "compact-local": Command("compaction.__main__", ("run-local",), "compact the hour partitions of a local lake", "developer"),
     "rehearse": Command("rehearsal.__main__", (), "run the synthesized jobs (script, zip, arguments) through AWS's awsglue library", "developer"),
     # operating an environment (its stack's outputs name every resource)
-    "produce": Command("tools.cli", ("produce",), "send records (or replay dead letters) to an environment's stream or topic", "operator"),
-    "job": Command("tools.cli", ("job",), "start, stop (and hold), status, reset-checkpoint of one source's streaming job", "operator"),
-    "compact": Command("tools.cli", ("compact",), "start the compaction job for one hour, or for its lookback window", "operator"),
-    "schema-evolve": Command("tools.cli", ("schema-evolve",), "check and roll out a dataset's new schema version", "operator"),
-    "outputs": Command("tools.cli", ("outputs",), "which stack outputs the tools read, and which are missing", "operator"),
+    "produce": Command("operations.cli", ("produce",), "send records (or replay dead letters) to an environment's stream or topic", "operator"),
+    "job": Command("operations.cli", ("job",), "start, stop (and hold), status, reset-checkpoint of one source's streaming job", "operator"),
+    "compact": Command("operations.cli", ("compact",), "start the compaction job for one hour, or for its lookback window", "operator"),
+    "schema-evolve": Command("operations.cli", ("schema-evolve",), "check and roll out a dataset's new schema version", "operator"),
+    "outputs": Command("operations.cli", ("outputs",), "which stack outputs the tools read, and which are missing", "operator"),
     # planning and review
-    "sizing": Command("infra_tools.sizing", (), "shards, partitions, workers, window and monthly cost for a stated load", "reviewer"),
-    "diff": Command("infra_tools.diff", (), "the infrastructure diff of the working tree against a git ref, priced", "reviewer"),
+    "sizing": Command("devtools.sizing", (), "shards, partitions, workers, window and monthly cost for a stated load", "reviewer"),
+    "diff": Command("devtools.diff", (), "the infrastructure diff of the working tree against a git ref, priced", "reviewer"),
 }
 GROUPS = (("developer", "Local development (no AWS account)"), ("operator", "Operating an environment"),
           ("reviewer", "Planning and review"))

@@ -7,9 +7,9 @@ import pytest
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    """Apache Kafka's own broker, one KRaft node on loopback (infra_tools/kafka_broker.py), for one test module;
+    """Apache Kafka's own broker, one KRaft node on loopback (devtools/kafka_broker.py), for one test module;
     stopped after it, leaving no process."""
-    from infra_tools.kafka_broker import KafkaBroker
+    from devtools.kafka_broker import KafkaBroker
 
     started = KafkaBroker(tmp_path_factory.mktemp("kafka"))
     with started:

@@ -140,7 +140,7 @@ class MskConfig:
     @property
     def topic_configs(self) -> dict[str, str]:
         """The topic-level Kafka configs of the config (compression.type, retention.ms), for AWS::MSK::Topic's Configs
-        (infra/msk.py) and the local broker's topic (infra_tools/kafka_broker.create_topic)."""
+        (infra/msk.py) and the local broker's topic (devtools/kafka_broker.create_topic)."""
         return {"compression.type": self.topic_compression_type, "retention.ms": str(self.topic_retention_hours * 3_600_000)}
 
     def partitions_of(self, source: str) -> tuple[int, ...] | None:

@@ -26,6 +26,6 @@ def _no_aws_credentials():
 @pytest.fixture(scope="session")
 def templates() -> dict[str, dict]:
     """{environment: synthesized template} for every configured environment (cdk-nag enforced)."""
-    from infra_tools.snapshot import synth_templates
+    from devtools.snapshot import synth_templates
 
     return synth_templates()

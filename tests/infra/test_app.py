@@ -11,9 +11,9 @@ import pytest
 from aws_cdk import aws_s3 as s3
 from cdk_nag import AwsSolutionsChecks
 
+from devtools import snapshot
 from infra.app_builder import build_app
 from infra.config import REPO_ROOT, ConfigError, load_config
-from infra_tools import snapshot
 
 
 def test_every_configured_environment_synthesizes(templates):

@@ -2,7 +2,7 @@
 
 Each field of the config (README "Configuration") is changed on its own in a base environment, the
 environment is synthesized, and the template is compared with the base through `make diff`'s own
-diff (infra_tools/diff.py, which labels a change as a replacement from the CloudFormation resource schemas'
+diff (devtools/diff.py, which labels a change as a replacement from the CloudFormation resource schemas'
 create-only properties). A field whose change replaces or removes a resource that holds data, or
 replaces a resource keeping its name (the deploy fails), must be listed in docs/infrastructure.md
 "Config changes that replace resources" with what the replacement costs, and a field listed there
@@ -19,10 +19,10 @@ import re
 
 import pytest
 
+from devtools.diff import diff_templates
+from devtools.snapshot import normalize, synth_templates
 from infra import config as cfg
 from infra.config import DEFAULT_CONFIG_PATH, parse_config
-from infra_tools.diff import diff_templates
-from infra_tools.snapshot import normalize, synth_templates
 
 DOCS = DEFAULT_CONFIG_PATH.parent.parent / "docs" / "infrastructure.md"
 DOCS_SECTION = "## Config changes that replace resources"

@@ -196,7 +196,7 @@ def test_evolution_rules_name_themselves_at_any_depth(new_fields, problems):
 
 def test_shipped_datasets_evolve_within_the_rules_and_the_diff_says_so(monkeypatch):
     monkeypatch.delenv(datasets.ROOT_VARIABLE, raising=False)
-    from infra_tools.diff import dataset_check
+    from devtools.diff import dataset_check
 
     line, problems = dataset_check()
     assert problems == [] and line.startswith("Datasets: clickstream v1 (contract ")
@@ -211,7 +211,7 @@ def test_an_evolution_the_lake_cannot_read_fails_the_diff(root):
     lock = json.loads((folder / "schemas.lock.json").read_text())
     lock["schema.v2.avsc"] = datasets.file_digest((folder / "schema.v2.avsc").read_bytes())
     (folder / "schemas.lock.json").write_text(json.dumps(lock))
-    from infra_tools.diff import dataset_check
+    from devtools.diff import dataset_check
 
     line, problems = dataset_check()
     assert problems == ["evolving v2: parts[].n: int -> long (rule: keep-type)"]

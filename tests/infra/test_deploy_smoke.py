@@ -260,8 +260,8 @@ def test_an_evolved_schema_deploys_on_moto_as_version_2(tmp_path, monkeypatch):
     is tests/infra/test_schema_evolution_deploy.py.)"""
     import json
 
+    from devtools.snapshot import synth_templates
     from glue_jobs import schema
-    from infra_tools.snapshot import synth_templates
 
     v1 = json.loads(schema.schema_text(1))
     v2 = {**v1, "fields": [*v1["fields"], {"name": "campaign", "type": ["null", "string"], "default": None}]}

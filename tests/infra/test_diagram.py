@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from infra_tools import diagram
+from devtools import diagram
 
 TEMPLATE = {
     "Resources": {

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
+from devtools import diff
+from devtools.snapshot import synth_templates
 from infra.config import DEFAULT_CONFIG_PATH, load_config, parse_config, update_raw
-from infra_tools import diff
-from infra_tools.snapshot import synth_templates
 
 
 def test_shard_increase_in_prod_only_shows_in_prod_with_positive_cost_delta(templates):

@@ -1,11 +1,11 @@
-"""cdk.json sets every feature flag the pinned aws-cdk-lib recommends (infra_tools/feature_flags.py)."""
+"""cdk.json sets every feature flag the pinned aws-cdk-lib recommends (devtools/feature_flags.py)."""
 
+from devtools.feature_flags import DEVIATIONS, recommended_flags, unset_flags
 from infra.app_builder import cdk_json_context
-from infra_tools.feature_flags import DEVIATIONS, recommended_flags, unset_flags
 
 
 def test_cdk_json_sets_every_recommended_flag():
-    assert unset_flags() == {}, "run `python -m infra_tools.feature_flags --review`, then set the flags in cdk.json"
+    assert unset_flags() == {}, "run `python -m devtools.feature_flags --review`, then set the flags in cdk.json"
 
 
 def test_a_missing_or_legacy_flag_is_reported():

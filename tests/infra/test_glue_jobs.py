@@ -156,6 +156,20 @@ def test_streaming_roles_are_scoped_to_their_own_source_and_prefixes(dev):
     assert any(s.get("Condition", {}).get("StringEquals", {}).get("cloudwatch:namespace") for s in wildcard)
 
 
+def test_a_kinesis_job_may_list_its_streams_shards_to_follow_a_reshard(dev):
+    """After a reshard the parents close and children with new ids take new records; Glue's Kinesis reader finds them
+    with ListShards, at most every `describeShardInterval` (default 1s: "the minimum time interval between two
+    ListShards API calls for your script to consider resharding", Kinesis connections page /
+    KinesisStreamingSourceOptions). So the role must allow ListShards on the stream (docs/operations.md
+    "Resharding"; what the reader does with the closed parents' positions only AWS can show)."""
+    statements = [s for s in _statements(dev, "ClickJobRole") if "kinesis:ListShards" in _actions(s)]
+    assert statements and all({"kinesis:GetRecords", "kinesis:GetShardIterator"} <= _actions(s) for s in statements)
+    resources = json.dumps([s["Resource"] for s in statements])
+    assert "Clicks" in resources and "\"*\"" not in resources  # the stream itself (Kinesis "Clicks" in this stack)
+    options = _job(dev, "ClickJob")["DefaultArguments"]
+    assert not any("shard_interval" in key for key in options)  # the reader's default interval is kept
+
+
 def test_connection_network_interfaces_are_scoped_to_the_connection_subnet_and_security_group(dev):
     statements = {s.get("Sid"): s for s in _statements(dev, "OrderJobRole")}
     create, delete = statements["GlueConnectionCreateEni"], statements["GlueConnectionDeleteEni"]

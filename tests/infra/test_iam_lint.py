@@ -1,4 +1,4 @@
-"""Offline IAM policy lint (infra_tools/iam_lint.py, parliament pinned in requirements-dev.txt) of every synthesized
+"""Offline IAM policy lint (devtools/iam_lint.py, parliament pinned in requirements-dev.txt) of every synthesized
 policy: no finding outside ACKNOWLEDGED, the linter and the renderer really work, no acknowledgement is stale."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from devtools import iam_lint
 from infra.config import load_config
-from infra_tools import iam_lint
 
 ENVIRONMENTS = list(load_config().environments)
 
@@ -43,8 +43,8 @@ def test_extracts_identity_trust_and_resource_policies(results):
 
 
 def test_committed_snapshots_lint_like_the_synthesized_templates(results):
-    """`python -m infra_tools.iam_lint` reads the snapshots; they must give the same findings as the synth."""
-    from infra_tools.snapshot import snapshot_path
+    """`python -m devtools.iam_lint` reads the snapshots; they must give the same findings as the synth."""
+    from devtools.snapshot import snapshot_path
 
     for env in ENVIRONMENTS:
         snapshot = json.loads(Path(snapshot_path(env)).read_text(encoding="utf-8"))

@@ -63,11 +63,26 @@ def _digests(template: dict) -> dict[str, str]:
     return {v["Properties"]["JobName"]["Ref"]: v["Properties"]["CodeDigest"] for v in _of_type(template, DEPLOY_RESOURCE_TYPE).values()}
 
 
+@pytest.mark.parametrize("environment", list(load_config().environments))
+def test_the_digest_is_of_the_command_and_arguments_the_template_gives_glue(templates, environment):
+    """Recomputed from the synthesized template: every argument Glue receives is in the digest, those set as template
+    overrides (the Spark UI's) too, so changing any of them restarts the job."""
+    import hashlib
+
+    template = templates[environment]
+    jobs = _streaming_jobs(template)
+    for job_id, digest in _digests(template).items():
+        props = jobs[job_id]["Properties"]
+        assert "--spark-event-logs-path" in props["DefaultArguments"]
+        what = {"Command": props["Command"], "DefaultArguments": props["DefaultArguments"]}
+        assert hashlib.sha256(json.dumps(what, sort_keys=True, separators=(",", ":")).encode()).hexdigest() == digest
+
+
 def test_a_changed_job_script_changes_the_digest_of_every_job_running_it_and_an_unchanged_synth_none(templates, monkeypatch, tmp_path):
     """What makes CloudFormation send the keeper an Update (and the keeper restart a running job): the digest.
     Only AWS can show the rest: that CloudFormation then invokes the function (custom resource Update semantics)."""
+    from devtools.snapshot import synth_templates
     from infra import job_assets
-    from infra_tools.snapshot import synth_templates
 
     before = _digests(templates["dev"])
     assert _digests(synth_templates(["dev"])["dev"]) == before  # the same tree: the same digests, nothing restarts
@@ -91,7 +106,7 @@ def test_a_changed_job_script_changes_the_digest_of_every_job_running_it_and_an_
 def test_a_config_change_of_one_job_changes_only_that_jobs_digest(templates):
     import dataclasses
 
-    from infra_tools.snapshot import synth_templates
+    from devtools.snapshot import synth_templates
 
     config = load_config()
     staging = config.get("staging")

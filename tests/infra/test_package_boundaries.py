@@ -16,7 +16,7 @@ from infra import config
 from infra.config import DEFAULT_CONFIG_PATH, REPO_ROOT, load_config
 
 JOB_PACKAGES = ("glue_jobs", "compaction")
-INFRA_PACKAGES = ("infra", "infra_tools")
+INFRA_PACKAGES = ("infra", "devtools")
 
 
 def _modules() -> dict[str, Path]:

@@ -63,7 +63,7 @@ def test_committed_versions_never_change_and_the_newest_is_the_codes_schema():
 
 
 def test_each_version_is_compatible_with_the_latest_before_it_and_the_checkpoint():
-    from tools import avro_compat
+    from operations import avro_compat
 
     versions = [avro_compat.parse((SCHEMA_DIR / f"event.v{n}.avsc").read_text(encoding="utf-8"), where=f"v{n}")
                 for n in sorted(COMMITTED_DIGESTS)]

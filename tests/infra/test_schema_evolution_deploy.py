@@ -12,11 +12,11 @@ import zipfile
 
 import pytest
 
+from devtools.diff import diff_templates
+from devtools.snapshot import normalize, synth_templates
 from glue_jobs import schema
 from infra import job_assets
-from infra_tools.diff import diff_templates
-from infra_tools.snapshot import normalize, synth_templates
-from tools import avro_compat
+from operations import avro_compat
 
 V1 = json.loads(schema.schema_text(1))
 
@@ -93,7 +93,7 @@ def test_the_check_covers_the_checkpoint_version_too():
 
 
 def test_make_diff_checks_every_committed_version(with_versions):
-    from infra_tools import diff
+    from devtools import diff
 
     with_versions(V1, _v2([OPTIONAL_FIELD]))
     line, problems = diff.schema_check()

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from devtools import sizing
 from infra.config import load_config, parse_config, update_raw
-from infra_tools import sizing
 
 PRICES = sizing.load_prices()
 

@@ -50,9 +50,10 @@ def test_outputs_name_everything_an_operations_tool_needs(templates, environment
 
 
 def test_outputs_agree_with_the_keys_the_tools_read(templates):
-    from tools import resources as tools
+    from operations import resources
+
     prod = load_config().get("prod")
-    keys = tools.required_output_keys(prod.source_names, tuple(s.name for s in prod.kinesis_streams), prod.datasets)
+    keys = resources.required_output_keys(prod.source_names, tuple(s.name for s in prod.kinesis_streams), prod.datasets)
     assert set(keys) <= set(templates["prod"]["Outputs"])
 
 
@@ -88,7 +89,7 @@ def test_no_retained_resource_keeps_a_fixed_name(templates, environment):
     """A resource kept on stack delete still holds its name, so a fixed name would make creating the
     environment again fail: every retained resource's name (a create-only property ending in Name, from
     the CloudFormation resource schemas) is generated or ends in the stack instance suffix."""
-    from infra_tools import cfn_schema
+    from devtools import cfn_schema
 
     fixed = []
     for logical_id, resource in templates[environment]["Resources"].items():

@@ -77,7 +77,7 @@ def team_datasets(workspace, monkeypatch):
 
 
 def test_the_new_dataset_synthesizes_with_its_typed_table_and_job(team_datasets):
-    from infra_tools.snapshot import synth_templates
+    from devtools.snapshot import synth_templates
 
     config = parse_config(json.loads((team_datasets / "environments.json").read_text()))
     template = synth_templates(["dev"], config=config)["dev"]
@@ -165,8 +165,8 @@ def test_the_new_dataset_runs_end_to_end_and_keeps_its_own_rows(team_datasets, t
 def test_a_dataset_json_change_shows_in_the_diff_as_an_in_place_job_update(team_datasets):
     """The reviewer sees a contract change: the dataset's digest is a job argument, so the jobs carrying it
     are modified in place (and nothing is replaced)."""
-    from infra_tools.diff import diff_templates
-    from infra_tools.snapshot import normalize, synth_templates
+    from devtools.diff import diff_templates
+    from devtools.snapshot import normalize, synth_templates
 
     config = parse_config(json.loads((team_datasets / "environments.json").read_text()))
     before = normalize(synth_templates(["dev"], config=config)["dev"])

@@ -25,8 +25,8 @@ from moto.core.responses import ActionResult
 from moto.glue.responses import GlueResponse
 from moto.moto_api import state_manager
 
+from operations.aws import Clients
 from tests.ops import moto_dev_env as dev_env
-from tools.aws import Clients
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FAKE_ENV = {
@@ -105,7 +105,7 @@ class Deployed:
         env = {k: v for k, v in os.environ.items() if k not in _REMOVED}
         env.update(FAKE_ENV, AWS_ENDPOINT_URL=self.endpoint, PYTHONPATH=str(REPO_ROOT))
         return subprocess.run(
-            [sys.executable, "-m", "tools", *args], cwd=REPO_ROOT, env=env, input=stdin or "",
+            [sys.executable, "-m", "operations", *args], cwd=REPO_ROOT, env=env, input=stdin or "",
             capture_output=True, text=True, timeout=60,
         )
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 from glue_jobs import schema as event_schema
-from tools import resources
+from operations import resources
 
 ACCOUNT = "123456789012"
 REGION = "eu-west-1"
@@ -101,10 +101,16 @@ def glue_backend():
 
 
 def job_definition_changed(job_name: str) -> None:
-    """What a deploy that changes a job's arguments does to it (UpdateJob, which moto lacks): LastModifiedOn is now."""
+    """What a deploy that changes a job's arguments does to it (UpdateJob, which moto lacks): LastModifiedOn is now,
+    and at least a second after every run's start, since a moto server's responses carry whole seconds (a run started
+    in the same second would otherwise read as started on the new code)."""
+    import datetime
+
     from moto.core.utils import utcnow
 
-    glue_backend().jobs[job_name].last_modified_on = utcnow()
+    job = glue_backend().jobs[job_name]
+    starts = [run.started_on for run in job.job_runs if getattr(run, "started_on", None) is not None]
+    job.last_modified_on = max([utcnow(), *(s + datetime.timedelta(seconds=1) for s in starts)])
 
 
 def mark_runs_running(job_name: str) -> None:

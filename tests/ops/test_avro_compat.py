@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from operations import avro_compat
+from operations.avro_compat import SchemaError, compatibility_problems, parse
 from tests.ops.moto_dev_env import schema_with
-from tools import avro_compat
-from tools.avro_compat import SchemaError, compatibility_problems, parse
 
 CURRENT = parse(schema_with())
 

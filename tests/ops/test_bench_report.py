@@ -44,7 +44,7 @@ def test_every_row_in_one_table_and_a_missed_target_fails_naming_its_row(tmp_pat
     assert "- commit: " in table and "- machine: " in table and "- measured: 20" in table
     assert "targets NOT met" in table
     combined = json.loads((tmp_path / "out" / "bench.json").read_text())
-    # infra_tools.sizing reads the streaming result's per-core rate from here
+    # devtools.sizing reads the streaming result's per-core rate from here
     assert combined["streaming"]["runner_records_per_second_per_core"] == 60000
     assert [row["row"] for row in combined["rows"]] == ["warm (b)/(a)", "40k batch", "compaction/bare"]
 

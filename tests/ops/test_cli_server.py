@@ -1,4 +1,4 @@
-"""`python -m tools ...` as a separate process against a moto server (AWS_ENDPOINT_URL)."""
+"""`python -m operations ...` as a separate process against a moto server (AWS_ENDPOINT_URL)."""
 
 from __future__ import annotations
 
@@ -116,7 +116,7 @@ def test_schema_evolve_before_the_deploy_says_what_to_commit_and_changes_nothing
     assert "Commit the file as datasets/clickstream/schema.v2.avsc, review `make diff`" in result.stdout
     assert result.stdout.splitlines()[-1] == (
         "nothing changed: commit the file as datasets/clickstream/schema.v2.avsc, pin its digest in "
-        "datasets/clickstream/schemas.lock.json (`python -m tools dataset check clickstream` prints the line), deploy, "
+        "datasets/clickstream/schemas.lock.json (`python -m operations dataset check clickstream` prints the line), deploy, "
         "then run this command again")
     assert glue.get_schema(SchemaId=SCHEMA_ID)["LatestSchemaVersion"] == 1
     assert [(r["Id"], r["JobRunState"]) for r in glue.get_job_runs(JobName=dev_env.STREAMING_JOB)["JobRuns"]] == [

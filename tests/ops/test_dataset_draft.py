@@ -1,4 +1,4 @@
-"""`python -m tools dataset new`: a dataset drafted from sample records, with what it guessed said."""
+"""`python -m operations dataset new`: a dataset drafted from sample records, with what it guessed said."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import json
 import pytest
 
 from glue_jobs import datasets
-from tools import cli
-from tools.dataset_draft import draft, write_draft
-from tools.errors import ToolError
+from operations import cli
+from operations.dataset_draft import draft, write_draft
+from operations.errors import ToolError
 
 SAMPLES = [
     {"trip_id": "t-1", "started": "2026-11-20T10:00:00+01:00", "rider": {"id": "r-1", "vip": True},

@@ -1,4 +1,4 @@
-"""make bootstrap's JVM jars (infra_tools/jars.py): pinned in jvm/jars.lock, each checked by SHA-256."""
+"""make bootstrap's JVM jars (devtools/jars.py): pinned in jvm/jars.lock, each checked by SHA-256."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import hashlib
 
 import pytest
 
-from infra_tools import jars
+from devtools import jars
 
 
 def _repository(tmp_path, coordinate: str, content: bytes) -> str:
@@ -59,4 +59,4 @@ def test_the_committed_lock_pins_every_root_of_every_set():
     locked = jars.read_lock()
     for name, roots in jars.ROOTS.items():
         coordinates = {jar.coordinate for jar in locked if jar.set == name}
-        assert set(roots) <= coordinates, f"{name}: run `python -m infra_tools.jars resolve {name}`"
+        assert set(roots) <= coordinates, f"{name}: run `python -m devtools.jars resolve {name}`"

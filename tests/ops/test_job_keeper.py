@@ -103,7 +103,7 @@ def test_every_way_a_run_ends_is_restarted(aws, clock, state):
 
 
 def test_a_deliberate_stop_is_left_alone_until_the_operator_starts_the_job(aws, clock):
-    from tools import jobs
+    from operations import jobs
 
     k = keeper(aws, clock)
     k.check(JOB)
@@ -200,7 +200,7 @@ def test_a_deploy_that_changed_the_code_restarts_the_running_job_and_an_unchange
 
 
 def test_a_deploy_of_new_code_to_a_stopped_job_starts_it_unless_held(aws, clock, responses):
-    from tools import jobs
+    from operations import jobs
 
     jobs.hold(aws.glue, ARN_PREFIX + JOB, reason="paused")
     result = handle(_deploy_event("Update", "d2", old_digest="d1"), keeper(aws, clock))

@@ -7,9 +7,9 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from operations import jobs
+from operations.errors import ToolError
 from tests.ops import moto_dev_env as dev_env
-from tools import jobs
-from tools.errors import ToolError
 
 NOW = datetime(2024, 5, 1, 14, 20, tzinfo=timezone.utc)
 

@@ -1,4 +1,4 @@
-"""`python -m tools produce --dataset orders` to an MSK source, as a separate process: the stack's outputs and the
+"""`python -m operations produce --dataset orders` to an MSK source, as a separate process: the stack's outputs and the
 registry on a moto server, the topic on a real broker (tests/conftest.py), the records read back with librdkafka
 and decoded with fastavro (readers the project did not write).
 
@@ -120,7 +120,7 @@ def test_dead_letters_replay_json_encoded_and_frames_unchanged(kafka_env, broker
     unknown_schema_version dead letter holds the frame's bytes (base64): they go back as they were, for the job to
     decode once the version is deployed. --reason narrows the replay."""
     _, _, topic, version_id = kafka_env
-    from tools.kafka_producer import AvroFramer
+    from operations.kafka_producer import AvroFramer
 
     _, frame = AvroFramer(orders, version_id).frame(json.dumps({**ORDER, "order_id": "o-frame"}), "x")
     letters = tmp_path / "dead.jsonl"

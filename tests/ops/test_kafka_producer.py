@@ -1,4 +1,4 @@
-"""The Kafka producer's framing and its per-record outcome (tools/kafka_producer.py), without a broker: fastavro
+"""The Kafka producer's framing and its per-record outcome (operations/kafka_producer.py), without a broker: fastavro
 (a reader the project did not write) reads back what it framed, records the schema cannot hold are refused
 before anything is sent, and records a broker never acknowledged land in the unsent file."""
 
@@ -14,8 +14,8 @@ import pytest
 
 from glue_jobs import datasets
 from glue_jobs.registry_frames import ZLIB
-from tools.errors import ToolError
-from tools.kafka_producer import AvroFramer, send
+from operations.errors import ToolError
+from operations.kafka_producer import AvroFramer, send
 
 VERSION = "6f1c7a52-0c55-4b7e-9d1e-2a4b8f0c1d11"
 ORDER = {"order_id": "o-1", "ordered_at": "2026-11-25T10:15:00+01:00", "customer_id": "c-9", "status": "paid",
@@ -75,7 +75,7 @@ def test_iam_auth_signs_a_kafka_cluster_connect_token_for_the_region_with_its_ex
     import time
     from urllib.parse import parse_qs, urlparse
 
-    from tools.kafka_producer import client_settings
+    from operations.kafka_producer import client_settings
 
     settings = client_settings("b-1.lake.kafka.eu-west-1.amazonaws.com:9098", auth="iam", region="eu-west-1", timeout_s=30)
     assert {k: settings[k] for k in ("security.protocol", "sasl.mechanism", "message.timeout.ms")} == {
@@ -96,7 +96,7 @@ def test_the_newest_registered_version_must_hold_the_checkouts_newest_file(order
     import boto3
     from moto import mock_aws
 
-    from tools.kafka_producer import newest_registered
+    from operations.kafka_producer import newest_registered
 
     with mock_aws():
         glue = boto3.client("glue", region_name="eu-west-1")

@@ -10,10 +10,10 @@ import json
 import pytest
 from botocore.exceptions import ClientError
 
+from operations import producer
+from operations.errors import ToolError
+from operations.progress import Progress
 from tests.ops import moto_dev_env as dev_env
-from tools import producer
-from tools.errors import ToolError
-from tools.progress import Progress
 
 
 def _lines(n: int, start: int = 0) -> list[str]:
@@ -146,8 +146,8 @@ def test_a_throttled_call_is_resent_whole_and_a_refused_call_stops_at_once(aws, 
 def test_a_server_error_is_resent_and_counted_as_possible_duplicates_a_throttle_is_not(aws, tmp_path):
     """InternalFailureException (Kinesis' modelled 500) may follow a partial write: the resend can duplicate.
     A throttled call was refused whole: its resend duplicates nothing. botocore makes one attempt only
-    (tools/aws.py), so every retry is the tool's and is counted."""
-    from tools.aws import Clients
+    (operations/aws.py), so every retry is the tool's and is counted."""
+    from operations.aws import Clients
 
     assert Clients(region="eu-west-1").kinesis.meta.config.retries["total_max_attempts"] == 1
     real_put = aws.kinesis.put_records

@@ -11,9 +11,9 @@ import pytest
 
 from glue_jobs import datasets
 from glue_jobs import schema as event_schema
+from operations import schema_evolution
+from operations.errors import ToolError
 from tests.ops import moto_dev_env as dev_env
-from tools import schema_evolution
-from tools.errors import ToolError
 
 TARGETS = schema_evolution.Targets(
     dataset=datasets.load("clickstream"),

@@ -32,7 +32,7 @@ def test_each_command_explains_itself(name, capsys):
 
 
 def test_a_command_runs_the_projects_tool_with_the_rest_of_the_line(capsys):
-    from infra_tools import sizing
+    from devtools import sizing
 
     args = ["--events-per-second", "2000", "--record-kb", "1", "--latency-seconds", "120", "--environment", "prod",
             "--records-per-core-per-second", "5000"]

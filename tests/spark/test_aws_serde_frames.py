@@ -32,7 +32,7 @@ SCHEMA_FILE = REPO / "datasets" / "orders" / "schema.v1.avsc"
 
 def _aws_frames(classes: Path, endpoint: str, bodies: list[bytes], compression: str) -> tuple[str, list[bytes]]:
     """(the schema text the serializer sends, its frame of each body)."""
-    from infra_tools.jars import classpath
+    from devtools.jars import classpath
 
     command = ["java", "-cp", f"{classes}:{classpath('glue-serde')}", "AwsSerdeFrames", endpoint, "eu-west-1", REGISTRY,
                SCHEMA, str(SCHEMA_FILE), compression]
@@ -49,9 +49,9 @@ def test_frames_of_aws_serializer_decode_like_the_producers(spark, tmp_path, mon
 
     import boto3
 
+    from devtools.jars import classpath
     from glue_jobs.dataset_generate import RecordMaker, decimal_literal
-    from infra_tools.jars import classpath
-    from tools.kafka_producer import AvroFramer
+    from operations.kafka_producer import AvroFramer
 
     classes = tmp_path / "classes"
     javac = subprocess.run(["javac", "-d", str(classes), "-cp", classpath("glue-serde"), str(REPO / "tests/jvm/AwsSerdeFrames.java")],

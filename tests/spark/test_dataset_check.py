@@ -1,10 +1,10 @@
-"""`python -m tools dataset check`: the dataset's real contract over sample records, locally."""
+"""`python -m operations dataset check`: the dataset's real contract over sample records, locally."""
 
 from __future__ import annotations
 
 import json
 
-from tools.dataset_check import check
+from operations.dataset_check import check
 
 
 def test_check_counts_reasons_names_paths_and_shows_the_lake_schema(spark, tmp_path):

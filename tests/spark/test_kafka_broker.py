@@ -50,7 +50,7 @@ def test_records_produced_to_the_broker_come_back_through_sparks_kafka_source(sp
 
 
 def test_the_broker_stops_and_leaves_no_process(tmp_path):
-    from infra_tools.kafka_broker import KafkaBroker
+    from devtools.kafka_broker import KafkaBroker
 
     broker = KafkaBroker(tmp_path / "kafka").start()
     pid = broker.process.pid
@@ -111,7 +111,7 @@ def test_a_cluster_id_never_starts_with_a_dash(monkeypatch):
     """`kafka-storage format -t -abc...` reads the id as an option: a rehearsal failed so once (1 id in 64)."""
     import uuid
 
-    from infra_tools import kafka_broker
+    from devtools import kafka_broker
 
     dashed, plain = uuid.UUID(bytes=b"\xfb" + bytes(15)), uuid.UUID(bytes=bytes(16))  # "-w..." then "AAAA..."
     draws = iter([dashed, plain])

@@ -71,8 +71,8 @@ def _valid_orders(orders, count: int, first: int = 0) -> list[str]:
 
 
 def _bad_frames(orders, version_id: str) -> dict[str, tuple[bytes, str]]:
+    from operations.kafka_producer import AvroFramer
     from rehearsal.scenario import bad_frames
-    from tools.kafka_producer import AvroFramer
 
     _, good = AvroFramer(orders, version_id).frame(_valid_orders(orders, 1, first=900)[0], "bad")
     return bad_frames(good)
@@ -93,7 +93,7 @@ def _lake_and_dead_letters(spark, base: Path):
 
 def test_valid_and_bad_frames_become_rows_and_dead_letters_and_the_job_keeps_running(spark, broker, glue, orders, version_1, tmp_path):
     from glue_jobs.local_runner import run_local_kafka
-    from tools.kafka_producer import AvroFramer, send
+    from operations.kafka_producer import AvroFramer, send
 
     topic = "orders-events"
     broker.create_topic(topic, partitions=3)
@@ -186,7 +186,7 @@ def test_sigkill_at_three_random_moments_then_every_valid_record_exactly_once(sp
     import signal
     import subprocess
 
-    from tools.kafka_producer import AvroFramer, send
+    from operations.kafka_producer import AvroFramer, send
 
     seed = int(os.environ.get("STREAMLAKE_KILL_SEED", random.randrange(1_000_000)))
     print(f"kill seed {seed} (STREAMLAKE_KILL_SEED={seed} repeats these moments)")
@@ -255,7 +255,7 @@ def test_v1_and_v2_frames_in_one_topic_decode_and_a_version_newer_than_the_deplo
     import json
 
     from glue_jobs.local_runner import run_local_kafka
-    from tools.kafka_producer import AvroFramer, send
+    from operations.kafka_producer import AvroFramer, send
 
     v2 = _commit_orders_v2(tmp_path, monkeypatch)
     orders_v2 = datasets.load("orders")
@@ -310,7 +310,7 @@ def test_offsets_deleted_from_the_topic_fail_the_job_loudly_instead_of_skipping(
     from confluent_kafka.admin import AdminClient
 
     from glue_jobs.local_runner import run_local_kafka
-    from tools.kafka_producer import AvroFramer, send
+    from operations.kafka_producer import AvroFramer, send
 
     topic = "orders-expiring"
     broker.create_topic(topic, partitions=1)
@@ -343,7 +343,7 @@ def test_partitions_added_to_the_topic_are_read_from_their_start_after_a_restart
     from confluent_kafka.admin import AdminClient, NewPartitions
 
     from glue_jobs.local_runner import run_local_kafka
-    from tools.kafka_producer import AvroFramer, send
+    from operations.kafka_producer import AvroFramer, send
 
     topic = "orders-growing"
     broker.create_topic(topic, partitions=2)
@@ -381,7 +381,7 @@ def test_a_redeploy_with_changed_job_code_resumes_from_the_checkpoint_without_lo
 
     from glue_jobs.lake_table import LakeTable
     from glue_jobs.local_runner import run_local_kafka
-    from tools.kafka_producer import AvroFramer, send
+    from operations.kafka_producer import AvroFramer, send
 
     orders_v1 = datasets.load("orders")
     registry_name, schema_name = "redeploying", "orders-redeploying"

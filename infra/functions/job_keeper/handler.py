@@ -13,7 +13,7 @@ One Lambda function per environment (infra/job_keeper.py). It is invoked by:
 
 What a check decides (`decide`, a plain function of the job's runs; stateless, every fact comes from Glue):
 1. an active run (STARTING, RUNNING, STOPPING, WAITING): nothing to do;
-2. held: the job carries the tag HOLD_TAG, set by `streamlake job stop` (tools/jobs.py) and removed by `job start`:
+2. held: the job carries the tag HOLD_TAG, set by `streamlake job stop` (operations/jobs.py) and removed by `job start`:
    an operator's deliberate stop is left alone;
 3. in the maintenance window (Glue restarts streaming jobs within 3 hours of the window's start: Glue "Job"
    API, MaintenanceWindow), within MAINTENANCE_GRACE of the last run's end: Glue's own restart is awaited;

@@ -12,7 +12,7 @@ Guarantees:
   never writes a record twice, and a record is sent only when every in-sync replica has it;
 - each record's outcome comes from its delivery report; records not confirmed (a delivery error, or not
   reported within the flush timeout) go to the unsent file in the dead-letter JSON Lines layout
-  (tools/producer.py), so the file can be sent again.
+  (operations/producer.py), so the file can be sent again.
 - the message key is the dataset's key fields, so the copies of one key stay in one partition, in order.
 
 Dead letters replayed to a topic: a row whose reason is a frame reason (malformed_record, unknown_schema_version) holds
@@ -47,7 +47,7 @@ from glue_jobs.registry_frames import (
     definition_problem,
     frame,
 )
-from tools.errors import ToolError
+from operations.errors import ToolError
 
 # librdkafka settings of every producer this tool makes (CONFIGURATION.md of librdkafka names each).
 PRODUCER_SETTINGS = {"acks": "all", "enable.idempotence": True, "compression.type": "zstd", "linger.ms": 20}

@@ -1,7 +1,7 @@
 """Offline IAM policy lint of the synthesized templates, with parliament (pinned in requirements-dev.txt).
 
-    python -m infra_tools.iam_lint            # lint the committed snapshots (tests/snapshots/)
-    python -m infra_tools.iam_lint --synth    # synthesize every environment first (the same templates, ~5 s)
+    python -m devtools.iam_lint            # lint the committed snapshots (tests/snapshots/)
+    python -m devtools.iam_lint --synth    # synthesize every environment first (the same templates, ~5 s)
 
 Every policy document in a template is extracted (identity policies of AWS::IAM::Policy, AWS::IAM::ManagedPolicy
 and AWS::IAM::Role inline policies; role trust policies; S3 bucket, SNS topic and KMS key policies), its
@@ -291,7 +291,7 @@ def extract_policies(template: dict) -> list[PolicyDocument]:
             if path not in known:
                 raise UnrenderableError(
                     f"{logical_id} ({rtype}) has a policy document at Properties.{'.'.join(map(str, path))} "
-                    "that infra_tools/iam_lint.py does not extract; add it to extract_policies"
+                    "that devtools/iam_lint.py does not extract; add it to extract_policies"
                 )
         out += [PolicyDocument(name, kind, logical_id, rtype, doc) for name, kind, doc, _ in found]
     return out
@@ -423,7 +423,7 @@ def render(value: Any, resources: dict) -> Any:
         if region != REGION:
             raise UnrenderableError(f"Fn::GetAZs for region {region!r}; placeholders only know {REGION}")
         return list(AVAILABILITY_ZONES)
-    raise UnrenderableError(f"no renderer for intrinsic function {function}; add it to infra_tools/iam_lint.py render()")
+    raise UnrenderableError(f"no renderer for intrinsic function {function}; add it to devtools/iam_lint.py render()")
 
 
 def render_policy(policy: PolicyDocument, template: dict) -> dict:
@@ -538,17 +538,17 @@ def lint_template(template: dict, acknowledged: list[Acknowledgement] | None = N
 
 def _load_templates(synth: bool) -> dict[str, dict]:
     if synth:
-        from infra_tools.snapshot import synth_templates
+        from devtools.snapshot import synth_templates
 
         return synth_templates()
+    from devtools.snapshot import snapshot_path
     from infra.config import load_config
-    from infra_tools.snapshot import snapshot_path
 
     return {env: json.loads(snapshot_path(env).read_text(encoding="utf-8")) for env in load_config().environments}
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m infra_tools.iam_lint", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m devtools.iam_lint", description=__doc__.splitlines()[0])
     parser.add_argument("--synth", action="store_true", help="synthesize the templates instead of reading the snapshots")
     parser.add_argument("-v", "--verbose", action="store_true", help="also list the acknowledged findings")
     args = parser.parse_args(argv)

@@ -1,7 +1,7 @@
 """CDK feature flags: cdk.json sets every flag aws-cdk-lib recommends for the pinned version.
 
-    python -m infra_tools.feature_flags            # check: exit 1 when a recommended flag is unset
-    python -m infra_tools.feature_flags --review   # which unset flag changes which template, one at a time
+    python -m devtools.feature_flags            # check: exit 1 when a recommended flag is unset
+    python -m devtools.feature_flags --review   # which unset flag changes which template, one at a time
 
 Why: a feature flag left unset keeps a legacy behaviour, and setting it after the first deploy can
 replace resources. `cdk init` writes the recommended list of the CDK version it comes with; this
@@ -70,7 +70,7 @@ def _resource_changes(before: dict, after: dict) -> list[str]:
 def review(context: dict[str, Any] | None = None) -> dict[str, dict[str, list[str]]]:
     """Synthesize once per unset flag (that flag set, the others as in cdk.json) and return
     {flag: {environment: [changed resource lines]}} for the flags that change any template."""
-    from infra_tools.snapshot import normalize, synth_templates
+    from devtools.snapshot import normalize, synth_templates
 
     base_context = cdk_json_context() if context is None else dict(context)
     baseline = {env: normalize(t) for env, t in synth_templates(context=base_context).items()}
@@ -85,7 +85,7 @@ def review(context: dict[str, Any] | None = None) -> dict[str, dict[str, list[st
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m infra_tools.feature_flags", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m devtools.feature_flags", description=__doc__.splitlines()[0])
     parser.add_argument("--review", action="store_true", help="synthesize with each unset flag and list what changes")
     args = parser.parse_args(argv)
     missing = unset_flags()

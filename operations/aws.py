@@ -18,7 +18,7 @@ from botocore.config import Config
 # (Glue, CloudFormation, CloudWatch, S3 reads). `total_max_attempts` counts the first attempt; the
 # retries dict's `max_attempts` would count retries only (5 meant 6 calls).
 _CLIENT_CONFIG = Config(retries={"mode": "standard", "total_max_attempts": 5})
-# Kinesis is used for PutRecords only, and the producer retries it itself (tools/producer.py): botocore
+# Kinesis is used for PutRecords only, and the producer retries it itself (operations/producer.py): botocore
 # would resend a call that failed with a 5xx after the service may already have written part of it,
 # invisibly, so a possible duplicate could not be counted. One attempt here; every retry is the tool's.
 _DATA_PLANE_CONFIG = Config(retries={"mode": "standard", "total_max_attempts": 1})

@@ -1,6 +1,6 @@
 """Capacity planning: from a stated load to shards, partitions, Glue workers, window and cost.
 
-    python -m infra_tools.sizing --events-per-second 10000 --record-kb 1 --latency-seconds 120 \\
+    python -m devtools.sizing --events-per-second 10000 --record-kb 1 --latency-seconds 120 \\
         --records-per-core-per-second 25000 [--environment prod] [--json]
 
 The recommendation can be pasted into config/environments.json; with --environment it keeps to the worker
@@ -214,7 +214,7 @@ def environment_cost(env: EnvironmentConfig, prices: dict | None = None, *, comp
 
     Used by `make diff` for the cost of a config change: shard-hours, on-demand stream-hours, Glue
     DPU-hours (streaming 24x7, hourly compaction), MSK broker-hours and storage. The network (NAT
-    gateways, interface endpoints) is priced from the template instead (infra_tools/diff.py), since what the
+    gateways, interface endpoints) is priced from the template instead (devtools/diff.py), since what the
     stack builds there follows from code as much as from config. Auto scaling decides
     the streaming workers: `streaming_workers="max"` prices every job at `max_workers`, "min" at
     MIN_STREAMING_WORKERS (or max_workers if that is lower).
@@ -320,7 +320,7 @@ def _measured_rate() -> float | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m infra_tools.sizing", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m devtools.sizing", description=__doc__.splitlines()[0])
     parser.add_argument("--events-per-second", type=float, required=True)
     parser.add_argument("--record-kb", type=float, required=True, help="average record size in KB (1 KB = 1000 bytes)")
     parser.add_argument("--latency-seconds", type=float, required=True, help="end-to-end latency target")

@@ -15,7 +15,7 @@ from infra.constants import (
     pascal,  # noqa: F401  (re-exported for the tools)
     stack_name,
 )
-from tools.errors import ToolError
+from operations.errors import ToolError
 
 # --- Output keys (one line per key; `{source}` is the PascalCase source name) ------------------
 KINESIS_STREAM_NAME = "KinesisStreamName{source}"

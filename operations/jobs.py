@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
-from tools.errors import ToolError
+from operations.errors import ToolError
 
 ACTIVE_STATES = frozenset({"STARTING", "RUNNING", "STOPPING", "WAITING"})
 LAG_METRIC = "glue.driver.streaming.maxConsumerLagInMs"
@@ -240,7 +240,7 @@ def reset_checkpoint(glue, s3, job_name: str, checkpoint_uri: str, source: str, 
     running = current_run(glue, job_name)
     if running is not None:
         raise ToolError(f"job {job_name!r} is {running.state} (run {running.run_id}); stop it first "
-                        f"(python -m tools job stop ...): a running job rewrites its checkpoint")
+                        f"(python -m operations job stop ...): a running job rewrites its checkpoint")
     keys = checkpoint_objects(s3, bucket, prefix)
     if not keys:
         print(f"nothing to delete: s3://{bucket}/{prefix} is empty", file=out)

@@ -5,7 +5,7 @@
     # stopped: SIGTERM, then SIGKILL of its process group after a grace period; nothing left running
 
 The broker is Kafka's own (`kafka.Kafka` from kafka_2.13, the jar set `kafka-broker` that `make bootstrap`
-fetches from Maven Central, infra_tools/jars.py), on the Kafka line the config deploys. Its storage is formatted
+fetches from Maven Central, devtools/jars.py), on the Kafka line the config deploys. Its storage is formatted
 with Kafka's StorageTool before the first start, as Kafka's KRaft quickstart does
 (https://kafka.apache.org/39/documentation.html#quickstart_startserver: `kafka-storage.sh format -t <uuid> -c
 server.properties`, then `kafka-server-start.sh`). The settings are the quickstart's KRaft server.properties
@@ -24,7 +24,7 @@ import time
 import uuid
 from pathlib import Path
 
-from infra_tools import jars
+from devtools import jars
 
 READY_LINE = "Kafka Server started"  # logged by KafkaRaftServer once the broker serves (kafka.server.KafkaRaftServer)
 

@@ -1,6 +1,6 @@
 """Architecture picture per environment, generated from the synthesized templates.
 
-    python -m infra_tools.diagram            # make diagrams: docs/architecture/<env>.md (Mermaid) and .dot
+    python -m devtools.diagram            # make diagrams: docs/architecture/<env>.md (Mermaid) and .dot
 
 The Mermaid file renders directly in a pull request on the usual hosting service; the .dot file is
 for Graphviz (`dot -Tpng`) where it is installed. Nodes are the resources a reviewer reasons about
@@ -145,10 +145,10 @@ def to_dot(env: str, template: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m infra_tools.diagram", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m devtools.diagram", description=__doc__.splitlines()[0])
     parser.add_argument("--out-dir", type=Path, default=OUT_DIR)
     args = parser.parse_args(argv)
-    from infra_tools.snapshot import synth_templates
+    from devtools.snapshot import synth_templates
 
     args.out_dir.mkdir(parents=True, exist_ok=True)
     for env, template in synth_templates().items():

@@ -1,6 +1,6 @@
 """Readable infrastructure diff for pull requests, without AWS credentials.
 
-    python -m infra_tools.diff [--base REF] [--out FILE]     # make diff [BASE=origin/main]
+    python -m devtools.diff [--base REF] [--out FILE]     # make diff [BASE=origin/main]
 
 Synthesizes every environment from the working tree and compares each template with the snapshot
 committed at REF (default HEAD), and the config at REF with the working-tree config for the cost
@@ -9,7 +9,7 @@ and resource policies), then resources added / removed / replaced / modified wit
 properties, then the monthly fixed cost from config/prices.json: the delta at maximum workers (what the bill can
 reach), and the range auto scaling moves in (minimum to maximum streaming workers).
 
-Every modified resource is labelled from the CloudFormation resource schemas (infra_tools/cfn_schema.py): in
+Every modified resource is labelled from the CloudFormation resource schemas (devtools/cfn_schema.py): in
 place, or replaced because a change reaches a create-only property. A replacement of a resource that keeps
 a name it sets itself is labelled "deploy will fail" (CloudFormation creates the new resource before it
 deletes the old one, and the name is taken), and the command exits 3 after writing the report; a
@@ -27,9 +27,9 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
+from devtools import cfn_schema, sizing
+from devtools.snapshot import normalize, snapshot_path
 from infra.config import REPO_ROOT, ConfigError, ProjectConfig, load_config, parse_config
-from infra_tools import cfn_schema, sizing
-from infra_tools.snapshot import normalize, snapshot_path
 
 SECURITY_TYPES = (
     "AWS::IAM::",
@@ -299,9 +299,9 @@ def render_environment(env: str, changes: list[ResourceChange], old: CostRange |
 
 def schema_check() -> tuple[str, list[str]]:
     """The committed event schema versions, each checked as the registry would be asked to accept it: against
-    the latest version before it and against the checkpoint version (tools/avro_compat.evolution_problems)."""
+    the latest version before it and against the checkpoint version (operations/avro_compat.evolution_problems)."""
     from glue_jobs import schema
-    from tools import avro_compat
+    from operations import avro_compat
 
     versions = schema.schema_versions()
     parsed = [avro_compat.parse(schema.schema_text(n), where=schema.schema_file(n)) for n in versions]
@@ -319,7 +319,7 @@ def dataset_check() -> tuple[str, list[str]]:
     (glue_jobs/dataset_evolution.py) and as the registry would check it (BACKWARD, latest and checkpoint)."""
     from glue_jobs import datasets
     from glue_jobs.dataset_evolution import dataset_problems
-    from tools import avro_compat
+    from operations import avro_compat
 
     problems, summary = [], []
     for name, dataset in datasets.load_all().items():
@@ -379,7 +379,7 @@ def render_report(base_templates: dict[str, dict], new_templates: dict[str, dict
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m infra_tools.diff", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m devtools.diff", description=__doc__.splitlines()[0])
     parser.add_argument("--base", default="HEAD", help="git ref whose committed snapshots and config are the base")
     parser.add_argument("--out", help="also write the Markdown to this file")
     parser.add_argument("--allow-data-loss", action="store_true",
@@ -394,7 +394,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    from infra_tools.snapshot import synth_templates
+    from devtools.snapshot import synth_templates
 
     new_templates = synth_templates()
     base_templates, base_config = base_state(args.base)

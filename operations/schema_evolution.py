@@ -7,7 +7,7 @@ carries the files (a Kafka job checks the registry's versions against them when 
 register versions or edit tables (that would drift from the stack); it runs the procedure around the deploy
 (docs/operations.md "Schema evolution"), for one dataset (`--dataset`):
   1. check   the schema file against the registry's versions: its latest and its checkpoint version
-             (GetSchema SchemaCheckpoint; tools/avro_compat.evolution_problems says why both), and against
+             (GetSchema SchemaCheckpoint; operations/avro_compat.evolution_problems says why both), and against
              the lake's rules at any depth (glue_jobs/dataset_evolution.py: add an optional field, never
              change a type, a decimal, a name). A refusal here changes nothing.
   2. deploy  if the registry does not have it yet: the tool prints what to commit and the deploy
@@ -33,8 +33,8 @@ from glue_jobs import schema as event_schema
 from glue_jobs.dataset_evolution import evolution_problems as lake_problems
 from glue_jobs.dataset_types import Node, SchemaError, parse_schema
 from glue_jobs.datasets import Dataset
-from tools import avro_compat, jobs
-from tools.errors import ToolError
+from operations import avro_compat, jobs
+from operations.errors import ToolError
 
 # ----------------------------------------------------------------------------------------------
 # Columns from a schema file: what the stack derives from a version (infra/catalog.py), at any depth
@@ -200,9 +200,10 @@ def build_plan(glue, targets: Targets, schema_file: str) -> Plan:
 
 def _started_on_the_deployed_code(glue, job_name: str, run: jobs.Run) -> bool:
     """Whether the run started after the job's definition last changed: the deploy that registered the version also
-    changed the job's --dataset_digest, and the job keeper's deploy step (infra/job_keeper.py) restarted the run."""
+    changed the job's --dataset_digest, and the job keeper's deploy step (infra/job_keeper.py) restarted the run.
+    A run that started in the same instant is counted as older code: restarting it once more is the safe side."""
     modified = glue.get_job(JobName=job_name)["Job"].get("LastModifiedOn")
-    return run.started_on is not None and modified is not None and run.started_on >= modified
+    return run.started_on is not None and modified is not None and run.started_on > modified
 
 
 def _table_drift(glue, database: str, name: str, expected: list[tuple[str, str]]) -> list[str]:

@@ -1,8 +1,8 @@
 """JVM jars from Maven Central, pinned by version and SHA-256 (`make bootstrap` fetches them).
 
-    python -m infra_tools.jars fetch [SET ...]     # what jvm/jars.lock lists -> build/jars/<set>/, each checked
-    python -m infra_tools.jars resolve SET [...]   # maintainers: resolve SET's roots with Maven, rewrite its lock lines
-    python -m infra_tools.jars classpath SET       # the set's jars, ':'-separated (fetched first)
+    python -m devtools.jars fetch [SET ...]     # what jvm/jars.lock lists -> build/jars/<set>/, each checked
+    python -m devtools.jars resolve SET [...]   # maintainers: resolve SET's roots with Maven, rewrite its lock lines
+    python -m devtools.jars classpath SET       # the set's jars, ':'-separated (fetched first)
 
 A set is a classpath for one purpose (SETS: its root artifacts, and the pyspark whose jars it leaves out). `resolve` asks Maven for the roots and their
 runtime dependencies once and writes every jar, with its SHA-256, into jvm/jars.lock; `fetch` then needs no
@@ -180,7 +180,7 @@ def resolve(name: str, *, lock: Path = LOCK) -> list[LockedJar]:
             jar = LockedJar(name, coordinate, "0" * 64)
             locked.append(LockedJar(name, coordinate, sha256(Path(work) / "jars" / jar.file_name)))
     others = [jar for jar in read_lock(lock) if jar.set != name] if lock.exists() else []
-    header = "# Written by `python -m infra_tools.jars resolve`; `make bootstrap` fetches these and checks each SHA-256.\n"
+    header = "# Written by `python -m devtools.jars resolve`; `make bootstrap` fetches these and checks each SHA-256.\n"
     lines = [f"{jar.set} {jar.coordinate} {jar.sha256}" for jar in sorted([*others, *locked], key=lambda j: (j.set, j.coordinate))]
     lock.parent.mkdir(parents=True, exist_ok=True)
     lock.write_text(header + "\n".join(lines) + "\n")
@@ -188,7 +188,7 @@ def resolve(name: str, *, lock: Path = LOCK) -> list[LockedJar]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m infra_tools.jars", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m devtools.jars", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("fetch", help="download and check the locked jars").add_argument("sets", nargs="*")
     commands.add_parser("resolve", help="maintainers: re-resolve sets with Maven").add_argument("sets", nargs="+")

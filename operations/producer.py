@@ -15,7 +15,7 @@ Guarantees:
   to the unsent file, in the dead-letter JSON Lines layout, so `--dead-letters <that file>` sends
   exactly the rest.
 
-Who retries what: botocore makes one attempt per PutRecords call (tools/aws.py); this module makes
+Who retries what: botocore makes one attempt per PutRecords call (operations/aws.py); this module makes
 every retry, so each is counted. A whole call refused by throttling wrote nothing and is resent whole.
 A whole call that failed with a server error (InternalFailureException, 5xx) may have written some of
 its records: it is resent whole too, and its records are counted as possible duplicates (at-least-once,
@@ -35,8 +35,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tools.errors import ToolError
-from tools.progress import Progress
+from operations.errors import ToolError
+from operations.progress import Progress
 
 MAX_RECORDS_PER_REQUEST = 500
 MAX_REQUEST_BYTES = 5 * 1024 * 1024
@@ -44,7 +44,7 @@ MAX_RECORD_BYTES = 1024 * 1024
 MAX_PARTITION_KEY_CHARS = 256
 DEFAULT_PARTITION_KEY_FIELD = "event_id"
 
-# Whole-call errors the tool resends the batch after (botocore makes one attempt, tools/aws.py).
+# Whole-call errors the tool resends the batch after (botocore makes one attempt, operations/aws.py).
 # Throttling: the request was refused, so nothing of it was written and a resend duplicates nothing.
 THROTTLED_CALL_ERRORS = frozenset({
     "ProvisionedThroughputExceededException", "KMSThrottlingException", "LimitExceededException",
@@ -220,7 +220,7 @@ def _read_parquet_payloads(files: list[Path], reasons: tuple[str, ...], shown) -
         raise ToolError(
             f"{len(files)} of the dead-letter files are Parquet ({shown(files[0])}, ...): reading Parquet needs "
             "pyspark, which the tools' requirements.txt leaves out; run the tool from the development "
-            "environment (make bootstrap, then .venv/bin/python -m tools ...). Nothing was sent."
+            "environment (make bootstrap, then .venv/bin/python -m operations ...). Nothing was sent."
         ) from None
 
     from glue_jobs.session import local_session

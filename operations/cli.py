@@ -1,4 +1,4 @@
-"""`python -m tools <command>`: the operations commands (docs/operations.md has examples).
+"""`python -m operations <command>`: the operations commands (docs/operations.md has examples).
 
   produce          send NDJSON or replay dead letters to an environment's Kinesis stream
   schema-evolve    register a schema version, update the catalog tables, restart the jobs
@@ -20,7 +20,7 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-from tools.errors import ToolError
+from operations.errors import ToolError
 
 _DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
@@ -63,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--endpoint-url", help="AWS endpoint override (also read from AWS_ENDPOINT_URL), "
                                                "e.g. a moto server")
 
-    parser = argparse.ArgumentParser(prog="python -m tools", description=__doc__.split("\n\n")[0],
+    parser = argparse.ArgumentParser(prog="python -m operations", description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True, metavar="command")
 
@@ -190,8 +190,8 @@ def _dataset_name(name: str) -> str:
 
 
 def _context(args):
-    from tools.aws import Clients
-    from tools.resources import StackOutputs, load_environment
+    from operations.aws import Clients
+    from operations.resources import StackOutputs, load_environment
 
     env = load_environment(args.env, args.config)
     region = args.region or env.region
@@ -222,7 +222,7 @@ def _dataset(args) -> int:
     from glue_jobs import datasets
 
     if args.dataset_command == "new":
-        from tools.dataset_draft import write_draft
+        from operations.dataset_draft import write_draft
 
         root = Path(str(datasets.root()))
         notes = write_draft(root, args.name, args.sample)
@@ -230,10 +230,10 @@ def _dataset(args) -> int:
         for note in notes:
             print(f"  - {note}")
         print("check: the types (a decimal is drafted as double, an enum as string), the key, the event time, and add rules; "
-              f"then `python -m tools dataset check {args.name} --sample {args.sample}` (it names the digest to pin in "
+              f"then `python -m operations dataset check {args.name} --sample {args.sample}` (it names the digest to pin in "
               "schemas.lock.json once the schema is final)")
         return 0
-    from tools.dataset_check import check
+    from operations.dataset_check import check
 
     counts = check(args.name, args.sample, show=args.show)
     return 0 if counts else 1
@@ -276,7 +276,7 @@ def _produce(args) -> int:
         raise ToolError("--ingest-date and --reason only apply with --dead-letters")
     if args.reason:
         from glue_jobs.contract import REASON_CODES
-        from tools.kafka_producer import NOT_SENT, NOT_SENT_FRAME
+        from operations.kafka_producer import NOT_SENT, NOT_SENT_FRAME
 
         known = (*REASON_CODES, NOT_SENT, NOT_SENT_FRAME)
         unknown = [r for r in args.reason if r not in known]
@@ -285,7 +285,7 @@ def _produce(args) -> int:
     if args.unsent_file and not args.unsent_file.lower().endswith(".jsonl"):
         # The unsent file is replayed with --dead-letters, which reads JSON Lines by their .jsonl name.
         raise ToolError(f"--unsent-file {args.unsent_file!r}: must end in .jsonl (it is replayed with --dead-letters)")
-    from tools import producer
+    from operations import producer
 
     if args.file is not None:
         items = producer.NdjsonFile(args.file)  # checks the file exists before any AWS call
@@ -305,7 +305,7 @@ def _produce(args) -> int:
     if kind == "kafka":
         return _produce_kafka(args, env, clients, outputs, items, stamp)
 
-    from tools.progress import Progress
+    from operations.progress import Progress
 
     stream = outputs.kinesis_stream(args.source)
     total = producer.check_all(items, partition_key_field=args.partition_key_field,
@@ -329,8 +329,8 @@ def _produce(args) -> int:
 def _produce_kafka(args, env, clients, outputs, items, stamp: str) -> int:
     """Send to the MSK topic: every record framed with the newest registered version (looked up, never registered)."""
     from glue_jobs import datasets
-    from tools import kafka_producer
-    from tools.producer import DeadLetters
+    from operations import kafka_producer
+    from operations.producer import DeadLetters
 
     dataset = datasets.load(env.config.source_datasets[args.source])
     version_id = kafka_producer.newest_registered(
@@ -366,8 +366,8 @@ def _produce_kafka(args, env, clients, outputs, items, stamp: str) -> int:
 
 def _schema_evolve(args) -> int:
     from glue_jobs import datasets as dataset_files
-    from tools import schema_evolution
-    from tools.resources import load_environment
+    from operations import schema_evolution
+    from operations.resources import load_environment
 
     env = load_environment(args.env, args.config)
     bound = sorted(set(env.config.source_datasets.values()))
@@ -407,7 +407,7 @@ def _schema_evolve(args) -> int:
                         "nothing was changed (see step 1 above)")
     if not plan.deployed:
         print(f"nothing changed: commit the file as {plan.next_file}, pin its digest in "
-              f"datasets/{name}/schemas.lock.json (`python -m tools dataset check {name}` prints the line), deploy, "
+              f"datasets/{name}/schemas.lock.json (`python -m operations dataset check {name}` prints the line), deploy, "
               "then run this command again")
         return 0
     if plan.drift:
@@ -432,7 +432,7 @@ def _confirm(assume_yes: bool, prompt: str, expected: str) -> None:
 
 
 def _job(args) -> int:
-    from tools import jobs
+    from operations import jobs
 
     env, clients, outputs = _context(args)
     env.check_source(args.source)
@@ -463,8 +463,8 @@ def _job(args) -> int:
 
 
 def _compact(args) -> int:
-    from tools import jobs
-    from tools.resources import load_environment
+    from operations import jobs
+    from operations.resources import load_environment
 
     hour = None
     if args.hour is not None:
@@ -478,7 +478,7 @@ def _compact(args) -> int:
 
 
 def _outputs(args) -> int:
-    from tools.resources import required_output_keys
+    from operations.resources import required_output_keys
 
     env, _clients, outputs = _context(args)
     needed = required_output_keys(env.config.source_names, env.kinesis_sources(), env.config.datasets)

@@ -1,4 +1,4 @@
-"""`python -m tools dataset check NAME --sample FILE`: the dataset's real contract over sample records, locally.
+"""`python -m operations dataset check NAME --sample FILE`: the dataset's real contract over sample records, locally.
 
 The records go through the same adapter and contract the streaming job runs (glue_jobs.sources.from_local_files,
 glue_jobs.lake_table.LakeTable.validate) in a local Spark session: it prints the counts per reason, the first
@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from tools.errors import ToolError
+from operations.errors import ToolError
 
 
 def check(name: str, sample: Path, *, show: int = 10, out=print) -> dict[str, int]:

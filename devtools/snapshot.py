@@ -1,6 +1,6 @@
 """Deterministic template snapshots per environment: the reviewable picture of the infrastructure.
 
-    python -m infra_tools.snapshot --update   # (make snapshots) rewrite tests/snapshots/ on purpose
+    python -m devtools.snapshot --update   # (make snapshots) rewrite tests/snapshots/ on purpose
 
 Asset hashes are replaced by a placeholder: they change with bytes the reviewer does not read in a
 template (the job code itself is reviewed as code), and would make every job edit a snapshot diff.
@@ -61,7 +61,7 @@ def synth_templates(environments: list[str] | None = None, config=None, context:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m infra_tools.snapshot", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m devtools.snapshot", description=__doc__.splitlines()[0])
     parser.add_argument("--update", action="store_true", help="rewrite the committed snapshots")
     args = parser.parse_args(argv)
     templates = synth_templates()

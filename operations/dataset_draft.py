@@ -1,4 +1,4 @@
-"""`python -m tools dataset new NAME --sample FILE.jsonl`: draft a dataset's files from sample records.
+"""`python -m operations dataset new NAME --sample FILE.jsonl`: draft a dataset's files from sample records.
 
 What it guesses, and says it guessed:
 - types at any depth: an object is a record, a list an array of its elements' merged type, true/false a
@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tools.errors import ToolError
+from operations.errors import ToolError
 
 _ISO = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?(Z|[+-]\d{2}:\d{2})$")
 _AVRO_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

@@ -1,0 +1,1 @@
+"""Operations tools for the streaming lake: `python -m operations --help`, docs/operations.md."""

@@ -1,0 +1,5 @@
+import sys
+
+from operations.cli import main
+
+sys.exit(main())

@@ -1,1 +1,0 @@
-"""Operations tools for the streaming lake: `python -m tools --help`, docs/operations.md."""

@@ -1,5 +1,0 @@
-import sys
-
-from tools.cli import main
-
-sys.exit(main())
