@@ -221,7 +221,11 @@ class Monitoring(Construct):
         reader). Kafka jobs read with Spark's Kafka source, for which Glue emits nothing (the option belongs to
         Glue's reader): the job's own ArrivalLagMs, processing time minus the batch's earliest record timestamp,
         what Glue's metric measures ("the duration between the oldest record received by the topic and the time
-        it arrives in AWS Glue", Glue Kafka connection option reference)."""
+        it arrives in AWS Glue", Glue Kafka connection option reference).
+        Dimensions: those of Glue's job metrics (JobName, JobRunId "ALL" for the job's aggregate, Type "gauge";
+        "Monitoring AWS Glue using Amazon CloudWatch metrics"). That maxConsumerLagInMs, which that page does not
+        list, carries the same is unverified; `aws cloudwatch list-metrics --namespace Glue --metric-name
+        glue.driver.streaming.maxConsumerLagInMs` against a running Kinesis job settles it."""
         if job.stream_name is None:
             return self._app_metric(ARRIVAL_LAG_MS, job.source_name, statistic="Maximum", period=period)
         return self._glue_metric(GLUE_CONSUMER_LAG, job.job_name, period=period)
