@@ -58,6 +58,11 @@ SETS: dict[str, JarSet] = {
 # AWS's own Schema Registry serializer (awslabs/aws-glue-schema-registry), with its Avro dependency: the tests
 # check that frames it writes decode as the project's producer's do (tests/spark/test_aws_serde_frames.py).
 SETS["glue-serde"] = JarSet(("software.amazon.glue:schema-registry-serde:1.1.24", "org.slf4j:slf4j-simple:1.7.36"))
+# Apache Iceberg's Spark runtime as Glue 5.0 ships it (Spark 3.5.4; Glue's "Using the Iceberg framework in AWS Glue"
+# table: 5.0 -> Iceberg 1.7.1, 4.0 -> 1.0.0, 5.1 -> 1.10.0), and SQLite's JDBC driver for the local JDBC catalog
+# that Spark writes and pyiceberg's SQL catalog reads (docs/iceberg.md). The runtime jar is shaded: no dependencies.
+SETS["iceberg-3.5"] = JarSet(("org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.7.1", "org.xerial:sqlite-jdbc:3.54.1.0"),
+                             ".venv")
 ROOTS = {name: jar_set.roots for name, jar_set in SETS.items()}
 _JAR_NAME = re.compile(r"^(?P<artifact>.+?)-(?P<version>\d.*)\.jar$")
 

@@ -24,8 +24,10 @@ from dataclasses import replace
 from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 
+from glue_jobs import crash_points
 from glue_jobs.commit import BatchCommit, BatchStats
 from glue_jobs.datasets import Dataset
+from glue_jobs.iceberg_lake import IcebergTarget, append_batch, batch_tag, committed_rows, ensure_table
 from glue_jobs.lake_table import LakeTable
 from glue_jobs.metrics import MetricsSink, NoOpMetricsSink
 from glue_jobs.packed_batch import BatchCounts, PackedBatch
@@ -67,9 +69,19 @@ class MicroBatchWriter:
 
     def __init__(self, spark, *, source_name: str, lake_path: str, dead_letter_path: str, checkpoint_path: str,
                  metrics: MetricsSink | None = None, clock: Callable[[], float] = time.time,
-                 stream_id: str | None = None, dataset: Dataset | str | None = None) -> None:
+                 stream_id: str | None = None, dataset: Dataset | str | None = None,
+                 iceberg: IcebergTarget | None = None) -> None:
+        """`iceberg`: where an Iceberg dataset's table is (required exactly when the dataset's table_format is
+        iceberg); its lake rows are then committed to that table (glue_jobs/iceberg_lake.py), not staged."""
         self.spark = spark
         self.table = LakeTable.of(dataset)
+        if (self.table.dataset.table_format == "iceberg") != (iceberg is not None):
+            raise ValueError(f"dataset {self.table.name} has table_format {self.table.dataset.table_format!r}: "
+                             + ("an Iceberg table target is required" if iceberg is None else "it takes no Iceberg target"))
+        self.iceberg = iceberg
+        crash_points.armed()  # a malformed STREAMLAKE_CRASH_AT fails here, not silently
+        if iceberg is not None:
+            ensure_table(spark, self.table, iceberg)
         self._parquet_options = lake_parquet_options(self.table)
         self.storage = HadoopStorage(spark)
         self.commit = BatchCommit(self.storage, source_name=source_name, lake_path=lake_path,
@@ -106,6 +118,7 @@ class MicroBatchWriter:
                     decoded_again = redecode(batch.unknown_versions())
                 if decoded_again is None:
                     written = self._write_lake(batch, counts, batch_id) if counts.valid else 0
+                    crash_points.reached("after_lake_commit", batch_id)
                     dead_letters = self._write_dead_letters(batch, batch_id, started) if counts.rejected else 0
         if decoded_again is not None:  # nothing was written: the batch starts again, with the versions learned
             log.info("batch %s of %s: learned schema versions from the registry, decoding again", batch_id, self.source_name)
@@ -113,6 +126,7 @@ class MicroBatchWriter:
         if dead_letters != counts.rejected:
             raise AssertionError(f"batch {batch_id}: {counts.rejected} rejected record(s) but {dead_letters} dead letter(s) written")
         files = self.commit.publish(batch_id) if counts.records_in else []
+        crash_points.reached("after_publish", batch_id)
         stats = BatchStats(
             source=self.source_name, batch_id=batch_id, records_in=counts.records_in, records_written=written,
             dead_letters=dead_letters, duplicates_collapsed=counts.valid - written, dead_letters_by_reason=counts.by_reason,
@@ -129,7 +143,17 @@ class MicroBatchWriter:
         return stats
 
     def _write_lake(self, batch: PackedBatch, counts: BatchCounts, batch_id: int) -> int:
-        """Stage the batch's lake rows as Parquet partitioned by hour; returns the rows written."""
+        """Stage the batch's lake rows as Parquet partitioned by hour (an Iceberg table: commit them, once per
+        batch id); returns the rows written."""
+        if self.iceberg is not None:
+            tag = batch_tag(self.source_name, self.stream_id, batch_id)
+            rows = batch.lake_rows(counts, batch_id=batch_id)
+            # The batch's own session (the query's clone): the catalog that commits is the one that looks.
+            recorded = committed_rows(rows.sparkSession, self.iceberg, tag)
+            if recorded is not None:
+                log.info("batch %s of %s: its Iceberg append %s is committed already", batch_id, self.source_name, tag)
+                return recorded
+            return append_batch(self.table, self.iceberg, rows, tag)
         observed = Observation()
         batch.lake_rows(counts, batch_id=batch_id).observe(observed, F.count(F.lit(1)).alias("rows")).write.options(
             **self._parquet_options).partitionBy("event_date", "event_hour").parquet(self.commit.lake_staging(batch_id))

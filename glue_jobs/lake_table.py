@@ -47,6 +47,11 @@ class LakeTable:
         """(name, Spark DDL) of every non-partition lake column, in file order: fields, then ingestion metadata."""
         return self.dataset.columns() + [(name, ddl) for name, _, ddl in INGESTION_COLUMNS]
 
+    def partition_columns(self) -> list[tuple[str, str]]:
+        """(name, Spark DDL) of the hour partition columns as the writes hold them: event_date is a DATE there
+        (glue_jobs/lake_layout.py), a string only in the Parquet lake's catalog partition values."""
+        return [(name, "date" if name == "event_date" else ddl) for name, _, ddl in PARTITION_COLUMNS]
+
     def column_names(self) -> list[str]:
         """Every lake column including the partitions, in the order the files and the writes hold them."""
         return [name for name, _ in self.data_columns()] + [name for name, _, _ in PARTITION_COLUMNS]

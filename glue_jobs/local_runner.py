@@ -77,9 +77,28 @@ class RunSummary(RunResults[BatchStats]):
         )
 
 
-def local_spark_session(app_name: str = "streamlake-local"):
+# The namespace of local Iceberg tables in the local catalog (glue_jobs/session.py LOCAL_ICEBERG_CATALOG).
+LOCAL_ICEBERG_NAMESPACE = "streamlake_local"
+
+
+def local_iceberg_target(dataset: str | None):
+    """Where the local runners put a dataset's Iceberg table (None: the dataset's lake is Parquet):
+    `lake.streamlake_local.<dataset>`, in the JDBC catalog under the lake directory."""
+    from glue_jobs.iceberg_lake import IcebergTarget
+    from glue_jobs.lake_table import LakeTable
+    from glue_jobs.session import LOCAL_ICEBERG_CATALOG
+
+    table = LakeTable.of(dataset)
+    if table.dataset.table_format != "iceberg":
+        return None
+    return IcebergTarget(LOCAL_ICEBERG_CATALOG, LOCAL_ICEBERG_NAMESPACE, table.name)
+
+
+def local_spark_session(app_name: str = "streamlake-local", *, iceberg_warehouse: str | None = None):
+    """`iceberg_warehouse`: the lake directory of an Iceberg dataset (its local catalog lives there)."""
     cores = os.cpu_count() or 2
-    return local_session(app_name, master=os.environ.get("STREAMLAKE_SPARK_MASTER", "local[*]"), settings={
+    return local_session(app_name, master=os.environ.get("STREAMLAKE_SPARK_MASTER", "local[*]"),
+                         iceberg_warehouse=iceberg_warehouse, settings={
         "spark.driver.memory": os.environ.get("STREAMLAKE_DRIVER_MEMORY", "2g"),
         "spark.sql.shuffle.partitions": str(max(2, cores)),
         "spark.sql.streaming.stopGracefullyOnShutdown": "true",
@@ -104,7 +123,8 @@ def run_local(
         raise FileNotFoundError(f"input directory {input_dir} does not exist (or is not a directory)")
     for path in (lake_dir, dead_letter_dir, checkpoint_dir):
         Path(path).mkdir(parents=True, exist_ok=True)
-    spark = spark or local_spark_session()
+    iceberg = local_iceberg_target(dataset)
+    spark = spark or local_spark_session(iceberg_warehouse=lake_dir if iceberg else None)
     writer = MicroBatchWriter(
         spark,
         source_name=source_name,
@@ -113,6 +133,7 @@ def run_local(
         checkpoint_path=str(Path(checkpoint_dir).resolve()),
         metrics=LogMetricsSink(),
         dataset=dataset,
+        iceberg=iceberg,
     )
     summary = RunSummary()
     started = time.time()
@@ -210,12 +231,13 @@ def run_local_kafka(
 
     for path in (lake_dir, dead_letter_dir, checkpoint_dir):
         Path(path).mkdir(parents=True, exist_ok=True)
-    spark = spark or local_spark_session()
+    iceberg = local_iceberg_target(dataset)
+    spark = spark or local_spark_session(iceberg_warehouse=lake_dir if iceberg else None)
     registry.load()
     writer = MicroBatchWriter(
         spark, source_name=source_name, lake_path=str(Path(lake_dir).resolve()),
         dead_letter_path=str(Path(dead_letter_dir).resolve()), checkpoint_path=str(Path(checkpoint_dir).resolve()),
-        metrics=LogMetricsSink(), dataset=dataset,
+        metrics=LogMetricsSink(), dataset=dataset, iceberg=iceberg,
     )
     decoding = FrameDecoding(spark, writer.table.dataset, registry, name=function_name(source_name),
                              typed_records=not writer.table.flat)

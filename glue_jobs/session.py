@@ -37,12 +37,56 @@ def connector_jars() -> list[str]:
     return jars + ([str(functions)] if functions.exists() else [])
 
 
-def local_session(app_name: str, *, master: str, settings: dict[str, str] | None = None):
+# The local Iceberg catalog's name in Spark (`lake.<namespace>.<table>`); on Glue the catalog is the Data Catalog.
+LOCAL_ICEBERG_CATALOG = "lake"
+
+
+def iceberg_jars() -> list[str]:
+    """Iceberg's Spark runtime and SQLite's JDBC driver for this pyspark's line (build/jars/iceberg-<line>/, fetched
+    by `make bootstrap`); [] where absent."""
+    from pathlib import Path
+
+    import pyspark
+
+    line = ".".join(pyspark.__version__.split(".")[:2])
+    repository = Path(__file__).resolve().parent.parent
+    return sorted(str(p) for p in (repository / "build" / "jars" / f"iceberg-{line}").glob("*.jar"))
+
+
+def local_iceberg_settings(warehouse: str) -> dict[str, str]:
+    """Static settings of a local session that writes Iceberg: the SQL extensions (MERGE, procedures) and a JDBC
+    catalog on SQLite (`<warehouse>/catalog.sqlite`) over `warehouse`, one both Spark and pyiceberg's SQL catalog
+    read (docs/iceberg.md). Iceberg's own catalog settings: iceberg.apache.org "Spark Configuration", JDBC catalog."""
+    from pathlib import Path
+
+    root = Path(warehouse).resolve()
+    prefix = f"spark.sql.catalog.{LOCAL_ICEBERG_CATALOG}"
+    return {
+        "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
+        prefix: "org.apache.iceberg.spark.SparkCatalog",
+        f"{prefix}.catalog-impl": "org.apache.iceberg.jdbc.JdbcCatalog",
+        # WAL journal: a reader never blocks a writer. The streaming query's clone session has a catalog instance
+        # (and connections) of its own; in SQLite's default rollback journal its commit failed with SQLITE_BUSY
+        # whenever the job's own session had used the catalog first, with no other process on the file (a read
+        # lock kept by the first instance's connection; where Iceberg 1.7.1's JDBC catalog keeps it: unverified).
+        f"{prefix}.uri": f"jdbc:sqlite:{root / 'catalog.sqlite'}?journal_mode=WAL",
+        f"{prefix}.jdbc.schema-version": "V1",
+        f"{prefix}.warehouse": root.as_uri(),
+        # Every read loads the table's current metadata: a streaming query plans its batches in a clone of the
+        # session, with a catalog (and a table cache) of its own, so a cached table in the job's session would not
+        # see the batches the query committed (the duplicate check read a stale table before this).
+        f"{prefix}.cache-enabled": "false",
+    }
+
+
+def local_session(app_name: str, *, master: str, settings: dict[str, str] | None = None,
+                  iceberg_warehouse: str | None = None):
     """A local SparkSession for the job code outside Glue: the local runner, the compaction CLI, the test
     suite, the benchmarks and the tools all start here. It has the job's static settings (job_spark_conf),
     UTC in the session and in the JVMs (Glue runs in UTC), no UI, quiet logs, plus `settings`. Spark reads
     the static settings and JVM options once, when the first session of the process starts; a later call
-    gets that session as it is."""
+    gets that session as it is. `iceberg_warehouse`: a directory for the local Iceberg catalog
+    (local_iceberg_settings), for Iceberg datasets."""
     import os
     import sys
 
@@ -60,6 +104,12 @@ def local_session(app_name: str, *, master: str, settings: dict[str, str] | None
         .config("spark.ui.showConsoleProgress", "false")
     )
     jars = connector_jars()
+    if iceberg_warehouse is not None:
+        found = iceberg_jars()
+        if not found:
+            raise RuntimeError("Iceberg's Spark runtime is missing from build/jars/: run `make bootstrap`")
+        jars += found
+        settings = {**local_iceberg_settings(iceberg_warehouse), **(settings or {})}
     if jars:
         builder = builder.config("spark.jars", ",".join(jars))
     for key, value in (settings or {}).items():

@@ -1,0 +1,33 @@
+"""Named points of a micro-batch where the kill tests crash the job (SIGKILL to its own process), as a lost Glue
+driver would: `STREAMLAKE_CRASH_AT=<point>:<batch id>`. Unset (always, on Glue), every point is a no-op.
+Compaction has its own (compaction/faults.py)."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+CRASH_ENV = "STREAMLAKE_CRASH_AT"
+POINTS = (
+    "after_lake_commit",  # the lake rows committed (an Iceberg table's snapshot), dead letters not yet written
+    "after_publish",  # dead letters published, the commit marker not yet written
+)
+
+
+def armed() -> tuple[str, int] | None:
+    """The (point, batch id) STREAMLAKE_CRASH_AT names, or None; a value of another form is refused."""
+    spec = os.environ.get(CRASH_ENV, "")
+    if not spec:
+        return None
+    point, _, batch = spec.partition(":")
+    if point not in POINTS or not batch.isdigit():
+        raise ValueError(f"{CRASH_ENV}={spec!r}: expected <point>:<batch id> with a point among {', '.join(POINTS)}")
+    return point, int(batch)
+
+
+def reached(point: str, batch_id: int) -> None:
+    """SIGKILL this process when STREAMLAKE_CRASH_AT names this point and batch."""
+    if point not in POINTS:
+        raise ValueError(f"unknown crash point {point!r}")
+    if armed() == (point, int(batch_id)):
+        os.kill(os.getpid(), signal.SIGKILL)

@@ -1,0 +1,103 @@
+"""A dataset's lake as an Apache Iceberg table (`"table_format": "iceberg"` in dataset.json): the batch writer's
+lake step when the table is Iceberg. Dead letters, the commit marker and the checkpoint stay as they are
+(glue_jobs/commit.py); only the lake rows go through Iceberg's commit instead of staging and publishing.
+
+Exactly once (DESIGN invariant 1): each append records `streamlake.batch` = `<source>:<stream id>:<batch id>` in
+its snapshot summary (Iceberg's `snapshot-property.<key>` write option). A replayed batch first looks for its tag
+among the table's snapshots: found, the rows were committed by the attempt that crashed, nothing is appended and
+the recorded `added-records` is what the batch wrote. Data files written by an attempt that crashed before its
+commit belong to no snapshot: readers never see them, and `remove_orphan_files` deletes them (docs/iceberg.md).
+
+Each key once per dataset and hour: rows whose key is already in the table for the same hour of event time are
+left out of the append (an anti join over the hours the batch touches) and count as duplicates collapsed, as the
+Parquet lake's compaction would have collapsed them.
+
+The table is partitioned by `hours(<event time>)` and carries the Parquet lake's columns (event_date and
+event_hour included, so queries read the same either way). `ensure_table` creates it when missing (Spark's
+`CREATE TABLE IF NOT EXISTS ... USING iceberg`), in the Glue Data Catalog on AWS and in the local JDBC catalog.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame, Observation
+from pyspark.sql import functions as F
+
+from glue_jobs.lake_layout import MS_PER_HOUR, event_time_ms
+from glue_jobs.lake_table import LakeTable
+
+BATCH_PROPERTY = "streamlake.batch"
+_HOUR = "_streamlake_hour"
+_PART = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class IcebergTarget:
+    """Where an Iceberg dataset lives: `<catalog>.<namespace>.<table>` as Spark names it."""
+
+    catalog: str
+    namespace: str
+    table: str
+
+    def __post_init__(self) -> None:
+        bad = [part for part in (self.catalog, self.namespace, self.table) if not _PART.match(part)]
+        if bad:
+            raise ValueError(f"Iceberg table name parts must be identifiers (letters, digits, _): {bad}")
+
+    @property
+    def name(self) -> str:
+        return f"{self.catalog}.{self.namespace}.{self.table}"
+
+
+def batch_tag(source_name: str, stream_id: str, batch_id: int) -> str:
+    """The snapshot summary value that marks a batch's append (see the module doc)."""
+    return f"{source_name}:{stream_id}:{int(batch_id)}"
+
+
+def table_ddl(table: LakeTable, target: IcebergTarget) -> str:
+    """CREATE TABLE IF NOT EXISTS for the dataset: the lake's columns, partitioned by the hour of event time."""
+    columns = ", ".join(f"`{name}` {ddl}" for name, ddl in table.data_columns() + table.partition_columns())
+    return (f"CREATE TABLE IF NOT EXISTS {target.name} ({columns}) USING iceberg "
+            f"PARTITIONED BY (hours(`{table.event_time}`)) TBLPROPERTIES ('format-version'='2')")
+
+
+def ensure_table(spark, table: LakeTable, target: IcebergTarget) -> None:
+    """The namespace and the table, created when missing; an existing table is left as it is."""
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {target.catalog}.{target.namespace}")
+    spark.sql(table_ddl(table, target))
+
+
+def committed_rows(spark, target: IcebergTarget, tag: str) -> int | None:
+    """The rows the snapshot tagged `tag` added, or None when no snapshot carries the tag (the batch's lake rows
+    were never committed). Expired snapshots are gone from the list: the retention of `expire_snapshots` must
+    exceed the time a batch can take to be replayed (docs/iceberg.md)."""
+    found = (spark.table(f"{target.name}.snapshots")
+             .where(F.col("summary").getItem(BATCH_PROPERTY) == F.lit(tag))
+             .select(F.col("summary").getItem("added-records").alias("rows")).collect())
+    if not found:
+        return None
+    return sum(int(row["rows"] or 0) for row in found)
+
+
+def append_batch(table: LakeTable, target: IcebergTarget, rows: DataFrame, tag: str) -> int:
+    """Append a batch's lake rows (one per key, glue_jobs/packed_batch.py) in one Iceberg commit tagged `tag`,
+    leaving out keys the table holds already for the same hour; returns the rows appended."""
+    ms = event_time_ms(table)
+    bounds = rows.agg(F.min(ms).alias("low"), F.max(ms).alias("high")).collect()[0]
+    new = rows
+    if bounds["low"] is not None:
+        low = bounds["low"] // MS_PER_HOUR * MS_PER_HOUR
+        high = (bounds["high"] // MS_PER_HOUR + 1) * MS_PER_HOUR
+        keys = list(table.key)
+        existing = (rows.sparkSession.table(target.name)
+                    .where((ms >= F.lit(low)) & (ms < F.lit(high)))
+                    .select(*(F.col(f"`{k}`") for k in keys), F.floor(ms / F.lit(MS_PER_HOUR)).alias(_HOUR)))
+        new = (rows.withColumn(_HOUR, F.floor(ms / F.lit(MS_PER_HOUR)))
+               .join(existing, [*keys, _HOUR], "left_anti").drop(_HOUR)
+               .select(*(F.col(f"`{name}`") for name in rows.columns)))
+    observed = Observation()
+    (new.observe(observed, F.count(F.lit(1)).alias("rows"))
+     .writeTo(target.name).option(f"snapshot-property.{BATCH_PROPERTY}", tag).append())
+    return int(observed.get["rows"])

@@ -1,0 +1,202 @@
+"""A dataset switched to Apache Iceberg through its dataset.json only (`"table_format": "iceberg"`), run by the local
+runner (subprocesses: the Iceberg runtime is a static setting of their own sessions) and read back by a reader the
+project did not write (pyiceberg's SQL catalog over the same SQLite file the runner's JDBC catalog writes) and by
+Spark. Kill tests: SIGKILL while the batch's data files exist but its commit cannot happen, right after the commit,
+and after the dead letters are published; every valid record once, every dead letter once, every batch tag once."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from glue_jobs.iceberg_lake import BATCH_PROPERTY, IcebergTarget, batch_tag, table_ddl
+from glue_jobs.lake_table import LakeTable
+from glue_jobs.local_runner import LOCAL_ICEBERG_NAMESPACE
+
+REPO = Path(__file__).resolve().parents[2]
+DATASET = "orders"
+
+
+def test_the_table_is_the_lake_columns_partitioned_by_the_hour_of_event_time():
+    table = LakeTable.of(DATASET)
+    ddl = table_ddl(table, IcebergTarget("lake", "ns", DATASET))
+    assert ddl.startswith("CREATE TABLE IF NOT EXISTS lake.ns.orders (`order_id` string, ")
+    assert "`items` array<struct<`sku`:string,`quantity`:int,`unit_price`:decimal(10,2)>>" in ddl
+    assert "`event_date` date, `event_hour` integer)" in ddl  # as the writes hold them: no cast on append
+    assert ddl.endswith("USING iceberg PARTITIONED BY (hours(`ordered_at`)) TBLPROPERTIES ('format-version'='2')")
+    assert [c for c in table.column_names() if f"`{c}` " not in ddl] == []
+    assert batch_tag("orders", "1a2b3c4d", 7) == "orders:1a2b3c4d:7"
+    with pytest.raises(ValueError, match="identifiers"):
+        IcebergTarget("lake", "ns; drop", DATASET)
+
+
+@pytest.fixture()
+def iceberg_orders(tmp_path) -> Path:
+    """A datasets folder whose orders dataset says iceberg: the team's only change."""
+    root = tmp_path / "datasets"
+    shutil.copytree(REPO / "datasets" / DATASET, root / DATASET)
+    contract = json.loads((root / DATASET / "dataset.json").read_text())
+    (root / DATASET / "dataset.json").write_text(json.dumps({**contract, "table_format": "iceberg"}, indent=2))
+    return root
+
+
+def _env(datasets: Path, **extra: str) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(REPO), "PYSPARK_PYTHON": sys.executable, "STREAMLAKE_DATASETS": str(datasets),
+            "STREAMLAKE_SPARK_MASTER": "local[2]", "STREAMLAKE_DRIVER_MEMORY": "1g", **extra}
+
+
+def _runner(tmp_path: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "glue_jobs", "run-local", "--dataset", DATASET, "--input", str(tmp_path / "in"),
+            "--lake", str(tmp_path / "lake"), "--dead-letter", str(tmp_path / "dead"), "--checkpoint", str(tmp_path / "cp"),
+            "--max-files-per-batch", "1", *extra]
+
+
+def _generate(datasets: Path, out: Path, *, records: int, files: int, seed: int) -> dict:
+    expect = out.parent / f"expect-{seed}.json"
+    done = subprocess.run([sys.executable, "-m", "glue_jobs", "generate", "--dataset", DATASET, "--out", str(out),
+                           "--records", str(records), "--files", str(files), "--seed", str(seed), "--expect", str(expect)],
+                          env=_env(datasets), capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(expect.read_text())
+
+
+def _catalog(tmp_path: Path):
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    lake = tmp_path / "lake"
+    return SqlCatalog("lake", uri=f"sqlite:///{lake / 'catalog.sqlite'}", warehouse=lake.as_uri())
+
+
+def _pyiceberg_table(tmp_path: Path):
+    return _catalog(tmp_path).load_table(f"{LOCAL_ICEBERG_NAMESPACE}.{DATASET}")
+
+
+def _tags(table) -> list[str]:
+    return [s.summary.additional_properties.get(BATCH_PROPERTY) for s in table.snapshots()]
+
+
+def _spark_read(tmp_path: Path, datasets: Path) -> dict:
+    """The table as Spark reads it through the Iceberg catalog (a session of its own, with the runtime)."""
+    script = ("import json,sys\nfrom glue_jobs.local_runner import local_spark_session\n"
+              f"s = local_spark_session(iceberg_warehouse={str(tmp_path / 'lake')!r})\n"
+              f"t = s.table('lake.{LOCAL_ICEBERG_NAMESPACE}.{DATASET}')\n"
+              "print(json.dumps({'rows': t.count(), 'keys': t.select('order_id').distinct().count(),"
+              " 'items': t.selectExpr('sum(size(items))').first()[0]}))\n")
+    done = subprocess.run([sys.executable, "-c", script], env=_env(datasets), capture_output=True, text=True, timeout=300,
+                          cwd=REPO)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _dead_payloads(spark, tmp_path: Path) -> list[str]:
+    from glue_jobs.schema import spark_dead_letter_schema
+
+    dead = spark.read.schema(spark_dead_letter_schema()).parquet(str(tmp_path / "dead"))
+    return sorted(r.payload for r in dead.select("payload").collect())
+
+
+def _assert_every_record_once(spark, tmp_path: Path, expect: dict) -> list[str]:
+    table = _pyiceberg_table(tmp_path)
+    rows = table.scan().to_arrow()
+    keys = rows.column("order_id").to_pylist()
+    assert len(keys) == len(set(keys)), f"{len(keys) - len(set(keys))} key(s) twice"
+    assert sorted(keys) == sorted(expect["valid_keys"])
+    assert _dead_payloads(spark, tmp_path) == sorted(expect["bad_payloads"])
+    tags = [t for t in _tags(table) if t is not None]
+    assert len(tags) == len(set(tags)), Counter(tags).most_common(3)
+    return tags
+
+
+@pytest.mark.e2e
+def test_an_iceberg_dataset_runs_locally_every_valid_record_once_read_back_by_pyiceberg_and_spark(spark, tmp_path, iceberg_orders):
+    expect = _generate(iceberg_orders, tmp_path / "in", records=1500, files=3, seed=11)
+    assert expect["duplicates"] > 0  # copies across batches: the anti join must collapse them
+    done = subprocess.run(_runner(tmp_path, "--once"), env=_env(iceberg_orders), capture_output=True, text=True,
+                          timeout=600, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"duplicates={expect['duplicates']} batches=3" in done.stdout
+    tags = _assert_every_record_once(spark, tmp_path, expect)
+    stream = tags[0].split(":")[1]
+    assert tags == [batch_tag("local", stream, b) for b in range(3)]  # one append per batch, its id in the summary
+    table = _pyiceberg_table(tmp_path)
+    assert [f.name for f in table.spec().fields] == ["ordered_at_hour"]
+    schema = table.schema()
+    assert str(schema.find_field("items.element.unit_price").field_type) == "decimal(10, 2)"
+    assert str(schema.find_field("items.element.quantity").field_type) == "int"
+    read = _spark_read(tmp_path, iceberg_orders)
+    assert read["rows"] == read["keys"] == len(expect["valid_keys"]) and read["items"] > read["rows"]
+    # A run over the same checkpoint finds nothing new and commits nothing.
+    again = subprocess.run(_runner(tmp_path, "--once"), env=_env(iceberg_orders), capture_output=True, text=True,
+                           timeout=600, cwd=REPO)
+    assert again.returncode == 0 and _tags(_pyiceberg_table(tmp_path)) == tags
+
+
+def _data_files(tmp_path: Path) -> set[Path]:
+    return set((tmp_path / "lake" / LOCAL_ICEBERG_NAMESPACE / DATASET / "data").rglob("*.parquet"))
+
+
+def _kill_when_files_appear_while_the_commit_is_blocked(tmp_path: Path, datasets: Path) -> int:
+    """SIGKILL between the batch's data files written and its commit: the test holds SQLite's write lock on the
+    catalog (readers go on; the JDBC catalog's commit, an UPDATE of the table's row, cannot), so once a new data
+    file appears the commit cannot have happened; then the process group is killed. Returns new files seen."""
+    before = _data_files(tmp_path)
+    lock = sqlite3.connect(tmp_path / "lake" / "catalog.sqlite", timeout=30, isolation_level=None)
+    lock.execute("BEGIN IMMEDIATE")
+    process = subprocess.Popen(_runner(tmp_path), env=_env(datasets), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               cwd=REPO, start_new_session=True)
+    try:
+        deadline = time.time() + 300
+        while not (_data_files(tmp_path) - before) and time.time() < deadline and process.poll() is None:
+            time.sleep(0.02)
+        written = _data_files(tmp_path) - before
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=60)
+        lock.execute("ROLLBACK")
+        lock.close()
+    return len(written)
+
+
+def _run_until_crash(tmp_path: Path, datasets: Path, point: str) -> None:
+    done = subprocess.run(_runner(tmp_path), env=_env(datasets, STREAMLAKE_CRASH_AT=point), capture_output=True, text=True,
+                          timeout=600, cwd=REPO, start_new_session=True)
+    assert done.returncode == -signal.SIGKILL, (done.returncode, done.stderr[-3000:])
+
+
+@pytest.mark.e2e
+def test_killed_before_the_commit_after_it_and_after_the_dead_letters_then_every_record_once(spark, tmp_path, iceberg_orders):
+    expect = _generate(iceberg_orders, tmp_path / "in", records=1500, files=5, seed=12)
+    (tmp_path / "lake").mkdir()
+    boot = subprocess.run(_runner(tmp_path, "--once"), env=_env(iceberg_orders, STREAMLAKE_CRASH_AT="after_lake_commit:0"),
+                          capture_output=True, text=True, timeout=600, cwd=REPO, start_new_session=True)
+    assert boot.returncode == -signal.SIGKILL, boot.stderr[-3000:]
+    table = _pyiceberg_table(tmp_path)
+    (committed,) = [t for t in _tags(table) if t]  # batch 0's rows are committed, its marker is not
+    stream = committed.split(":")[1]
+    assert committed == batch_tag("local", stream, 0) and not list((tmp_path / "dead").rglob("*.parquet"))
+
+    # 1. Batch 0 again (replayed: its rows are committed, nothing appended), then batch 1's files written, its commit
+    #    blocked, killed.
+    assert _kill_when_files_appear_while_the_commit_is_blocked(tmp_path, iceberg_orders) > 0
+    assert _tags(_pyiceberg_table(tmp_path)).count(batch_tag("local", stream, 1)) == 0
+    # 2. Killed right after batch 1's commit; 3. killed after batch 2's dead letters are published, before its marker.
+    _run_until_crash(tmp_path, iceberg_orders, "after_lake_commit:1")
+    _run_until_crash(tmp_path, iceberg_orders, "after_publish:2")
+    done = subprocess.run(_runner(tmp_path, "--once"), env=_env(iceberg_orders), capture_output=True, text=True, timeout=600,
+                          cwd=REPO)
+    assert done.returncode == 0, done.stderr[-3000:]
+    tags = _assert_every_record_once(spark, tmp_path, expect)
+    assert tags == [batch_tag("local", stream, b) for b in range(5)]
+    # The killed attempt's data files belong to no snapshot: readers never see them (remove_orphan_files deletes them).
+    live = {Path(str(p.file.file_path).removeprefix("file:")) for p in _pyiceberg_table(tmp_path).scan().plan_files()}
+    assert _data_files(tmp_path) - live
