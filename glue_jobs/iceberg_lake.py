@@ -13,7 +13,8 @@ left out of the append (an anti join over the hours the batch touches) and count
 Parquet lake's compaction would have collapsed them.
 
 The table is partitioned by `hours(<event time>)` and carries the Parquet lake's columns (event_date and
-event_hour included, so queries read the same either way). `ensure_table` creates it when missing (Spark's
+event_hour included, so queries read the same either way); a newer schema version's fields reach it with the first
+append that carries them (ACCEPT_ANY_SCHEMA below). `ensure_table` creates it when missing (Spark's
 `CREATE TABLE IF NOT EXISTS ... USING iceberg`), in the Glue Data Catalog on AWS and in the local JDBC catalog.
 """
 
@@ -27,8 +28,16 @@ from pyspark.sql import functions as F
 
 from glue_jobs.lake_layout import MS_PER_HOUR, event_time_ms
 from glue_jobs.lake_table import LakeTable
+from glue_jobs.session import session_conf
 
 BATCH_PROPERTY = "streamlake.batch"
+# Schema evolution in the job: an append whose rows carry a field the table lacks (a new optional field of a newer
+# registry version, at any depth) adds it to the table in the same commit. Iceberg's Spark writes: the table property
+# `write.spark.accept-any-schema` and the write option `merge-schema` (iceberg.apache.org "Spark Writes", "Schema
+# Merge"); tested on 1.7.1 with a field inside a list's element struct (tests/spark/test_iceberg_lake.py). On Glue
+# 4.0's Iceberg 1.0.0: unverified.
+ACCEPT_ANY_SCHEMA = "write.spark.accept-any-schema"
+CHECK_ORDERING = "spark.sql.iceberg.check-ordering"
 _HOUR = "_streamlake_hour"
 _PART = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -60,7 +69,8 @@ def table_ddl(table: LakeTable, target: IcebergTarget) -> str:
     """CREATE TABLE IF NOT EXISTS for the dataset: the lake's columns, partitioned by the hour of event time."""
     columns = ", ".join(f"`{name}` {ddl}" for name, ddl in table.data_columns() + table.partition_columns())
     return (f"CREATE TABLE IF NOT EXISTS {target.name} ({columns}) USING iceberg "
-            f"PARTITIONED BY (hours(`{table.event_time}`)) TBLPROPERTIES ('format-version'='2')")
+            f"PARTITIONED BY (hours(`{table.event_time}`)) TBLPROPERTIES ('format-version'='2', "
+            f"'{ACCEPT_ANY_SCHEMA}'='true')")
 
 
 def ensure_table(spark, table: LakeTable, target: IcebergTarget) -> None:
@@ -98,6 +108,9 @@ def append_batch(table: LakeTable, target: IcebergTarget, rows: DataFrame, tag: 
                .join(existing, [*keys, _HOUR], "left_anti").drop(_HOUR)
                .select(*(F.col(f"`{name}`") for name in rows.columns)))
     observed = Observation()
-    (new.observe(observed, F.count(F.lit(1)).alias("rows"))
-     .writeTo(target.name).option(f"snapshot-property.{BATCH_PROPERTY}", tag).append())
+    # By name at every depth: a field merged into the table goes last, where the batch's rows may hold it elsewhere
+    # (Iceberg's `spark.sql.iceberg.check-ordering`, true by default, refuses such an append as "out of order").
+    with session_conf(rows.sparkSession, {CHECK_ORDERING: "false"}):
+        (new.observe(observed, F.count(F.lit(1)).alias("rows"))
+         .writeTo(target.name).option(f"snapshot-property.{BATCH_PROPERTY}", tag).option("merge-schema", "true").append())
     return int(observed.get["rows"])

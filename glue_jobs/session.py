@@ -60,6 +60,7 @@ def local_iceberg_settings(warehouse: str) -> dict[str, str]:
     from pathlib import Path
 
     root = Path(warehouse).resolve()
+    root.mkdir(parents=True, exist_ok=True)  # SQLite creates the catalog file, not its folder
     prefix = f"spark.sql.catalog.{LOCAL_ICEBERG_CATALOG}"
     return {
         "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",

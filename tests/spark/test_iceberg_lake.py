@@ -33,7 +33,8 @@ def test_the_table_is_the_lake_columns_partitioned_by_the_hour_of_event_time():
     assert ddl.startswith("CREATE TABLE IF NOT EXISTS lake.ns.orders (`order_id` string, ")
     assert "`items` array<struct<`sku`:string,`quantity`:int,`unit_price`:decimal(10,2)>>" in ddl
     assert "`event_date` date, `event_hour` integer)" in ddl  # as the writes hold them: no cast on append
-    assert ddl.endswith("USING iceberg PARTITIONED BY (hours(`ordered_at`)) TBLPROPERTIES ('format-version'='2')")
+    assert ddl.endswith("USING iceberg PARTITIONED BY (hours(`ordered_at`)) "
+                        "TBLPROPERTIES ('format-version'='2', 'write.spark.accept-any-schema'='true')")
     assert [c for c in table.column_names() if f"`{c}` " not in ddl] == []
     assert batch_tag("orders", "1a2b3c4d", 7) == "orders:1a2b3c4d:7"
     with pytest.raises(ValueError, match="identifiers"):
@@ -200,3 +201,49 @@ def test_killed_before_the_commit_after_it_and_after_the_dead_letters_then_every
     # The killed attempt's data files belong to no snapshot: readers never see them (remove_orphan_files deletes them).
     live = {Path(str(p.file.file_path).removeprefix("file:")) for p in _pyiceberg_table(tmp_path).scan().plan_files()}
     assert _data_files(tmp_path) - live
+
+
+def _commit_version(datasets: Path, schema: dict) -> None:
+    """What a team commits for a new schema version: the file and its pinned digest (datasets/<name>/)."""
+    import hashlib
+
+    folder = datasets / DATASET
+    number = len(list(folder.glob("schema.v*.avsc"))) + 1
+    text = json.dumps(schema, indent=2)
+    (folder / f"schema.v{number}.avsc").write_text(text)
+    lock = json.loads((folder / "schemas.lock.json").read_text())
+    lock[f"schema.v{number}.avsc"] = hashlib.sha256(text.encode()).hexdigest()
+    (folder / "schemas.lock.json").write_text(json.dumps(lock, indent=2))
+
+
+@pytest.mark.e2e
+def test_a_new_optional_nested_field_reaches_the_iceberg_table_with_the_first_batch_that_carries_it(tmp_path, iceberg_orders):
+    """Version 2 adds `items[].discount` (optional decimal) and a top-level `channel`: committed as files only, they
+    are in the table's schema after the next batch; the rows written before read them as null."""
+    expect_1 = _generate(iceberg_orders, tmp_path / "in", records=200, files=1, seed=21)
+    done = subprocess.run(_runner(tmp_path, "--once"), env=_env(iceberg_orders), capture_output=True, text=True,
+                          timeout=600, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-3000:]
+    schema = json.loads((iceberg_orders / DATASET / "schema.v1.avsc").read_text())
+    (items,) = [f for f in schema["fields"] if f["name"] == "items"]
+    items["type"]["items"]["fields"].append({"name": "discount", "type": ["null", {"type": "bytes", "logicalType": "decimal",
+                                                                                   "precision": 10, "scale": 2}], "default": None})
+    schema["fields"].append({"name": "channel", "type": ["null", "string"], "default": None})
+    _commit_version(iceberg_orders, schema)
+    line = {"order_id": "evolved-1", "ordered_at": "2026-11-20T10:00:00+01:00", "customer_id": "c-1", "status": "paid",
+            "currency": "EUR", "total": 10.5, "channel": "web",
+            "items": [{"sku": "s-1", "quantity": 1, "unit_price": 10.5, "discount": 1.25}]}
+    (tmp_path / "in" / "evolved.json").write_text(json.dumps(line) + "\n")
+    done = subprocess.run(_runner(tmp_path, "--once"), env=_env(iceberg_orders), capture_output=True, text=True,
+                          timeout=600, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "dead_letters=0" in done.stdout.splitlines()[-2]
+    table = _pyiceberg_table(tmp_path)
+    assert str(table.schema().find_field("items.element.discount").field_type) == "decimal(10, 2)"
+    assert str(table.schema().find_field("channel").field_type) == "string"
+    rows = {r["order_id"]: r for r in table.scan().to_arrow().to_pylist()}
+    assert len(rows) == len(expect_1["valid_keys"]) + 1
+    assert rows["evolved-1"]["channel"] == "web" and str(rows["evolved-1"]["items"][0]["discount"]) == "1.25"
+    assert rows["evolved-1"]["source"] == "local" and rows["evolved-1"]["currency"] == "EUR"  # by name, not position
+    old = rows[expect_1["valid_keys"][0]]
+    assert old["channel"] is None and all(item["discount"] is None for item in old["items"])
