@@ -38,18 +38,30 @@ SOURCE_ARGUMENTS = {
 }
 
 
-def job_arguments(source_type: str) -> tuple[str, ...]:
-    """Every argument the entrypoint reads for a source type (the infra contract test compares these)."""
+# An Iceberg dataset's job (dataset.json "table_format": "iceberg"): the Data Catalog table it commits to and the
+# table's location (under the dataset's lake prefix). Glue adds Iceberg's jars with `--datalake-formats iceberg`.
+ICEBERG_ARGUMENTS = ("lake_table", "lake_table_location")
+TABLE_FORMATS = ("parquet", "iceberg")
+
+
+def job_arguments(source_type: str, table_format: str = "parquet") -> tuple[str, ...]:
+    """Every argument the entrypoint reads for a source type and table format (the infra contract test compares
+    these)."""
     if source_type not in SOURCE_ARGUMENTS:
         raise ValueError(f"source_type {source_type!r} is not one of {sorted(SOURCE_ARGUMENTS)}")
-    return JOB_ARGUMENTS + SOURCE_ARGUMENTS[source_type]
+    if table_format not in TABLE_FORMATS:
+        raise ValueError(f"table_format {table_format!r} is not one of {', '.join(TABLE_FORMATS)}")
+    return JOB_ARGUMENTS + SOURCE_ARGUMENTS[source_type] + (ICEBERG_ARGUMENTS if table_format == "iceberg" else ())
 
 
 def resolve_arguments(argv: list[str]) -> dict[str, str]:
     from awsglue.utils import getResolvedOptions
 
+    from glue_jobs.lake_table import LakeTable
+
     common = getResolvedOptions(argv, list(JOB_ARGUMENTS))
-    return {**common, **getResolvedOptions(argv, list(job_arguments(common["source_type"])))}
+    table_format = LakeTable.of(common["dataset"]).dataset.table_format
+    return {**common, **getResolvedOptions(argv, list(job_arguments(common["source_type"], table_format)))}
 
 
 def source_options(args: dict[str, str]) -> dict[str, str]:
@@ -120,6 +132,17 @@ def dataset_table(args: dict[str, str]):
     return table
 
 
+def iceberg_target(args: dict[str, str], table):
+    """Where an Iceberg dataset's rows go (glue_jobs/iceberg_lake.py), or None for a Parquet dataset."""
+    if table.dataset.table_format != "iceberg":
+        return None
+    from glue_jobs.iceberg_lake import IcebergTarget
+    from glue_jobs.session import GLUE_ICEBERG_CATALOG
+
+    return IcebergTarget(GLUE_ICEBERG_CATALOG, args["catalog_database"], args["lake_table"],
+                         location=args["lake_table_location"])
+
+
 def kafka_batches(spark, args: dict[str, str], writer, table):
     """A Kafka job's source frame (Spark's Kafka source) and batch function: the dataset's registry versions are
     loaded (and checked against the zip's schema files) before the first record is read."""
@@ -144,18 +167,24 @@ def main(argv: list[str] | None = None) -> None:
 
     from glue_jobs.batch import MicroBatchWriter
     from glue_jobs.metrics import CloudWatchMetricsSink
-    from glue_jobs.session import job_spark_conf
+    from glue_jobs.session import glue_iceberg_settings, job_spark_conf
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s %(message)s")
     args = resolve_arguments(sys.argv if argv is None else argv)
+    table = dataset_table(args)
+    iceberg = iceberg_target(args, table)
     # The script creates the job's SparkContext, so the job's static settings go in here; Glue's `--conf`
-    # job argument is reserved ("Internal to AWS Glue. Do not set").
-    glue_context = GlueContext(SparkContext.getOrCreate(job_spark_conf()))
+    # job argument is reserved ("Internal to AWS Glue. Do not set"). An Iceberg dataset's catalog settings too:
+    # "Alternatively, you can set the following configuration using SparkConf in your script" (Glue, "Using the
+    # Iceberg framework in AWS Glue").
+    conf = job_spark_conf()
+    if iceberg is not None:
+        conf.setAll(list(glue_iceberg_settings(args["lake_table_location"]).items()))
+    glue_context = GlueContext(SparkContext.getOrCreate(conf))
     spark = glue_context.spark_session
     job = Job(glue_context)
     job.init(args["JOB_NAME"], args)
 
-    table = dataset_table(args)
     writer = MicroBatchWriter(
         spark,
         source_name=args["source_name"],
@@ -165,6 +194,7 @@ def main(argv: list[str] | None = None) -> None:
         metrics=CloudWatchMetricsSink(environment=args["environment"], namespace=args["metrics_namespace"],
                                       region=args["metrics_region"]),
         dataset=table.dataset,
+        iceberg=iceberg,
     )
     if args["source_type"] == "kafka":
         raw, process_batch = kafka_batches(spark, args, writer, table)

@@ -49,6 +49,7 @@ class IcebergTarget:
     catalog: str
     namespace: str
     table: str
+    location: str | None = None  # where the table is created (None: the catalog's warehouse decides)
 
     def __post_init__(self) -> None:
         bad = [part for part in (self.catalog, self.namespace, self.table) if not _PART.match(part)]
@@ -68,8 +69,11 @@ def batch_tag(source_name: str, stream_id: str, batch_id: int) -> str:
 def table_ddl(table: LakeTable, target: IcebergTarget) -> str:
     """CREATE TABLE IF NOT EXISTS for the dataset: the lake's columns, partitioned by the hour of event time."""
     columns = ", ".join(f"`{name}` {ddl}" for name, ddl in table.data_columns() + table.partition_columns())
+    location = "" if target.location is None else f"LOCATION '{target.location}' "
+    if "'" in location[10:-2]:
+        raise ValueError(f"table location {target.location!r} has a quote")
     return (f"CREATE TABLE IF NOT EXISTS {target.name} ({columns}) USING iceberg "
-            f"PARTITIONED BY (hours(`{table.event_time}`)) TBLPROPERTIES ('format-version'='2', "
+            f"PARTITIONED BY (hours(`{table.event_time}`)) {location}TBLPROPERTIES ('format-version'='2', "
             f"'{ACCEPT_ANY_SCHEMA}'='true')")
 
 

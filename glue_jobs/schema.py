@@ -47,6 +47,9 @@ INGESTION_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("arrival_time", "timestamp", "timestamp"),
     ("batch_id", "bigint", "long"),
 )
+# An Iceberg dataset's table lives in this folder of the dataset's lake prefix (glue_jobs/iceberg_lake.py): its own
+# folder, so Iceberg's orphan-file removal never reaches the Parquet files, staging or logs beside it.
+ICEBERG_TABLE_FOLDER = "iceberg"
 PARTITION_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("event_date", "string", "string"),
     ("event_hour", "int", "integer"),

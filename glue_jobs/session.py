@@ -53,6 +53,25 @@ def iceberg_jars() -> list[str]:
     return sorted(str(p) for p in (repository / "build" / "jars" / f"iceberg-{line}").glob("*.jar"))
 
 
+# The Data Catalog as Spark's Iceberg catalog in a Glue job (the name Glue's Iceberg page uses).
+GLUE_ICEBERG_CATALOG = "glue_catalog"
+
+
+def glue_iceberg_settings(warehouse: str) -> dict[str, str]:
+    """A Glue job's Iceberg settings: the values Glue's "Using the Iceberg framework in AWS Glue" page gives (the
+    extensions, SparkCatalog with GlueCatalog and S3FileIO, the warehouse), plus no table cache, for the reason
+    local_iceberg_settings gives."""
+    prefix = f"spark.sql.catalog.{GLUE_ICEBERG_CATALOG}"
+    return {
+        "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
+        prefix: "org.apache.iceberg.spark.SparkCatalog",
+        f"{prefix}.warehouse": warehouse,
+        f"{prefix}.catalog-impl": "org.apache.iceberg.aws.glue.GlueCatalog",
+        f"{prefix}.io-impl": "org.apache.iceberg.aws.s3.S3FileIO",
+        f"{prefix}.cache-enabled": "false",
+    }
+
+
 def local_iceberg_settings(warehouse: str) -> dict[str, str]:
     """Static settings of a local session that writes Iceberg: the SQL extensions (MERGE, procedures) and a JDBC
     catalog on SQLite (`<warehouse>/catalog.sqlite`) over `warehouse`, one both Spark and pyiceberg's SQL catalog

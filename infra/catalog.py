@@ -210,6 +210,12 @@ class Catalog(Construct):
         kept = dataset.name == "clickstream"
         name = table_name("events") if kept else table_name(dataset.name)
         location = f"s3://{lake_bucket.bucket_name}/{lake_prefix_of(dataset.name)}/"
+        if dataset.table_format == "iceberg":
+            # The streaming job creates and evolves an Iceberg table (infra/streaming_job.py _grant_catalog says why
+            # the stack cannot), in its own folder of the dataset's prefix (glue_jobs/schema.ICEBERG_TABLE_FOLDER).
+            self.lake_table_names[dataset.name] = name
+            self.lake_locations[dataset.name] = f"{location}{schema.ICEBERG_TABLE_FOLDER}/"
+            return
         # Projection from the dataset's not_before (UTC date): an earlier start would only add empty partitions
         # to unfiltered queries, a later one would hide valid events.
         start = time.strftime("%Y-%m-%d", time.gmtime(dataset.event_time.not_before_ms // 1000))

@@ -87,7 +87,8 @@ def deployed_script_arguments(job: GlueJob) -> set[str]:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     if job.command == "gluestreaming":
-        names = module.job_arguments(job.arguments["--source_type"])
+        table_format = "iceberg" if job.arguments.get("--datalake-formats") == "iceberg" else "parquet"
+        names = module.job_arguments(job.arguments["--source_type"], table_format)
     else:
         names = module.job_arguments()
     return {f"--{name}" for name in names}

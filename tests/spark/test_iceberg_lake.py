@@ -37,6 +37,8 @@ def test_the_table_is_the_lake_columns_partitioned_by_the_hour_of_event_time():
                         "TBLPROPERTIES ('format-version'='2', 'write.spark.accept-any-schema'='true')")
     assert [c for c in table.column_names() if f"`{c}` " not in ddl] == []
     assert batch_tag("orders", "1a2b3c4d", 7) == "orders:1a2b3c4d:7"
+    located = table_ddl(table, IcebergTarget("glue_catalog", "db", DATASET, location="s3://lake/orders/iceberg"))
+    assert "PARTITIONED BY (hours(`ordered_at`)) LOCATION 's3://lake/orders/iceberg' TBLPROPERTIES" in located
     with pytest.raises(ValueError, match="identifiers"):
         IcebergTarget("lake", "ns; drop", DATASET)
 

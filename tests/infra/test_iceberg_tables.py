@@ -1,0 +1,68 @@
+"""A dataset switched to Iceberg through its dataset.json only, synthesized: the job gets Glue's Iceberg jars and
+its table's name and location, and may create and commit that one table; the stack creates no Hive table for it
+(the job creates the Iceberg table: infra/streaming_job.py says why). cdk-nag runs in the synth."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from glue_jobs import datasets, glue_entry
+from glue_jobs.schema import ICEBERG_TABLE_FOLDER
+from infra.config import REPO_ROOT
+
+
+@pytest.fixture(scope="module")
+def iceberg_dev(tmp_path_factory):
+    from devtools.snapshot import synth_templates
+
+    root = tmp_path_factory.mktemp("iceberg") / "datasets"
+    shutil.copytree(REPO_ROOT / "datasets", root)
+    contract = json.loads((root / "orders" / "dataset.json").read_text())
+    (root / "orders" / "dataset.json").write_text(json.dumps({**contract, "table_format": "iceberg"}, indent=2))
+    with pytest.MonkeyPatch.context() as patch:  # datasets.load reads the files on every call: no cache to clear
+        patch.setenv(datasets.ROOT_VARIABLE, str(root))
+        yield synth_templates(["dev"])["dev"]
+
+
+def _job(template: dict, source: str) -> tuple[str, dict]:
+    (found,) = [(k, r["Properties"]) for k, r in template["Resources"].items() if r["Type"] == "AWS::Glue::Job"
+                and r["Properties"]["DefaultArguments"].get("--source_name") == source]
+    return found
+
+
+def test_the_iceberg_datasets_job_creates_and_commits_its_own_table_and_nothing_else(iceberg_dev):
+    job_id, orders = _job(iceberg_dev, "orders")
+    args = orders["DefaultArguments"]
+    assert args["--datalake-formats"] == "iceberg" and args["--lake_table"] == "orders"
+    location = args["--lake_table_location"]["Fn::Join"][1]
+    assert location[-1] == f"/orders/{ICEBERG_TABLE_FOLDER}"
+    # The entrypoint reads exactly these (and the rehearsal checks the same list against the deployed script).
+    read = {f"--{name}" for name in glue_entry.job_arguments("kinesis", "iceberg")} - {"--JOB_NAME"}
+    assert read - set(args) == set() and {"--lake_table", "--lake_table_location"} <= read
+    _, clicks = _job(iceberg_dev, "clickstream")
+    assert "--datalake-formats" not in clicks["DefaultArguments"] and "--lake_table" not in clicks["DefaultArguments"]
+
+    tables = {r["Properties"]["TableInput"]["Name"] for r in iceberg_dev["Resources"].values() if r["Type"] == "AWS::Glue::Table"}
+    assert "orders" not in tables and "events" in tables
+    role = orders["Role"]["Fn::GetAtt"][0]
+    statements = [s for r in iceberg_dev["Resources"].values() if r["Type"] == "AWS::IAM::Policy"
+                  and {"Ref": role} in r["Properties"]["Roles"] for s in r["Properties"]["PolicyDocument"]["Statement"]]
+    (commit,) = [s for s in statements if s.get("Sid") == "CommitIcebergLakeTable"]
+    assert sorted(commit["Action"]) == ["glue:CreateTable", "glue:UpdateTable"]
+    text = json.dumps(commit["Resource"])
+    assert ":table/streamlake_dev/orders" in text and "*" not in text
+    others = [s for s in statements if "glue:CreateTable" in json.dumps(s.get("Action")) and s.get("Sid") != "CommitIcebergLakeTable"]
+    assert others == []
+
+
+def test_the_parquet_datasets_are_unchanged(iceberg_dev, templates):
+    """Only the Iceberg dataset's job and table differ from the committed datasets' synth, and the job zip, which
+    carries every dataset's files (so every job of the environment restarts on the deploy that switches one)."""
+    _, before = _job(templates["dev"], "clickstream")
+    _, after = _job(iceberg_dev, "clickstream")
+    differ = {k for k in before["DefaultArguments"].keys() | after["DefaultArguments"].keys()
+              if before["DefaultArguments"].get(k) != after["DefaultArguments"].get(k)}
+    assert differ == {"--extra-py-files"}
