@@ -76,6 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
                           "job writes (for files written by anything else)")
     run.add_argument("--lookback-hours", type=_int_at_least(1), help="with --scan: how many hours back to look")
     run.add_argument("--environment", default="dev", help="config environment for the defaults and metrics (dev)")
+    run.add_argument("--snapshot-retention-hours", type=_int_at_least(1),
+                     help="an Iceberg dataset (table_format iceberg): snapshots kept this long (config "
+                          "compaction.iceberg_snapshot_retention_hours); its table is maintained instead of compacted")
     return parser
 
 
@@ -85,7 +88,8 @@ def _config_defaults(environment: str, path: Path) -> dict:
     compaction = read_environment(path, environment).get("compaction")
     if not isinstance(compaction, dict):
         raise ValueError(f"{path}: {environment}.compaction: {compaction!r} must be an object")
-    parsers = {"target_file_mb": _positive_mb, "grace_minutes": _int_at_least(0), "lookback_hours": _int_at_least(1)}
+    parsers = {"target_file_mb": _positive_mb, "grace_minutes": _int_at_least(0), "lookback_hours": _int_at_least(1),
+               "iceberg_snapshot_retention_hours": _int_at_least(1)}
     defaults = {}
     for key, parse in parsers.items():
         where = f"{path}: {environment}.compaction.{key}"
@@ -170,6 +174,15 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("compaction").setLevel(logging.INFO)
+    from glue_jobs.local_runner import local_iceberg_target
+
+    iceberg = local_iceberg_target(args.dataset)
+    if iceberg is not None:
+        return _maintain_local(args, iceberg)
+    if args.snapshot_retention_hours is not None:
+        print("error: --snapshot-retention-hours is for an Iceberg dataset; "
+              f"{args.dataset} is Parquet (its dataset.json table_format)", file=sys.stderr)
+        return 2
     try:
         settings, faults = _settings(args)
     except ValueError as exc:
@@ -183,6 +196,38 @@ def main(argv: list[str] | None = None) -> int:
     summary = compactor.run()
     print_summary(summary)
     return 0 if summary.succeeded else 1
+
+
+def _maintain_local(args: argparse.Namespace, iceberg) -> int:
+    """An Iceberg dataset's local table (the local runner's catalog under --lake): Iceberg's maintenance instead of
+    compaction (compaction/iceberg_maintenance.py). Hour, scan, grace and lookback options do not apply."""
+    given = [f"--{name.replace('_', '-')}" for name in ("hour", "grace_minutes", "lookback_hours") if getattr(args, name) is not None]
+    if args.scan:
+        given.append("--scan")
+    if given:
+        print(f"error: {', '.join(given)}: not for an Iceberg dataset ({args.dataset}), whose table is maintained whole",
+              file=sys.stderr)
+        return 2
+    if not (Path(args.lake) / "catalog.sqlite").is_file():
+        print(f"error: --lake {args.lake}: no local Iceberg catalog (catalog.sqlite) there; run the local runner first",
+              file=sys.stderr)
+        return 2
+    try:
+        defaults = _config_defaults(args.environment, CONFIG_PATH)
+        from compaction.iceberg_maintenance import MaintenanceSettings, maintain
+
+        settings = MaintenanceSettings(
+            target_file_mb=max(1, round(args.target_file_mb if args.target_file_mb is not None else defaults["target_file_mb"])),
+            snapshot_retention_hours=args.snapshot_retention_hours or defaults["iceberg_snapshot_retention_hours"])
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    from glue_jobs.session import local_session
+
+    spark = local_session("compaction-local", master=os.environ.get("COMPACTION_SPARK_MASTER", "local[2]"),
+                          iceberg_warehouse=args.lake)
+    print(f"maintained {maintain(spark, iceberg, settings).render()}")
+    return 0
 
 
 if __name__ == "__main__":

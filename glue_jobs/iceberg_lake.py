@@ -38,6 +38,10 @@ BATCH_PROPERTY = "streamlake.batch"
 # 4.0's Iceberg 1.0.0: unverified.
 ACCEPT_ANY_SCHEMA = "write.spark.accept-any-schema"
 CHECK_ORDERING = "spark.sql.iceberg.check-ordering"
+# Metadata growth bounded: every commit writes a metadata.json; past this many earlier versions the oldest is
+# deleted with the next commit (Iceberg table properties `write.metadata.delete-after-commit.enabled`,
+# `write.metadata.previous-versions-max`). Snapshots and manifests are bounded by the hourly maintenance.
+METADATA_LIMITS = {"write.metadata.delete-after-commit.enabled": "true", "write.metadata.previous-versions-max": "100"}
 _HOUR = "_streamlake_hour"
 _PART = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -70,11 +74,12 @@ def table_ddl(table: LakeTable, target: IcebergTarget) -> str:
     """CREATE TABLE IF NOT EXISTS for the dataset: the lake's columns, partitioned by the hour of event time."""
     columns = ", ".join(f"`{name}` {ddl}" for name, ddl in table.data_columns() + table.partition_columns())
     location = "" if target.location is None else f"LOCATION '{target.location}' "
+    settings = {"format-version": "2", ACCEPT_ANY_SCHEMA: "true", **METADATA_LIMITS}
+    properties = ", ".join(f"'{key}'='{value}'" for key, value in settings.items())
     if "'" in location[10:-2]:
         raise ValueError(f"table location {target.location!r} has a quote")
     return (f"CREATE TABLE IF NOT EXISTS {target.name} ({columns}) USING iceberg "
-            f"PARTITIONED BY (hours(`{table.event_time}`)) {location}TBLPROPERTIES ('format-version'='2', "
-            f"'{ACCEPT_ANY_SCHEMA}'='true')")
+            f"PARTITIONED BY (hours(`{table.event_time}`)) {location}TBLPROPERTIES ({properties})")
 
 
 def ensure_table(spark, table: LakeTable, target: IcebergTarget) -> None:

@@ -206,6 +206,8 @@ class CompactionConfig:
     grace_minutes: int
     lookback_hours: int
     timeout_minutes: int
+    # Iceberg datasets: snapshots older than this are expired by the hourly maintenance (compaction/iceberg_maintenance.py)
+    iceberg_snapshot_retention_hours: int = 168
 
 
 @dataclass(frozen=True)

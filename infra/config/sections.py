@@ -267,6 +267,7 @@ def _compaction(r: _Reader) -> CompactionConfig:
         grace_minutes=r.integer("grace_minutes", minimum=0, maximum=1440),
         lookback_hours=r.integer("lookback_hours", minimum=1, maximum=24 * 90),
         timeout_minutes=r.integer("timeout_minutes", minimum=5, maximum=2880),
+        iceberg_snapshot_retention_hours=r.integer("iceberg_snapshot_retention_hours", minimum=1, maximum=24 * 90),
     )
     r.finish()
     return cfg

@@ -12,3 +12,11 @@ def spark():
     session = shared_spark_session()
     yield session
     session.stop()
+
+
+@pytest.fixture()
+def iceberg_orders(tmp_path):
+    """A datasets folder whose orders dataset says `"table_format": "iceberg"` (tests/spark/iceberg_support.py)."""
+    from .iceberg_support import iceberg_datasets
+
+    return iceberg_datasets(tmp_path)

@@ -8,23 +8,29 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from glue_jobs.iceberg_lake import BATCH_PROPERTY, IcebergTarget, batch_tag, table_ddl
+from glue_jobs.iceberg_lake import IcebergTarget, batch_tag, table_ddl
 from glue_jobs.lake_table import LakeTable
-from glue_jobs.local_runner import LOCAL_ICEBERG_NAMESPACE
 
-REPO = Path(__file__).resolve().parents[2]
-DATASET = "orders"
+from .iceberg_support import (
+    DATASET,
+    REPO,
+    _data_files,
+    _env,
+    _generate,
+    _pyiceberg_table,
+    _runner,
+    _spark_read,
+    _tags,
+)
 
 
 def test_the_table_is_the_lake_columns_partitioned_by_the_hour_of_event_time():
@@ -34,71 +40,14 @@ def test_the_table_is_the_lake_columns_partitioned_by_the_hour_of_event_time():
     assert "`items` array<struct<`sku`:string,`quantity`:int,`unit_price`:decimal(10,2)>>" in ddl
     assert "`event_date` date, `event_hour` integer)" in ddl  # as the writes hold them: no cast on append
     assert ddl.endswith("USING iceberg PARTITIONED BY (hours(`ordered_at`)) "
-                        "TBLPROPERTIES ('format-version'='2', 'write.spark.accept-any-schema'='true')")
+                        "TBLPROPERTIES ('format-version'='2', 'write.spark.accept-any-schema'='true', "
+                        "'write.metadata.delete-after-commit.enabled'='true', 'write.metadata.previous-versions-max'='100')")
     assert [c for c in table.column_names() if f"`{c}` " not in ddl] == []
     assert batch_tag("orders", "1a2b3c4d", 7) == "orders:1a2b3c4d:7"
     located = table_ddl(table, IcebergTarget("glue_catalog", "db", DATASET, location="s3://lake/orders/iceberg"))
     assert "PARTITIONED BY (hours(`ordered_at`)) LOCATION 's3://lake/orders/iceberg' TBLPROPERTIES" in located
     with pytest.raises(ValueError, match="identifiers"):
         IcebergTarget("lake", "ns; drop", DATASET)
-
-
-@pytest.fixture()
-def iceberg_orders(tmp_path) -> Path:
-    """A datasets folder whose orders dataset says iceberg: the team's only change."""
-    root = tmp_path / "datasets"
-    shutil.copytree(REPO / "datasets" / DATASET, root / DATASET)
-    contract = json.loads((root / DATASET / "dataset.json").read_text())
-    (root / DATASET / "dataset.json").write_text(json.dumps({**contract, "table_format": "iceberg"}, indent=2))
-    return root
-
-
-def _env(datasets: Path, **extra: str) -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(REPO), "PYSPARK_PYTHON": sys.executable, "STREAMLAKE_DATASETS": str(datasets),
-            "STREAMLAKE_SPARK_MASTER": "local[2]", "STREAMLAKE_DRIVER_MEMORY": "1g", **extra}
-
-
-def _runner(tmp_path: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "glue_jobs", "run-local", "--dataset", DATASET, "--input", str(tmp_path / "in"),
-            "--lake", str(tmp_path / "lake"), "--dead-letter", str(tmp_path / "dead"), "--checkpoint", str(tmp_path / "cp"),
-            "--max-files-per-batch", "1", *extra]
-
-
-def _generate(datasets: Path, out: Path, *, records: int, files: int, seed: int) -> dict:
-    expect = out.parent / f"expect-{seed}.json"
-    done = subprocess.run([sys.executable, "-m", "glue_jobs", "generate", "--dataset", DATASET, "--out", str(out),
-                           "--records", str(records), "--files", str(files), "--seed", str(seed), "--expect", str(expect)],
-                          env=_env(datasets), capture_output=True, text=True, timeout=120, cwd=REPO)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return json.loads(expect.read_text())
-
-
-def _catalog(tmp_path: Path):
-    from pyiceberg.catalog.sql import SqlCatalog
-
-    lake = tmp_path / "lake"
-    return SqlCatalog("lake", uri=f"sqlite:///{lake / 'catalog.sqlite'}", warehouse=lake.as_uri())
-
-
-def _pyiceberg_table(tmp_path: Path):
-    return _catalog(tmp_path).load_table(f"{LOCAL_ICEBERG_NAMESPACE}.{DATASET}")
-
-
-def _tags(table) -> list[str]:
-    return [s.summary.additional_properties.get(BATCH_PROPERTY) for s in table.snapshots()]
-
-
-def _spark_read(tmp_path: Path, datasets: Path) -> dict:
-    """The table as Spark reads it through the Iceberg catalog (a session of its own, with the runtime)."""
-    script = ("import json,sys\nfrom glue_jobs.local_runner import local_spark_session\n"
-              f"s = local_spark_session(iceberg_warehouse={str(tmp_path / 'lake')!r})\n"
-              f"t = s.table('lake.{LOCAL_ICEBERG_NAMESPACE}.{DATASET}')\n"
-              "print(json.dumps({'rows': t.count(), 'keys': t.select('order_id').distinct().count(),"
-              " 'items': t.selectExpr('sum(size(items))').first()[0]}))\n")
-    done = subprocess.run([sys.executable, "-c", script], env=_env(datasets), capture_output=True, text=True, timeout=300,
-                          cwd=REPO)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def _dead_payloads(spark, tmp_path: Path) -> list[str]:
@@ -133,6 +82,7 @@ def test_an_iceberg_dataset_runs_locally_every_valid_record_once_read_back_by_py
     assert tags == [batch_tag("local", stream, b) for b in range(3)]  # one append per batch, its id in the summary
     table = _pyiceberg_table(tmp_path)
     assert [f.name for f in table.spec().fields] == ["ordered_at_hour"]
+    assert table.properties["write.metadata.previous-versions-max"] == "100"  # metadata.json files bounded
     schema = table.schema()
     assert str(schema.find_field("items.element.unit_price").field_type) == "decimal(10, 2)"
     assert str(schema.find_field("items.element.quantity").field_type) == "int"
@@ -142,10 +92,6 @@ def test_an_iceberg_dataset_runs_locally_every_valid_record_once_read_back_by_py
     again = subprocess.run(_runner(tmp_path, "--once"), env=_env(iceberg_orders), capture_output=True, text=True,
                            timeout=600, cwd=REPO)
     assert again.returncode == 0 and _tags(_pyiceberg_table(tmp_path)) == tags
-
-
-def _data_files(tmp_path: Path) -> set[Path]:
-    return set((tmp_path / "lake" / LOCAL_ICEBERG_NAMESPACE / DATASET / "data").rglob("*.parquet"))
 
 
 def _kill_when_files_appear_while_the_commit_is_blocked(tmp_path: Path, datasets: Path) -> int:

@@ -1,0 +1,81 @@
+"""Helpers of the Iceberg tests (tests/spark/test_iceberg_lake.py, test_iceberg_maintenance.py): a datasets folder
+whose orders dataset says iceberg, the local runner and generator as subprocesses, and pyiceberg over the local
+catalog."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from glue_jobs.iceberg_lake import BATCH_PROPERTY
+from glue_jobs.local_runner import LOCAL_ICEBERG_NAMESPACE
+
+REPO = Path(__file__).resolve().parents[2]
+DATASET = "orders"
+
+
+def iceberg_datasets(tmp_path: Path) -> Path:
+    """A datasets folder whose orders dataset says iceberg: the team's only change (the `iceberg_orders` fixture)."""
+    root = tmp_path / "datasets"
+    shutil.copytree(REPO / "datasets" / DATASET, root / DATASET)
+    contract = json.loads((root / DATASET / "dataset.json").read_text())
+    (root / DATASET / "dataset.json").write_text(json.dumps({**contract, "table_format": "iceberg"}, indent=2))
+    return root
+
+
+def _env(datasets: Path, **extra: str) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(REPO), "PYSPARK_PYTHON": sys.executable, "STREAMLAKE_DATASETS": str(datasets),
+            "STREAMLAKE_SPARK_MASTER": "local[2]", "STREAMLAKE_DRIVER_MEMORY": "1g", **extra}
+
+
+def _runner(tmp_path: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "glue_jobs", "run-local", "--dataset", DATASET, "--input", str(tmp_path / "in"),
+            "--lake", str(tmp_path / "lake"), "--dead-letter", str(tmp_path / "dead"), "--checkpoint", str(tmp_path / "cp"),
+            "--max-files-per-batch", "1", *extra]
+
+
+def _generate(datasets: Path, out: Path, *, records: int, files: int, seed: int) -> dict:
+    expect = out.parent / f"expect-{seed}.json"
+    done = subprocess.run([sys.executable, "-m", "glue_jobs", "generate", "--dataset", DATASET, "--out", str(out),
+                           "--records", str(records), "--files", str(files), "--seed", str(seed), "--expect", str(expect)],
+                          env=_env(datasets), capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(expect.read_text())
+
+
+def _catalog(tmp_path: Path):
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    lake = tmp_path / "lake"
+    return SqlCatalog("lake", uri=f"sqlite:///{lake / 'catalog.sqlite'}", warehouse=lake.as_uri())
+
+
+def _pyiceberg_table(tmp_path: Path):
+    return _catalog(tmp_path).load_table(f"{LOCAL_ICEBERG_NAMESPACE}.{DATASET}")
+
+
+def _tags(table) -> list[str]:
+    return [s.summary.additional_properties.get(BATCH_PROPERTY) for s in table.snapshots()]
+
+
+def _spark_read(tmp_path: Path, datasets: Path) -> dict:
+    """The table as Spark reads it through the Iceberg catalog (a session of its own, with the runtime)."""
+    script = ("import json,sys\nfrom glue_jobs.local_runner import local_spark_session\n"
+              f"s = local_spark_session(iceberg_warehouse={str(tmp_path / 'lake')!r})\n"
+              f"t = s.table('lake.{LOCAL_ICEBERG_NAMESPACE}.{DATASET}')\n"
+              "print(json.dumps({'rows': t.count(), 'keys': t.select('order_id').distinct().count(),"
+              " 'items': t.selectExpr('sum(size(items))').first()[0]}))\n")
+    done = subprocess.run([sys.executable, "-c", script], env=_env(datasets), capture_output=True, text=True, timeout=300,
+                          cwd=REPO)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _data_files(tmp_path: Path) -> set[Path]:
+    return set((tmp_path / "lake" / LOCAL_ICEBERG_NAMESPACE / DATASET / "data").rglob("*.parquet"))
+
+
