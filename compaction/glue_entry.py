@@ -11,6 +11,9 @@ Job arguments (infra/compaction_job.py sets the required ones as default argumen
     --hour               optional, YYYY-MM-DDTHH: compact only that hour (a manual re-run)
     --scan               optional, true: every hour of the lookback window instead of the partitions log
                          (the default: the closed partitions the streaming jobs recorded, of any age)
+    --iceberg_tables     JSON {dataset: {"table": "<database>.<table>", "location": "s3://..."}}: the Iceberg datasets'
+                         tables, maintained instead of compacted (compaction/iceberg_maintenance.py); {} for none
+    --iceberg_snapshot_retention_hours  their snapshots are kept this long (config)
 
 The script starts like Glue's own script template: a GlueContext over the job's SparkContext, then
 `Job.init(JOB_NAME, args)` and `job.commit()` at the end. AWS: "Ensure that the AWS Glue job includes the
@@ -27,7 +30,7 @@ from __future__ import annotations
 import sys
 
 JOB_ARGUMENTS = ("JOB_NAME", "lake_tables", "environment", "target_file_mb", "grace_minutes", "lookback_hours", "metrics_namespace",
-                 "metrics_region")
+                 "metrics_region", "iceberg_tables", "iceberg_snapshot_retention_hours")
 OPTIONAL_JOB_ARGUMENTS = ("hour", "scan")  # --scan true: the lookback window instead of the partitions log
 
 
@@ -66,16 +69,58 @@ def settings_from_arguments(args: dict):
 
 
 def lake_tables(args: dict) -> dict[str, str]:
-    """--lake_tables: a JSON object {dataset: lake path} of every dataset table the run compacts, in order."""
+    """--lake_tables: a JSON object {dataset: lake path} of every Parquet dataset table the run compacts, in order
+    (empty only when the environment's datasets are all Iceberg)."""
     import json
 
     try:
         tables = json.loads(args["lake_tables"])
     except ValueError:
         tables = None
-    if not isinstance(tables, dict) or not tables or not all(isinstance(k, str) and isinstance(v, str) and v for k, v in tables.items()):
+    if not isinstance(tables, dict) or not all(isinstance(k, str) and isinstance(v, str) and v for k, v in tables.items()):
         raise ValueError(f"--lake_tables: {args['lake_tables']!r} is not a JSON object of dataset name -> lake path")
+    if not tables and not iceberg_tables(args):
+        raise ValueError("--lake_tables and --iceberg_tables are both empty: the run has no table to work on")
     return tables
+
+
+def iceberg_tables(args: dict) -> dict[str, tuple[str, str, str]]:
+    """--iceberg_tables: {dataset: (database, table, location)} of the Iceberg datasets (none: {})."""
+    import json
+
+    text = args.get("iceberg_tables", "{}")
+    try:
+        raw = json.loads(text)
+    except ValueError:
+        raw = None
+    shaped = isinstance(raw, dict) and all(
+        isinstance(v, dict) and isinstance(v.get("table"), str) and v["table"].count(".") == 1
+        and isinstance(v.get("location"), str) and v["location"] for v in raw.values())
+    if not shaped:
+        raise ValueError(f"--iceberg_tables: {text!r} is not a JSON object of dataset name -> "
+                         '{"table": "<database>.<table>", "location": "s3://..."}')
+    return {name: (*v["table"].split("."), v["location"]) for name, v in raw.items()}
+
+
+def maintain_iceberg_tables(spark, args: dict, tables: dict[str, tuple[str, str, str]]) -> list[str]:
+    """Maintain each Iceberg dataset's table (compaction/iceberg_maintenance.py); the failures, one per table."""
+    import logging
+
+    from compaction.iceberg_maintenance import MaintenanceSettings, maintain
+    from glue_jobs.iceberg_lake import IcebergTarget
+    from glue_jobs.session import GLUE_ICEBERG_CATALOG
+
+    settings = MaintenanceSettings(target_file_mb=max(1, round(float(args["target_file_mb"]))),
+                                   snapshot_retention_hours=int(args["iceberg_snapshot_retention_hours"]))
+    failed = []
+    for dataset, (database, table, location) in tables.items():
+        try:
+            result = maintain(spark, IcebergTarget(GLUE_ICEBERG_CATALOG, database, table, location=location), settings)
+            logging.getLogger("compaction").info("%s: %s", dataset, result.render())
+        except Exception as error:  # one table's failure must not keep the others from their run
+            logging.getLogger("compaction").exception("%s: Iceberg maintenance failed", dataset)
+            failed.append(f"{dataset} maintenance ({error})")
+    return failed
 
 
 def resolve_arguments(argv: list[str]) -> dict:
@@ -94,12 +139,16 @@ def main(argv: list[str] | None = None) -> None:
 
     from compaction.job import Compactor
     from compaction.metrics import CloudWatchMetricSink
-    from glue_jobs.session import job_spark_conf
+    from glue_jobs.session import glue_iceberg_settings, job_spark_conf
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     args = resolve_arguments(sys.argv if argv is None else argv)
-    settings, tables = settings_from_arguments(args), lake_tables(args)
-    glue_context = GlueContext(SparkContext.getOrCreate(job_spark_conf()))
+    settings, tables, icebergs = settings_from_arguments(args), lake_tables(args), iceberg_tables(args)
+    conf = job_spark_conf()
+    if icebergs:
+        # As the streaming job does (glue_jobs/glue_entry.py): Glue's Iceberg settings through SparkConf.
+        conf.setAll(list(glue_iceberg_settings(next(iter(icebergs.values()))[2]).items()))
+    glue_context = GlueContext(SparkContext.getOrCreate(conf))
     job = Job(glue_context)
     job.init(args["JOB_NAME"], args)
     sink = CloudWatchMetricSink(settings.environment, namespace=args["metrics_namespace"], region=args["metrics_region"])
@@ -114,6 +163,7 @@ def main(argv: list[str] | None = None) -> None:
         for result in summary.results:
             logging.getLogger("compaction").info("%s: %s", dataset, result)
         failed += [f"{dataset} {r.partition} ({r.error})" for r in summary.of("failed")]
+    failed += maintain_iceberg_tables(glue_context.spark_session, args, icebergs)
     if failed:
         raise RuntimeError(f"compaction failed for {', '.join(failed)}; the next run recovers from the journal")
     job.commit()

@@ -40,7 +40,10 @@ class CompactionJob(Construct):
         temp_bucket: s3.IBucket,
         security: GlueJobSecurity,
         spark_ui_bucket: s3.IBucket | None = None,
+        iceberg_tables: Mapping[str, tuple[str, str, str]] | None = None,
     ) -> None:
+        """`iceberg_tables`: {dataset: (database, table, location)} of the Iceberg datasets, maintained instead of
+        compacted (compaction/iceberg_maintenance.py); their prefixes are in `lake_prefixes` too (the grants)."""
         super().__init__(scope, id_)
         self.role = iam.Role(
             self, "Role", assumed_by=iam.ServicePrincipal("glue.amazonaws.com"), description="Glue hourly compaction job"
@@ -51,10 +54,27 @@ class CompactionJob(Construct):
         grant_prefix(self.role, temp_bucket, "glue-temp/compaction", glue_version=settings.glue_version)
         security.grant_job(self.role)
         grant_put_metric_data(self.role, "PublishCompactionMetrics")
-        # {dataset: lake path}: one run compacts every dataset's table, each with its own key and journal.
-        self.lake_paths = {dataset: f"s3://{lake_bucket.bucket_name}/{prefix}" for dataset, prefix in lake_prefixes.items()}
+        # {dataset: lake path}: one run compacts every Parquet dataset's table, each with its own key and journal.
+        iceberg_tables = dict(iceberg_tables or {})
+        self.lake_paths = {dataset: f"s3://{lake_bucket.bucket_name}/{prefix}" for dataset, prefix in lake_prefixes.items()
+                           if dataset not in iceberg_tables}
+        iceberg = {dataset: {"table": f"{database}.{table}", "location": location}
+                   for dataset, (database, table, location) in iceberg_tables.items()}
+        if iceberg:
+            stack = cdk.Stack.of(self)
+            arn = f"arn:{stack.partition}:glue:{stack.region}:{stack.account}"
+            # Iceberg's GlueCatalog loads each table and commits each procedure as an UpdateTable.
+            self.role.add_to_principal_policy(iam.PolicyStatement(
+                sid="MaintainIcebergTables",
+                actions=["glue:GetDatabase", "glue:GetTable", "glue:UpdateTable"],
+                resources=[f"{arn}:catalog", *sorted({f"{arn}:database/{d}" for d, _, _ in iceberg_tables.values()}),
+                           *(f"{arn}:table/{d}/{t}" for d, t, _ in iceberg_tables.values())],
+            ))
         self.default_arguments = {
             "--lake_tables": json.dumps(self.lake_paths, separators=(",", ":")),
+            "--iceberg_tables": json.dumps(iceberg, separators=(",", ":")),
+            "--iceberg_snapshot_retention_hours": str(settings.iceberg_snapshot_retention_hours),
+            **({"--datalake-formats": "iceberg"} if iceberg else {}),
             "--environment": environment,
             "--target_file_mb": str(settings.target_file_mb),
             "--grace_minutes": str(settings.grace_minutes),

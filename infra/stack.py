@@ -209,6 +209,8 @@ class StreamingLakeStack(cdk.Stack):
             temp_bucket=storage.temp_bucket,
             security=self.glue_security,
             spark_ui_bucket=storage.job_assets_bucket,
+            iceberg_tables={name: (catalog.database_name, catalog.lake_table_names[name], catalog.lake_locations[name])
+                            for name, dataset in self.datasets.items() if dataset.table_format == "iceberg"},
         )
 
     def _outputs(self) -> None:

@@ -99,6 +99,7 @@ ALTERNATIVES: dict[str, tuple[str, dict]] = {
     "compaction.grace_minutes": ("prod", {"compaction.grace_minutes": 30}),
     "compaction.lookback_hours": ("prod", {"compaction.lookback_hours": 72}),
     "compaction.timeout_minutes": ("prod", {"compaction.timeout_minutes": 30}),
+    "compaction.iceberg_snapshot_retention_hours": ("prod", {"compaction.iceberg_snapshot_retention_hours": 72}),
     "alarms.iterator_age_ms": ("prod", {"alarms.iterator_age_ms": 240000}),
     "alarms.iterator_age_evaluation_periods": ("prod", {"alarms.iterator_age_evaluation_periods": 5}),
     "alarms.consumer_lag_ms": ("prod", {"alarms.consumer_lag_ms": 600000}),

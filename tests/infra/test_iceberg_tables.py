@@ -66,3 +66,19 @@ def test_the_parquet_datasets_are_unchanged(iceberg_dev, templates):
     differ = {k for k in before["DefaultArguments"].keys() | after["DefaultArguments"].keys()
               if before["DefaultArguments"].get(k) != after["DefaultArguments"].get(k)}
     assert differ == {"--extra-py-files"}
+
+
+def test_the_hourly_job_maintains_the_iceberg_table_and_compacts_the_others(iceberg_dev):
+    (compaction_id, compaction), = [(k, r["Properties"]) for k, r in iceberg_dev["Resources"].items()
+                                    if r["Type"] == "AWS::Glue::Job" and r["Properties"]["Command"]["Name"] == "glueetl"]
+    args = compaction["DefaultArguments"]
+    assert args["--datalake-formats"] == "iceberg" and args["--iceberg_snapshot_retention_hours"] == "168"
+    iceberg = "".join(p if isinstance(p, str) else "<ref>" for p in args["--iceberg_tables"]["Fn::Join"][1])
+    assert iceberg == '{"orders":{"table":"streamlake_dev.orders","location":"s3://<ref>/orders/iceberg/"}}'
+    compacted = "".join(p if isinstance(p, str) else "<ref>" for p in args["--lake_tables"]["Fn::Join"][1])
+    assert compacted == '{"clickstream":"s3://<ref>/events"}'
+    role = compaction["Role"]["Fn::GetAtt"][0]
+    statements = [s for r in iceberg_dev["Resources"].values() if r["Type"] == "AWS::IAM::Policy"
+                  and {"Ref": role} in r["Properties"]["Roles"] for s in r["Properties"]["PolicyDocument"]["Statement"]]
+    (maintain,) = [s for s in statements if s.get("Sid") == "MaintainIcebergTables"]
+    assert "glue:UpdateTable" in maintain["Action"] and ":table/streamlake_dev/orders" in json.dumps(maintain["Resource"])

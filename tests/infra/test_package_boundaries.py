@@ -115,7 +115,8 @@ def test_the_config_package_resolves_the_repository_and_shares_the_merge_with_jo
 def test_compaction_cli_defaults_agree_with_the_validated_config(environment):
     c = load_config().get(environment).compaction
     assert compaction_cli._config_defaults(environment, DEFAULT_CONFIG_PATH) == {
-        "target_file_mb": c.target_file_mb, "grace_minutes": c.grace_minutes, "lookback_hours": c.lookback_hours}
+        "target_file_mb": c.target_file_mb, "grace_minutes": c.grace_minutes, "lookback_hours": c.lookback_hours,
+        "iceberg_snapshot_retention_hours": c.iceberg_snapshot_retention_hours}
 
 
 # A newcomer reads a job module whole: the streaming and compaction jobs keep each module to this many lines.

@@ -51,7 +51,8 @@ def _config_file(tmp_path, prod_compaction):
     path = tmp_path / "environments.json"
     path.write_text(json.dumps({
         "project": "streamlake",
-        "defaults": {"compaction": {"target_file_mb": 128, "grace_minutes": 15, "lookback_hours": 48, "workers": 2}},
+        "defaults": {"compaction": {"target_file_mb": 128, "grace_minutes": 15, "lookback_hours": 48, "workers": 2,
+                                    "iceberg_snapshot_retention_hours": 168}},
         "environments": {"dev": None, "prod": {"compaction": prod_compaction}},
     }))
     return path
@@ -59,8 +60,10 @@ def _config_file(tmp_path, prod_compaction):
 
 def test_cli_defaults_are_the_environments_block_merged_over_the_files_defaults(tmp_path):
     path = _config_file(tmp_path, {"grace_minutes": 30, "target_file_mb": 0.5})
-    assert cli._config_defaults("dev", path) == {"target_file_mb": 128, "grace_minutes": 15, "lookback_hours": 48}
-    assert cli._config_defaults("prod", path) == {"target_file_mb": 0.5, "grace_minutes": 30, "lookback_hours": 48}
+    assert cli._config_defaults("dev", path) == {"target_file_mb": 128, "grace_minutes": 15, "lookback_hours": 48,
+                                                 "iceberg_snapshot_retention_hours": 168}
+    assert cli._config_defaults("prod", path) == {"target_file_mb": 0.5, "grace_minutes": 30, "lookback_hours": 48,
+                                                  "iceberg_snapshot_retention_hours": 168}
 
 
 @pytest.mark.parametrize(
@@ -73,6 +76,7 @@ def test_cli_defaults_are_the_environments_block_merged_over_the_files_defaults(
         ({"target_file_mb": "128"}, "prod", "prod.compaction.target_file_mb: '128' must be a number"),
         ({"target_file_mb": True}, "prod", "prod.compaction.target_file_mb: True must be a number"),
         ({"target_file_mb": None}, "prod", "prod.compaction.target_file_mb: None must be a number"),
+        ({"iceberg_snapshot_retention_hours": 0}, "prod", "prod.compaction.iceberg_snapshot_retention_hours: 0 must be at least 1"),
     ],
 )
 def test_cli_rejects_a_bad_default_naming_the_file_and_the_field(tmp_path, prod_compaction, environment, message):
@@ -112,9 +116,17 @@ def test_glue_arguments_resolve_to_settings():
     pytest.importorskip("awsglue")
     argv = ["script.py", "--JOB_NAME", "compaction", "--lake_tables", '{"clickstream":"s3://lake-bucket/lake"}', "--environment", "prod",
             "--target_file_mb", "128", "--grace_minutes", "15", "--lookback_hours", "48",
-            "--metrics_namespace", "StreamLake", "--metrics_region", "eu-west-1", "--TempDir", "s3://temp/glue-temp/compaction/"]
+            "--metrics_namespace", "StreamLake", "--metrics_region", "eu-west-1", "--TempDir", "s3://temp/glue-temp/compaction/",
+            "--iceberg_tables", '{"orders":{"table":"lake_db.orders","location":"s3://lake-bucket/orders/iceberg/"}}',
+            "--iceberg_snapshot_retention_hours", "168"]
     args = glue_entry.resolve_arguments(argv)
     assert glue_entry.lake_tables(args) == {"clickstream": "s3://lake-bucket/lake"}
+    assert glue_entry.iceberg_tables(args) == {"orders": ("lake_db", "orders", "s3://lake-bucket/orders/iceberg/")}
+    with pytest.raises(ValueError, match="--iceberg_tables: .* is not a JSON object"):
+        glue_entry.iceberg_tables({"iceberg_tables": '{"orders":{"table":"orders"}}'})
+    with pytest.raises(ValueError, match="both empty"):
+        glue_entry.lake_tables({"lake_tables": "{}", "iceberg_tables": "{}"})
+    assert glue_entry.lake_tables({"lake_tables": "{}", "iceberg_tables": '{"o":{"table":"d.o","location":"s3://b/o/"}}'}) == {}
     assert glue_entry.settings_from_arguments(args) == CompactionSettings(
         lake_path="", target_file_bytes=128 * MB, grace_minutes=15, lookback_hours=48,
         environment="prod")
@@ -142,7 +154,8 @@ def test_glue_entry_imports_no_glue_or_spark_at_module_level():
     module_level = [line for line in source.splitlines() if line.startswith(("import ", "from "))]
     assert module_level == ["from __future__ import annotations", "import sys"]
     assert set(glue_entry.JOB_ARGUMENTS) == {"JOB_NAME", "lake_tables", "environment", "target_file_mb", "grace_minutes",
-                                             "lookback_hours", "metrics_namespace", "metrics_region"}
+                                             "lookback_hours", "metrics_namespace", "metrics_region", "iceberg_tables",
+                                             "iceberg_snapshot_retention_hours"}
 
 
 def test_cloudwatch_sink_sends_the_environment_dimension():
