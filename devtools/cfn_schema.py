@@ -64,9 +64,14 @@ def replacing_path(resource_type: str, changed_path: str) -> tuple[str, ...] | N
 # Create-only properties ending in `Name` that name something else (a VPC endpoint's ServiceName is the
 # AWS service it connects to): replacing such a resource under the same value clashes with nothing.
 NOT_RESOURCE_NAMES = frozenset({"ServiceName"})
+# Names that are labels, not identifiers: an Athena saved query is identified by the NamedQueryId that
+# CreateNamedQuery returns, its Name being "the plain language name for the query" with no uniqueness rule in the
+# API reference (that a second query of the same name is accepted: unverified on AWS).
+LABEL_NAMES = frozenset({("AWS::Athena::NamedQuery", "Name")})
 
 
 def name_paths(resource_type: str) -> tuple[tuple[str, ...], ...]:
     """Create-only paths that name the resource (their last step ends in `Name`)."""
     return tuple(p for p in replacement_paths(resource_type)
-                 if p and p[-1].endswith("Name") and p[-1] not in NOT_RESOURCE_NAMES)
+                 if p and p[-1].endswith("Name") and p[-1] not in NOT_RESOURCE_NAMES
+                 and (resource_type, p[-1]) not in LABEL_NAMES)

@@ -15,6 +15,7 @@ from infra.job_keeper import JobKeeper
 from infra.monitoring import Monitoring, MskSignals, StreamingJobSignals
 from infra.msk import KafkaSourceInfrastructure, producer_policy
 from infra.network import Network
+from infra.readers import DatasetTables, Readers
 from infra.storage import Storage, lake_prefix_of
 from infra.streaming_job import CatalogNames, KafkaSource, LakeLocations, StreamingJob
 from infra.streams import Streams
@@ -93,6 +94,17 @@ class StreamingLakeStack(cdk.Stack):
             removal_policy=self.removal_policy,
         )
         self.storage.add_lake_prefix_rules([lake_prefix_of(name) for name in self.datasets], config.storage)
+        self.readers = Readers(
+            self, "Readers", name=f"{project}-{config.name}-readers", settings=config.readers,
+            database=self.catalog.database_name, data_key=self.storage.data_key, lake_bucket=self.storage.lake_bucket,
+            dead_letter_bucket=self.storage.dead_letter_bucket, access_log_bucket=self.storage.access_log_bucket,
+            datasets={name: DatasetTables(
+                dataset=dataset, lake_table=self.catalog.lake_table_names[name], lake_prefix=lake_prefix_of(name),
+                dead_letter_tables={s: self.catalog.dead_letter_table_names[s] for s, d in config.source_datasets.items() if d == name},
+                dead_letter_prefixes={s: f"{self.storage.dead_letter_prefix}/{s}" for s, d in config.source_datasets.items() if d == name},
+            ) for name, dataset in self.datasets.items()},
+            removal_policy=self.removal_policy,
+        )
         self._jobs(config)
         self.job_keeper = JobKeeper(self, "JobKeeper", jobs={source: job.job for source, job in self.streaming_jobs.items()},
                                     maintenance_window=config.streaming.maintenance_window,
@@ -268,5 +280,10 @@ class StreamingLakeStack(cdk.Stack):
             outputs[f"StreamingJobName{pascal(source)}"] = (job.job.job_name, f"Glue streaming job of {source}")
         outputs["CompactionJobName"] = (self.compaction.job.job_name, "Glue hourly compaction job")
         outputs["AlarmTopicArn"] = (self.monitoring.topic.topic_arn, "SNS topic of every alarm")
+        outputs["ReadersWorkGroupName"] = (self.readers.workgroup.name, "Athena workgroup of the lake's readers (enforced settings)")
+        outputs["AthenaResultsBucketName"] = (self.readers.results_bucket.bucket_name, "Athena query results (expire)")
+        for dataset, policy in self.readers.policies.items():
+            outputs[f"ReaderPolicyArn{pascal(dataset)}"] = (
+                policy.managed_policy_arn, f"attach to a reader's role to query dataset {dataset} through the workgroup")
         for key, (value, description) in outputs.items():
             cdk.CfnOutput(self, key, value=value, description=description)

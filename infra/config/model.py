@@ -211,6 +211,13 @@ class CompactionConfig:
 
 
 @dataclass(frozen=True)
+class ReadersConfig:
+    """Who queries the lake (infra/readers.py): the Athena workgroup's enforced limits."""
+    bytes_scanned_cutoff_mb: int  # a query scanning more is cancelled (Athena's minimum: 10 MB)
+    results_expiration_days: int  # query results expire from their bucket after this many days
+
+
+@dataclass(frozen=True)
 class AlarmConfig:
     iterator_age_ms: int
     iterator_age_evaluation_periods: int
@@ -239,6 +246,7 @@ class EnvironmentConfig:
     streaming: StreamingJobConfig
     compaction: CompactionConfig
     alarms: AlarmConfig
+    readers: ReadersConfig = ReadersConfig(bytes_scanned_cutoff_mb=10_240, results_expiration_days=7)
 
     @property
     def source_names(self) -> tuple[str, ...]:

@@ -39,6 +39,7 @@ from infra.config.model import (
     KinesisStreamConfig,
     MskConfig,
     NetworkConfig,
+    ReadersConfig,
     StorageConfig,
     StreamingJobConfig,
 )
@@ -273,6 +274,17 @@ def _compaction(r: _Reader) -> CompactionConfig:
     return cfg
 
 
+def _readers(r: _Reader) -> ReadersConfig:
+    cfg = ReadersConfig(
+        # Athena's minimum per-query cutoff is 10 MB (BytesScannedCutoffPerQuery minimum 10000000, the
+        # AWS::Athena::WorkGroup resource schema); at most 1 PB.
+        bytes_scanned_cutoff_mb=r.integer("bytes_scanned_cutoff_mb", minimum=10, maximum=1_000_000_000),
+        results_expiration_days=r.integer("results_expiration_days", minimum=1, maximum=3650),
+    )
+    r.finish()
+    return cfg
+
+
 def _alarms(r: _Reader) -> AlarmConfig:
     cfg = AlarmConfig(
         iterator_age_ms=r.integer("iterator_age_ms", minimum=1_000, maximum=7 * 24 * 3_600_000),
@@ -320,6 +332,7 @@ def _environment(name: str, data: Any, problems: list[str]) -> EnvironmentConfig
         streaming=_streaming(r.child("streaming")),
         compaction=_compaction(r.child("compaction")),
         alarms=_alarms(r.child("alarms")),
+        readers=_readers(r.child("readers")),
     )
     r.finish()
     _cross_checks(env, problems)

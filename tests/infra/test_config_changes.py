@@ -100,6 +100,8 @@ ALTERNATIVES: dict[str, tuple[str, dict]] = {
     "compaction.lookback_hours": ("prod", {"compaction.lookback_hours": 72}),
     "compaction.timeout_minutes": ("prod", {"compaction.timeout_minutes": 30}),
     "compaction.iceberg_snapshot_retention_hours": ("prod", {"compaction.iceberg_snapshot_retention_hours": 72}),
+    "readers.bytes_scanned_cutoff_mb": ("prod", {"readers.bytes_scanned_cutoff_mb": 2048}),
+    "readers.results_expiration_days": ("prod", {"readers.results_expiration_days": 30}),
     "alarms.iterator_age_ms": ("prod", {"alarms.iterator_age_ms": 240000}),
     "alarms.iterator_age_evaluation_periods": ("prod", {"alarms.iterator_age_evaluation_periods": 5}),
     "alarms.consumer_lag_ms": ("prod", {"alarms.consumer_lag_ms": 600000}),
@@ -122,7 +124,7 @@ def _config_fields() -> set[str]:
     """Every field of an environment's config, from the config dataclasses (the source of truth)."""
     sections = {"network": cfg.NetworkConfig, "storage": cfg.StorageConfig, "kinesis_streams": cfg.KinesisStreamConfig,
                 "msk": cfg.MskConfig, "streaming": cfg.StreamingJobConfig, "compaction": cfg.CompactionConfig,
-                "alarms": cfg.AlarmConfig}
+                "alarms": cfg.AlarmConfig, "readers": cfg.ReadersConfig}
     fields = set()
     for f in dataclasses.fields(cfg.EnvironmentConfig):
         if f.name in sections:

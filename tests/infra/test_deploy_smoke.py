@@ -41,6 +41,8 @@ UNMODELLED_BY_MOTO = {
     "Custom::AWS",  # would invoke the provider Lambda
     "Custom::VpcRestrictDefaultSG",  # would invoke the provider Lambda
     "Custom::StreamingJobDeploy",  # would invoke the job keeper (tests/ops/test_job_keeper.py runs its logic)
+    "AWS::Athena::WorkGroup",  # the readers' workgroup: moto's Athena has the API, its CloudFormation no model
+    "AWS::Athena::NamedQuery",  # the readers' saved queries (tests/infra/test_readers.py checks them in the template)
 }
 # Modelled resources that only exist to serve an unmodelled one and reference it, so they go too:
 # the AwsCustomResource's policy names the MSK cluster ARN.

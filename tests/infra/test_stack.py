@@ -40,7 +40,8 @@ def test_outputs_name_everything_an_operations_tool_needs(templates, environment
     expected |= {f"{key}{s.capitalize()}" for key in PER_SOURCE for s in config.source_names}
     expected |= {f"StreamingJobName{s.capitalize()}" for s in config.source_names}
     expected |= {f"{key}{d.capitalize()}" for key in PER_DATASET for d in config.datasets}
-    expected |= {"CompactionJobName", "AlarmTopicArn"}
+    expected |= {"CompactionJobName", "AlarmTopicArn", "ReadersWorkGroupName", "AthenaResultsBucketName"}
+    expected |= {f"ReaderPolicyArn{d.capitalize()}" for d in config.datasets}  # docs/readers.md
     if config.msk.enabled:
         expected |= MSK_OUTPUTS
     outputs = templates[environment]["Outputs"]
