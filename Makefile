@@ -106,6 +106,12 @@ demo: synth $(JARS) $(FUNCTIONS)
 	$(PY) -m glue_jobs run-local --dataset orders --input $(DEMO)/orders-input --lake $(DEMO)/orders-lake \
 	  --dead-letter $(DEMO)/orders-dead-letters --checkpoint $(DEMO)/orders-checkpoint --once --max-files-per-batch 2 --source-name orders
 	$(PY) -m compaction run-local --dataset orders --lake $(DEMO)/orders-lake --grace-minutes 0 --target-file-mb 1
+	$(PY) -m devtools.iceberg_demo switch --out $(DEMO)/datasets --dataset orders
+	STREAMLAKE_DATASETS=$(DEMO)/datasets $(PY) -m glue_jobs run-local --dataset orders --input $(DEMO)/orders-input \
+	  --lake $(DEMO)/orders-iceberg --dead-letter $(DEMO)/orders-iceberg-dead-letters --checkpoint $(DEMO)/orders-iceberg-checkpoint \
+	  --once --max-files-per-batch 2 --source-name orders
+	STREAMLAKE_DATASETS=$(DEMO)/datasets $(PY) -m compaction run-local --dataset orders --lake $(DEMO)/orders-iceberg --target-file-mb 1
+	STREAMLAKE_DATASETS=$(DEMO)/datasets $(PY) -m devtools.iceberg_demo read --lake $(DEMO)/orders-iceberg --dataset orders
 	$(PY) -m rehearsal.kafka_demo --out $(DEMO)/kafka --records 2000
 	$(PY) -m compaction run-local --dataset orders --lake $(DEMO)/kafka/lake --grace-minutes 0 --target-file-mb 1
 	@echo
@@ -117,7 +123,8 @@ demo: synth $(JARS) $(FUNCTIONS)
 	@echo "kafka:          $(DEMO)/kafka/{lake,dead-letters}/ (orders as Schema Registry frames through a local broker, stopped again)"
 
 BENCH_RECORDS ?= 1000000
-BENCH_RESULTS := bench-output/streaming.json bench-output/compaction.json bench-output/cold.json bench-output/orders.json bench-output/kafka-orders.json
+BENCH_RESULTS := bench-output/streaming.json bench-output/compaction.json bench-output/cold.json bench-output/orders.json bench-output/kafka-orders.json \
+  bench-output/iceberg.json
 # Every benchmark runs (a failing one does not stop the others); bench/report.py then writes the table to
 # docs/benchmarks.md and fails naming each row that misses its target or whose benchmark did not finish.
 bench: synth $(JARS) $(FUNCTIONS)
@@ -127,6 +134,7 @@ bench: synth $(JARS) $(FUNCTIONS)
 	-$(PY) bench/bench_cold.py --records $(BENCH_RECORDS) --out bench-output/cold.json
 	-$(PY) bench/bench_dataset.py --dataset orders --out bench-output/orders.json
 	-$(PY) bench/bench_kafka.py --dataset orders --out bench-output/kafka-orders.json
+	-$(PY) bench/bench_iceberg.py --out bench-output/iceberg.json
 	$(PY) bench/report.py $(BENCH_RESULTS) --out-dir bench-output --markdown docs/benchmarks.md
 
 # Markdown summary of what the working tree changes against BASE (default HEAD): no credentials needed.

@@ -82,3 +82,16 @@ def test_the_hourly_job_maintains_the_iceberg_table_and_compacts_the_others(iceb
                   and {"Ref": role} in r["Properties"]["Roles"] for s in r["Properties"]["PolicyDocument"]["Statement"]]
     (maintain,) = [s for s in statements if s.get("Sid") == "MaintainIcebergTables"]
     assert "glue:UpdateTable" in maintain["Action"] and ":table/streamlake_dev/orders" in json.dumps(maintain["Resource"])
+
+
+def test_the_demo_switches_one_dataset_by_its_file_only(tmp_path):
+    """`make demo`'s switch (devtools/iceberg_demo.py): a copy of datasets/ where only orders' dataset.json changed."""
+    from devtools import iceberg_demo
+
+    out = iceberg_demo.switch(tmp_path / "datasets", "orders")
+    changed = [p.relative_to(out) for p in out.rglob("*") if p.is_file()
+               and p.read_bytes() != (REPO_ROOT / "datasets" / p.relative_to(out)).read_bytes()]
+    assert [str(p) for p in changed] == ["orders/dataset.json"]
+    assert json.loads((out / "orders" / "dataset.json").read_text())["table_format"] == "iceberg"
+    with pytest.raises(ValueError, match="no dataset 'nope'"):
+        iceberg_demo.switch(tmp_path / "again", "nope")
