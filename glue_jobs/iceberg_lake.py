@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import datetime, timezone
 
 from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
@@ -65,6 +66,10 @@ class IcebergTarget:
         return f"{self.catalog}.{self.namespace}.{self.table}"
 
 
+def _utc(epoch_ms: int) -> datetime:
+    return datetime.fromtimestamp(epoch_ms / 1000, tz=timezone.utc)
+
+
 def batch_tag(source_name: str, stream_id: str, batch_id: int) -> str:
     """The snapshot summary value that marks a batch's append (see the module doc)."""
     return f"{source_name}:{stream_id}:{int(batch_id)}"
@@ -73,11 +78,11 @@ def batch_tag(source_name: str, stream_id: str, batch_id: int) -> str:
 def table_ddl(table: LakeTable, target: IcebergTarget) -> str:
     """CREATE TABLE IF NOT EXISTS for the dataset: the lake's columns, partitioned by the hour of event time."""
     columns = ", ".join(f"`{name}` {ddl}" for name, ddl in table.data_columns() + table.partition_columns())
+    if target.location is not None and "'" in target.location:
+        raise ValueError(f"table location {target.location!r} has a quote")
     location = "" if target.location is None else f"LOCATION '{target.location}' "
     settings = {"format-version": "2", ACCEPT_ANY_SCHEMA: "true", **METADATA_LIMITS}
     properties = ", ".join(f"'{key}'='{value}'" for key, value in settings.items())
-    if "'" in location[10:-2]:
-        raise ValueError(f"table location {target.location!r} has a quote")
     return (f"CREATE TABLE IF NOT EXISTS {target.name} ({columns}) USING iceberg "
             f"PARTITIONED BY (hours(`{table.event_time}`)) {location}TBLPROPERTIES ({properties})")
 
@@ -90,14 +95,25 @@ def ensure_table(spark, table: LakeTable, target: IcebergTarget) -> None:
 
 def committed_rows(spark, target: IcebergTarget, tag: str) -> int | None:
     """The rows the snapshot tagged `tag` added, or None when no snapshot carries the tag (the batch's lake rows
-    were never committed). Expired snapshots are gone from the list: the retention of `expire_snapshots` must
-    exceed the time a batch can take to be replayed (docs/iceberg.md)."""
+    were never committed, or their snapshot has expired: a replay that late is appended again and its rows are
+    left out by append_batch's key-and-hour check, as duplicates)."""
     found = (spark.table(f"{target.name}.snapshots")
              .where(F.col("summary").getItem(BATCH_PROPERTY) == F.lit(tag))
              .select(F.col("summary").getItem("added-records").alias("rows")).collect())
     if not found:
         return None
     return sum(int(row["rows"] or 0) for row in found)
+
+
+def existing_keys(spark, table: LakeTable, target: IcebergTarget, low_ms: int, high_ms: int) -> DataFrame:
+    """The keys the table holds with event times in [low_ms, high_ms), with their epoch hour. The bounds are
+    timestamp literals on the event-time column itself, which Iceberg pushes down to its hours() partitions: only
+    the hours a batch touches are read, however large the table grows (a filter on unix_millis(<column>) is not
+    pushed down and read every file)."""
+    event_time = F.col(f"`{table.event_time}`")
+    return (spark.table(target.name)
+            .where((event_time >= F.lit(_utc(low_ms))) & (event_time < F.lit(_utc(high_ms))))
+            .select(*(F.col(f"`{k}`") for k in table.key), F.floor(event_time_ms(table) / F.lit(MS_PER_HOUR)).alias(_HOUR)))
 
 
 def append_batch(table: LakeTable, target: IcebergTarget, rows: DataFrame, tag: str) -> int:
@@ -110,9 +126,7 @@ def append_batch(table: LakeTable, target: IcebergTarget, rows: DataFrame, tag: 
         low = bounds["low"] // MS_PER_HOUR * MS_PER_HOUR
         high = (bounds["high"] // MS_PER_HOUR + 1) * MS_PER_HOUR
         keys = list(table.key)
-        existing = (rows.sparkSession.table(target.name)
-                    .where((ms >= F.lit(low)) & (ms < F.lit(high)))
-                    .select(*(F.col(f"`{k}`") for k in keys), F.floor(ms / F.lit(MS_PER_HOUR)).alias(_HOUR)))
+        existing = existing_keys(rows.sparkSession, table, target, low, high)
         new = (rows.withColumn(_HOUR, F.floor(ms / F.lit(MS_PER_HOUR)))
                .join(existing, [*keys, _HOUR], "left_anti").drop(_HOUR)
                .select(*(F.col(f"`{name}`") for name in rows.columns)))

@@ -67,8 +67,12 @@ def _spark_read(tmp_path: Path, datasets: Path) -> dict:
     script = ("import json,sys\nfrom glue_jobs.local_runner import local_spark_session\n"
               f"s = local_spark_session(iceberg_warehouse={str(tmp_path / 'lake')!r})\n"
               f"t = s.table('lake.{LOCAL_ICEBERG_NAMESPACE}.{DATASET}')\n"
+              "from glue_jobs.iceberg_lake import IcebergTarget, existing_keys\n"
+              "from glue_jobs.lake_table import LakeTable\n"
+              f"plan = existing_keys(s, LakeTable.of({DATASET!r}), IcebergTarget('lake', {LOCAL_ICEBERG_NAMESPACE!r}, "
+              f"{DATASET!r}), 1763596800000, 1763600400000)._jdf.queryExecution().executedPlan().toString()\n"
               "print(json.dumps({'rows': t.count(), 'keys': t.select('order_id').distinct().count(),"
-              " 'items': t.selectExpr('sum(size(items))').first()[0]}))\n")
+              " 'items': t.selectExpr('sum(size(items))').first()[0], 'plan': plan}))\n")
     done = subprocess.run([sys.executable, "-c", script], env=_env(datasets), capture_output=True, text=True, timeout=300,
                           cwd=REPO)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -88,6 +88,8 @@ def test_an_iceberg_dataset_runs_locally_every_valid_record_once_read_back_by_py
     assert str(schema.find_field("items.element.quantity").field_type) == "int"
     read = _spark_read(tmp_path, iceberg_orders)
     assert read["rows"] == read["keys"] == len(expect["valid_keys"]) and read["items"] > read["rows"]
+    # The duplicate check reads only the batch's hours: the bounds reach Iceberg's scan as filters on the column.
+    assert "filters=ordered_at IS NOT NULL, ordered_at >= 1763596800000000, ordered_at < 1763600400000000" in read["plan"]
     # A run over the same checkpoint finds nothing new and commits nothing.
     again = subprocess.run(_runner(tmp_path, "--once"), env=_env(iceberg_orders), capture_output=True, text=True,
                            timeout=600, cwd=REPO)
