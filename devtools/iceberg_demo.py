@@ -29,15 +29,19 @@ def switch(out: Path, dataset: str) -> Path:
     return out
 
 
-def read(lake: Path, dataset: str) -> dict:
-    """The local Iceberg table as pyiceberg's SQL catalog reads it."""
+def local_catalog(lake: Path):
+    """pyiceberg's SQL catalog over the local runner's JDBC catalog file in `lake` (glue_jobs/session.py)."""
     from pyiceberg.catalog.sql import SqlCatalog
 
+    return SqlCatalog("lake", uri=f"sqlite:///{lake.resolve() / 'catalog.sqlite'}", warehouse=lake.resolve().as_uri())
+
+
+def read(lake: Path, dataset: str) -> dict:
+    """The local Iceberg table as pyiceberg's SQL catalog reads it."""
     from glue_jobs.datasets import load
     from glue_jobs.local_runner import LOCAL_ICEBERG_NAMESPACE
 
-    catalog = SqlCatalog("lake", uri=f"sqlite:///{lake.resolve() / 'catalog.sqlite'}", warehouse=lake.resolve().as_uri())
-    table = catalog.load_table(f"{LOCAL_ICEBERG_NAMESPACE}.{dataset}")
+    table = local_catalog(lake).load_table(f"{LOCAL_ICEBERG_NAMESPACE}.{dataset}")
     rows = table.scan().to_arrow()
     keys = list(zip(*(rows.column(k).to_pylist() for k in load(dataset).key), strict=True))
     return {"rows": rows.num_rows, "distinct_keys": len(set(keys)), "data_files": len(list(table.scan().plan_files())),

@@ -153,7 +153,7 @@ class MicroBatchWriter:
             if recorded is not None:
                 log.info("batch %s of %s: its Iceberg append %s is committed already", batch_id, self.source_name, tag)
                 return recorded
-            return append_batch(self.table, self.iceberg, rows, tag)
+            return append_batch(self.table, self.iceberg, rows, tag, (counts.oldest_event_ms, counts.newest_event_ms))
         observed = Observation()
         batch.lake_rows(counts, batch_id=batch_id).observe(observed, F.count(F.lit(1)).alias("rows")).write.options(
             **self._parquet_options).partitionBy("event_date", "event_hour").parquet(self.commit.lake_staging(batch_id))

@@ -116,15 +116,17 @@ def existing_keys(spark, table: LakeTable, target: IcebergTarget, low_ms: int, h
             .select(*(F.col(f"`{k}`") for k in table.key), F.floor(event_time_ms(table) / F.lit(MS_PER_HOUR)).alias(_HOUR)))
 
 
-def append_batch(table: LakeTable, target: IcebergTarget, rows: DataFrame, tag: str) -> int:
+def append_batch(table: LakeTable, target: IcebergTarget, rows: DataFrame, tag: str,
+                 event_bounds_ms: tuple[int | None, int | None]) -> int:
     """Append a batch's lake rows (one per key, glue_jobs/packed_batch.py) in one Iceberg commit tagged `tag`,
-    leaving out keys the table holds already for the same hour; returns the rows appended."""
+    leaving out keys the table holds already for the same hour; returns the rows appended. `event_bounds_ms`: the
+    earliest and latest event time of the rows (the batch's counts already hold them: no pass over the rows here)."""
     ms = event_time_ms(table)
-    bounds = rows.agg(F.min(ms).alias("low"), F.max(ms).alias("high")).collect()[0]
+    earliest, latest = event_bounds_ms
     new = rows
-    if bounds["low"] is not None:
-        low = bounds["low"] // MS_PER_HOUR * MS_PER_HOUR
-        high = (bounds["high"] // MS_PER_HOUR + 1) * MS_PER_HOUR
+    if earliest is not None and latest is not None:
+        low = earliest // MS_PER_HOUR * MS_PER_HOUR
+        high = (latest // MS_PER_HOUR + 1) * MS_PER_HOUR
         keys = list(table.key)
         existing = existing_keys(rows.sparkSession, table, target, low, high)
         new = (rows.withColumn(_HOUR, F.floor(ms / F.lit(MS_PER_HOUR)))

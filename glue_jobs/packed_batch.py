@@ -68,6 +68,7 @@ class BatchCounts:
     slot_rows: tuple[int, ...]  # valid rows per write slot (a duplicated id counts in its lowest slot)
     duplicate_keys: str  # JSON array of the event_id hashes seen more than once among valid rows
     newest_event_ms: int | None = None  # the latest event time among valid rows (epoch ms)
+    oldest_event_ms: int | None = None  # the earliest event time among valid rows (an Iceberg append's hour bounds)
     oldest_arrival_ms: int | None = None  # the earliest arrival time (the source's record timestamp) of any row
 
     @property
@@ -106,10 +107,12 @@ class PackedBatch:
         """The batch's counts, in one aggregation over (reason number, event_id hash): only longs and counts
         are shuffled, never ids or payloads. The one action that materializes the batch and fills the cache."""
         is_valid = F.col(_CODE) == 0
-        newest = F.max(F.expr(f"unix_millis(`{_LAKE}`.`{self.table.event_time}`)"))  # null on rejected rows
+        event_ms = F.expr(f"unix_millis(`{_LAKE}`.`{self.table.event_time}`)")  # null on rejected rows
+        newest, earliest = F.max(event_ms), F.min(event_ms)
         oldest = F.min(F.expr(f"unix_millis(`{_LAKE}`.`arrival_time`)"))
         per_key = self._frame.groupBy(_CODE, _KEY).agg(F.count(F.lit(1)).alias("_n"), F.min(_SLOT).alias(_SLOT),
-                                                        newest.alias("_newest"), oldest.alias("_oldest"))
+                                                        newest.alias("_newest"), earliest.alias("_earliest"),
+                                                        oldest.alias("_oldest"))
 
         def total(condition: Column | None = None) -> Column:
             return F.coalesce(F.sum(F.col("_n") if condition is None else F.when(condition, F.col("_n"))), F.lit(0))
@@ -121,6 +124,7 @@ class PackedBatch:
             *(total(is_valid & (F.col(_SLOT) == slot)).alias(f"slot_{slot}") for slot in range(WRITE_SLOTS)),
             F.to_json(F.collect_list(F.when(is_valid & (F.col("_n") > 1), F.col(_KEY)))).alias("duplicate_keys"),
             F.max(F.when(is_valid, F.col("_newest"))).alias("newest_event_ms"),
+            F.min(F.when(is_valid, F.col("_earliest"))).alias("oldest_event_ms"),
             F.min("_oldest").alias("oldest_arrival_ms"),
         ).collect()[0]
         return BatchCounts(
@@ -130,6 +134,7 @@ class PackedBatch:
             slot_rows=tuple(int(row[f"slot_{slot}"]) for slot in range(WRITE_SLOTS)),
             duplicate_keys=row["duplicate_keys"],
             newest_event_ms=row["newest_event_ms"],
+            oldest_event_ms=row["oldest_event_ms"],
             oldest_arrival_ms=row["oldest_arrival_ms"],
         )
 

@@ -60,12 +60,14 @@ def test_the_iceberg_datasets_job_creates_and_commits_its_own_table_and_nothing_
 
 def test_the_parquet_datasets_are_unchanged(iceberg_dev, templates):
     """Only the Iceberg dataset's job and table differ from the committed datasets' synth, and the job zip, which
-    carries every dataset's files (so every job of the environment restarts on the deploy that switches one)."""
+    carries every dataset's files (so every job of the environment restarts on the deploy that switches one). Whether
+    the zip's asset hash differs here depends on which synth of this process staged build/glue_package.zip first
+    (the test passes alone and in the suite's order only when it may be either): the zip is not what this checks."""
     _, before = _job(templates["dev"], "clickstream")
     _, after = _job(iceberg_dev, "clickstream")
     differ = {k for k in before["DefaultArguments"].keys() | after["DefaultArguments"].keys()
               if before["DefaultArguments"].get(k) != after["DefaultArguments"].get(k)}
-    assert differ == {"--extra-py-files"}
+    assert differ <= {"--extra-py-files"}
 
 
 def test_the_hourly_job_maintains_the_iceberg_table_and_compacts_the_others(iceberg_dev):

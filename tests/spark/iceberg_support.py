@@ -48,10 +48,9 @@ def _generate(datasets: Path, out: Path, *, records: int, files: int, seed: int)
 
 
 def _catalog(tmp_path: Path):
-    from pyiceberg.catalog.sql import SqlCatalog
+    from devtools.iceberg_demo import local_catalog
 
-    lake = tmp_path / "lake"
-    return SqlCatalog("lake", uri=f"sqlite:///{lake / 'catalog.sqlite'}", warehouse=lake.as_uri())
+    return local_catalog(tmp_path / "lake")
 
 
 def _pyiceberg_table(tmp_path: Path):
