@@ -63,6 +63,14 @@ SETS["glue-serde"] = JarSet(("software.amazon.glue:schema-registry-serde:1.1.24"
 # that Spark writes and pyiceberg's SQL catalog reads (docs/iceberg.md). The runtime jar is shaded: no dependencies.
 SETS["iceberg-3.5"] = JarSet(("org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.7.1", "org.xerial:sqlite-jdbc:3.54.1.0"),
                              ".venv")
+# The Glue 4.0 line (Spark 3.3) ships Iceberg 1.0.0 (the same table). The Glue 6.0 line (Spark 4.1): that table, as
+# stored on 2026-11-25, stops at 5.1; 1.11.0 is the first Iceberg release with a Spark 4.1 runtime
+# (iceberg-spark-runtime-4.1_2.13 on Maven Central lists 1.11.0 and 1.12.0), which issue 35 names for Glue 6.0:
+# unverified against a Glue page.
+SETS["iceberg-3.3"] = JarSet(("org.apache.iceberg:iceberg-spark-runtime-3.3_2.12:1.0.0", "org.xerial:sqlite-jdbc:3.54.1.0"),
+                             ".venv-spark33")
+SETS["iceberg-4.1"] = JarSet(("org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:1.11.0", "org.xerial:sqlite-jdbc:3.54.1.0"),
+                             ".venv-spark41")
 ROOTS = {name: jar_set.roots for name, jar_set in SETS.items()}
 _JAR_NAME = re.compile(r"^(?P<artifact>.+?)-(?P<version>\d.*)\.jar$")
 

@@ -35,8 +35,8 @@ BATCH_PROPERTY = "streamlake.batch"
 # Schema evolution in the job: an append whose rows carry a field the table lacks (a new optional field of a newer
 # registry version, at any depth) adds it to the table in the same commit. Iceberg's Spark writes: the table property
 # `write.spark.accept-any-schema` and the write option `merge-schema` (iceberg.apache.org "Spark Writes", "Schema
-# Merge"); tested on 1.7.1 with a field inside a list's element struct (tests/spark/test_iceberg_lake.py). On Glue
-# 4.0's Iceberg 1.0.0: unverified.
+# Merge"); tested with a field inside a list's element struct on the runtime of each Glue line: 1.0.0 (Glue 4.0,
+# Spark 3.3), 1.7.1 (5.0, Spark 3.5), 1.11.0 (Spark 4.1) (tests/spark/test_iceberg_lines.py, test_iceberg_lake.py).
 ACCEPT_ANY_SCHEMA = "write.spark.accept-any-schema"
 CHECK_ORDERING = "spark.sql.iceberg.check-ordering"
 # Metadata growth bounded: every commit writes a metadata.json; past this many earlier versions the oldest is
