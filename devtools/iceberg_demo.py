@@ -29,11 +29,12 @@ def switch(out: Path, dataset: str) -> Path:
     return out
 
 
-def local_catalog(lake: Path):
-    """pyiceberg's SQL catalog over the local runner's JDBC catalog file in `lake` (glue_jobs/session.py)."""
+def local_catalog(lake: Path, name: str = "lake"):
+    """pyiceberg's SQL catalog over the local runner's JDBC catalog file in `lake` (glue_jobs/session.py). `name`: the
+    Spark catalog's name, which the JDBC catalog stores with every table (the local runner's is `lake`)."""
     from pyiceberg.catalog.sql import SqlCatalog
 
-    return SqlCatalog("lake", uri=f"sqlite:///{lake.resolve() / 'catalog.sqlite'}", warehouse=lake.resolve().as_uri())
+    return SqlCatalog(name, uri=f"sqlite:///{lake.resolve() / 'catalog.sqlite'}", warehouse=lake.resolve().as_uri())
 
 
 def read(lake: Path, dataset: str) -> dict:

@@ -18,13 +18,20 @@ def problems(result: EnvironmentResult, spark, s3: LocalS3) -> list[str]:
     from glue_jobs.schema import spark_dead_letter_schema
 
     found = []
-    # {lake path: its dataset}: each source's rows are read from its dataset's table, ids by the dataset's key
-    lake_tables = {run.job.arguments["--lake_path"]: run.job.arguments["--dataset"]
+    # {lake path: (its dataset, its Iceberg table or None)}: each source's rows are read from its dataset's table,
+    # ids by the dataset's key; a Parquet lake with Spark, an Iceberg table with pyiceberg
+    lake_tables = {run.job.arguments["--lake_path"]: (run.job.arguments["--dataset"], iceberg_table(run.job.arguments))
                    for source in result.sources.values() for run in source.runs}
-    lake_paths = set(lake_tables)
+    lake_paths = {path for path, (_, iceberg) in lake_tables.items() if iceberg is None}
     lake_ids: Counter = Counter()
-    for path, dataset in lake_tables.items():
+    for path, (dataset, iceberg) in lake_tables.items():
         table = LakeTable.of(dataset)
+        if iceberg is not None:
+            rows, tags = iceberg_rows(result.iceberg_catalog, iceberg, table.key)
+            lake_ids.update(rows)
+            if len(tags) != len(set(tags)):
+                found.append(f"{dataset}: a batch tag on more than one Iceberg snapshot: {sorted(tags)}")
+            continue
         lake = spark.read.schema(table.spark_schema()).parquet(s3.path(path))
         key = F.concat_ws("|", *(F.col(f"`{name}`").cast("string") for name in table.key)).alias("key")
         lake_ids.update((r.source, r.key) for r in lake.select("source", key).collect())
@@ -68,6 +75,27 @@ def problems(result: EnvironmentResult, spark, s3: LocalS3) -> list[str]:
     if missing_metrics:
         found.append(f"alarmed metrics no job published: {sorted((n, sorted(d)) for n, d in missing_metrics)}")
     return found
+
+
+def iceberg_table(arguments: dict) -> tuple[str, str] | None:
+    """(namespace, table) of an Iceberg dataset's job (its --catalog_database and --lake_table), or None."""
+    return (arguments["--catalog_database"], arguments["--lake_table"]) if "--lake_table" in arguments else None
+
+
+def iceberg_rows(catalog_file: Path | None, iceberg: tuple[str, str], key: tuple[str, ...]) -> tuple[list, list[str]]:
+    """[(source, key)] of the table's rows and the batch tags of its snapshots, read by pyiceberg (a reader the
+    project did not write) from the stood-in catalog the jobs committed to (rehearsal/standin_iceberg/)."""
+    from devtools.iceberg_demo import local_catalog
+    from glue_jobs.iceberg_lake import BATCH_PROPERTY
+    from glue_jobs.session import GLUE_ICEBERG_CATALOG
+
+    if catalog_file is None:
+        raise RuntimeError("an Iceberg dataset was rehearsed without a stood-in catalog")
+    table = local_catalog(catalog_file.parent, GLUE_ICEBERG_CATALOG).load_table(".".join(iceberg))
+    arrow = table.scan(selected_fields=("source", *key)).to_arrow()
+    keys = ["|".join(map(str, parts)) for parts in zip(*(arrow.column(k).to_pylist() for k in key), strict=True)]
+    tags = [t for s in table.snapshots() if (t := s.summary.additional_properties.get(BATCH_PROPERTY))]
+    return list(zip(arrow.column("source").to_pylist(), keys, strict=True)), tags
 
 
 def crowded_hours(arguments: dict, s3: LocalS3, lake_paths: set[str], margin_hours: int = 2) -> list[str]:

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rehearsal.assembly import REGION, GlueJob, RehearsalError
-from rehearsal.runtime import SparkLine, runtime_folder, standin_jar
+from rehearsal.runtime import SparkLine, iceberg_jars, iceberg_standin_jar, runtime_folder, standin_jar
 
 # Glue's special job parameters this project's jobs set or Glue passes, from "Using job parameters in AWS
 # Glue jobs" (https://docs.aws.amazon.com/glue/latest/dg/aws-glue-programming-etl-glue-arguments.html).
@@ -53,17 +53,28 @@ class LocalS3:
         return str(self.root / uri[len("s3://"):]) + ("/" if uri.endswith("/") else "")
 
     def localize(self, value: str) -> str:
-        """An s3:// argument as its folder; in an argument holding a JSON object (compaction's --lake_tables),
-        each s3:// value of the object likewise."""
+        """An s3:// argument as its folder; in an argument holding a JSON object (compaction's --lake_tables and
+        --iceberg_tables), each s3:// string of the object, at any depth, likewise."""
         if value.startswith("{"):
             try:
                 mapping = json.loads(value)
             except ValueError:
                 return value
             if isinstance(mapping, dict):
-                return json.dumps({k: self.localize(v) if isinstance(v, str) else v for k, v in mapping.items()},
-                                  separators=(",", ":"))
+                return json.dumps(self._localized(mapping), separators=(",", ":"))
         return self.path(value) if value.startswith("s3://") else value
+
+    def _localized(self, node):
+        if isinstance(node, dict):
+            return {key: self._localized(value) for key, value in node.items()}
+        return self.path(node) if isinstance(node, str) and node.startswith("s3://") else node
+
+
+def iceberg_catalog_file(workdir: Path) -> Path:
+    """The SQLite file of the stood-in Iceberg catalog (the Data Catalog's place) of a rehearsal's workdir."""
+    folder = workdir / "iceberg-catalog"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / "catalog.sqlite"
 
 
 @dataclass
@@ -202,9 +213,17 @@ def start_job(
             raise RehearsalError(f"no Spark Kafka connector jars in {JARS_DIR / f'spark-{line.spark_line}'}: run make bootstrap")
         jars += connector
 
+    standin_setup = {"tables": dict(tables or {}), "files_per_batch": 1, "observe_source_reads": observe_source_reads}
+    if job.arguments.get("--datalake-formats") == "iceberg":
+        # Glue adds its Iceberg libraries for `--datalake-formats iceberg` ("Using the Iceberg framework in AWS
+        # Glue"): here the line's Iceberg runtime, and GlueCatalog/S3FileIO stood in over one local catalog that
+        # every job of the rehearsal shares, as they share the Data Catalog (rehearsal/standin_iceberg/).
+        # The stand-in first: Iceberg's Spark runtime carries the real GlueCatalog and S3FileIO classes (without the
+        # AWS SDK they need), and the first jar holding a class is the one its loader uses.
+        jars = [iceberg_standin_jar(line, build), *iceberg_jars(line), *jars]
+        standin_setup["iceberg_catalog"] = str(iceberg_catalog_file(workdir))
     setup = workdir / f"standin-{job.logical_id}.json"
-    setup.write_text(json.dumps({"tables": dict(tables or {}), "files_per_batch": 1,
-                                 "observe_source_reads": observe_source_reads}, indent=1), encoding="utf-8")
+    setup.write_text(json.dumps(standin_setup, indent=1), encoding="utf-8")
     report = workdir / f"report-{job.logical_id}.jsonl"
     report.unlink(missing_ok=True)
     env = {

@@ -21,6 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 STANDIN_SOURCES = Path(__file__).resolve().parent / "standin"
+# Iceberg's GlueCatalog and S3FileIO stood in (for jobs with `--datalake-formats iceberg`), compiled against the line's
+# Iceberg runtime as well: a jar of their own, next to the line's runtime on the job's classpath.
+ICEBERG_STANDIN_SOURCES = Path(__file__).resolve().parent / "standin_iceberg"
 RUNTIME_MODULES = ("pyspark", "py4j", "awsglue", "boto3", "botocore", "jmespath", "s3transfer", "dateutil", "six",
                    "urllib3")
 
@@ -78,22 +81,46 @@ def runtime_folder(line: SparkLine, build_dir: Path) -> Path:
 def standin_jar(line: SparkLine, build_dir: Path) -> Path:
     """The stand-in classes compiled with this machine's JDK against the line's Spark jars (no Maven);
     rebuilt when a source changes."""
-    sources = sorted(STANDIN_SOURCES.rglob("*.java"))
+    return _compile("glue-standin", STANDIN_SOURCES, [f"{line.jars}/*"], line, build_dir)
+
+
+def iceberg_jars(line: SparkLine) -> list[Path]:
+    """The line's Iceberg runtime and SQLite's JDBC driver (build/jars/iceberg-<line>/, `make bootstrap`): what
+    `--datalake-formats iceberg` adds on Glue, plus the driver of the stood-in catalog."""
+    from devtools.jars import JARS_DIR
+
+    found = sorted((JARS_DIR / f"iceberg-{line.spark_line}").glob("*.jar"))
+    if not found:
+        raise RuntimeError(f"no Iceberg runtime in {JARS_DIR / f'iceberg-{line.spark_line}'}: run make bootstrap")
+    return found
+
+
+def iceberg_standin_jar(line: SparkLine, build_dir: Path) -> Path:
+    """GlueCatalog and S3FileIO stood in (rehearsal/standin_iceberg/), compiled against the line's Spark jars, its
+    Iceberg runtime and the stand-in jar."""
+    classpath = [f"{line.jars}/*", *map(str, iceberg_jars(line)), str(standin_jar(line, build_dir))]
+    return _compile("glue-standin-iceberg", ICEBERG_STANDIN_SOURCES, classpath, line, build_dir)
+
+
+def _compile(name: str, root: Path, classpath: list[str], line: SparkLine, build_dir: Path) -> Path:
+    sources = sorted(root.rglob("*.java"))
     digest = hashlib.sha256()
     for source in sources:
-        digest.update(source.relative_to(STANDIN_SOURCES).as_posix().encode() + b"\0" + source.read_bytes())
-    jar = build_dir / f"glue-standin-{line.pyspark_version}-{digest.hexdigest()[:12]}.jar"
+        digest.update(source.relative_to(root).as_posix().encode() + b"\0" + source.read_bytes())
+    for entry in classpath[1:]:
+        digest.update(entry.encode() + b"\0")
+    jar = build_dir / f"{name}-{line.pyspark_version}-{digest.hexdigest()[:12]}.jar"
     if jar.exists():
         return jar
-    classes = build_dir / f"classes-{line.pyspark_version}"
+    classes = build_dir / f"classes-{name}-{line.pyspark_version}"
     shutil.rmtree(classes, ignore_errors=True)
     classes.mkdir(parents=True)
     compiled = subprocess.run(
-        ["javac", "-nowarn", "-d", str(classes), "-cp", f"{line.jars}/*", *map(str, sources)],
+        ["javac", "-nowarn", "-d", str(classes), "-cp", os.pathsep.join(classpath), *map(str, sources)],
         capture_output=True, text=True, timeout=300,
     )
     if compiled.returncode != 0:
-        raise RuntimeError(f"javac failed for the Glue stand-in:\n{compiled.stderr[-3000:]}")
+        raise RuntimeError(f"javac failed for {name}:\n{compiled.stderr[-3000:]}")
     tmp = jar.with_suffix(".tmp")
     subprocess.run(["jar", "cf", str(tmp), "-C", str(classes), "."], check=True, timeout=120)
     tmp.replace(jar)

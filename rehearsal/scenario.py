@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rehearsal.assembly import REGION, Assembly, GlueJob, RehearsalError
-from rehearsal.run import JobRun, LocalS3, run_job
+from rehearsal.run import JobRun, LocalS3, iceberg_catalog_file, run_job
 from rehearsal.runtime import SparkLine
 
 HOUR_MS = 3_600_000
@@ -57,6 +57,7 @@ class EnvironmentResult:
     metrics: set[tuple[str, frozenset]] = field(default_factory=set)  # (name, {(dimension, value)})
     alarm_metrics: set[tuple[str, frozenset]] = field(default_factory=set)
     keeper: dict[str, str] = field(default_factory=dict)  # job name -> the job keeper's state after one check
+    iceberg_catalog: Path | None = None  # the stood-in Iceberg catalog's file, when a job has --datalake-formats iceberg
 
 
 def _end_ms() -> int:
@@ -299,6 +300,8 @@ def rehearse_environment(assembly: Assembly, *, lines: Mapping[str, SparkLine], 
     s3 = LocalS3(workdir / "s3")
     result = EnvironmentResult(assembly.environment)
     jobs = assembly.glue_jobs()
+    if any(j.arguments.get("--datalake-formats") == "iceberg" for j in jobs):
+        result.iceberg_catalog = iceberg_catalog_file(workdir)
     streaming = [j for j in jobs if j.command == "gluestreaming"]
     with contextlib.ExitStack() as stack:
         broker = None
