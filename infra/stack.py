@@ -12,6 +12,7 @@ from infra.config import EnvironmentConfig
 from infra.constants import pascal
 from infra.glue_security import GlueJobSecurity
 from infra.job_keeper import JobKeeper
+from infra.lake_formation import DatasetGrants, LakeFormation
 from infra.monitoring import Monitoring, MskSignals, StreamingJobSignals
 from infra.msk import KafkaSourceInfrastructure, producer_policy
 from infra.network import Network
@@ -106,12 +107,14 @@ class StreamingLakeStack(cdk.Stack):
             removal_policy=self.removal_policy,
         )
         self._jobs(config)
+        self.lake_formation = self._lake_formation(config) if config.lake_formation.enabled else None
         self.job_keeper = JobKeeper(self, "JobKeeper", jobs={source: job.job for source, job in self.streaming_jobs.items()},
                                     maintenance_window=config.streaming.maintenance_window,
                                     retention_hours=self._source_retention_hours(config), removal_policy=self.removal_policy)
         # The first deploy starts the jobs (the keeper's deploy resources): only once what they read at start exists,
         # the streams and the topic, the catalog tables and every registered schema version.
-        for dependency in (self.streams, self.catalog, self.msk):
+        # With Lake Formation on, the jobs' grants too: a job that starts before them is refused its catalog calls.
+        for dependency in (self.streams, self.catalog, self.msk, self.lake_formation):
             if dependency is not None:
                 for deploy in self.job_keeper.deploys.values():
                     deploy.node.add_dependency(dependency)
@@ -225,6 +228,24 @@ class StreamingLakeStack(cdk.Stack):
                             for name, dataset in self.datasets.items() if dataset.table_format == "iceberg"},
         )
 
+    def _lake_formation(self, config: EnvironmentConfig) -> LakeFormation:
+        """Lake Formation mode (docs/lake-formation.md): the lake bucket registered, each role granted its tables."""
+        catalog = self.catalog
+        return LakeFormation(
+            self, "LakeFormation", environment=config.name, database=catalog.database_name,
+            lake_bucket=self.storage.lake_bucket, data_key=self.storage.data_key,
+            compaction_role=self.compaction.role, iceberg_tables_created=config.lake_formation.iceberg_tables_created,
+            catalog_resources=[catalog.database, *catalog.tables.values()],
+            datasets={name: DatasetGrants(
+                table_format=dataset.table_format, lake_table=catalog.lake_table_names[name],
+                lake_prefix=lake_prefix_of(name),
+                source_tables={s: t for s, t in catalog.source_table_names.items() if config.source_datasets[s] == name},
+                dead_letter_tables={s: catalog.dead_letter_table_names[s] for s, d in config.source_datasets.items() if d == name},
+                job_roles={s: job.role for s, job in self.streaming_jobs.items() if config.source_datasets[s] == name},
+                reader_policy=self.readers.policies[name],
+            ) for name, dataset in self.datasets.items()},
+        )
+
     def _outputs(self) -> None:
         """Every name an operations tool needs, read from the stack outputs (CloudFormation DescribeStacks).
 
@@ -285,5 +306,9 @@ class StreamingLakeStack(cdk.Stack):
         for dataset, policy in self.readers.policies.items():
             outputs[f"ReaderPolicyArn{pascal(dataset)}"] = (
                 policy.managed_policy_arn, f"attach to a reader's role to query dataset {dataset} through the workgroup")
+        if self.lake_formation is not None:
+            for dataset, role in self.lake_formation.reader_roles.items():
+                outputs[f"ReaderRoleArn{pascal(dataset)}"] = (
+                    role.role_arn, f"assume to query dataset {dataset}: the role its Lake Formation grants name")
         for key, (value, description) in outputs.items():
             cdk.CfnOutput(self, key, value=value, description=description)

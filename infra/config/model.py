@@ -61,6 +61,7 @@ _MAINTENANCE_RE = re.compile(r"^(MON|TUE|WED|THU|FRI|SAT|SUN):([01]\d|2[0-3])$")
 _KAFKA_TOPIC_RE = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 _MSK_ARN_RE = re.compile(r"^arn:aws[a-z-]*:kafka:[a-z0-9-]+:\d{12}:cluster/[A-Za-z0-9-]+/[A-Za-z0-9-]+$")
 _BOOTSTRAP_RE = re.compile(r"^[A-Za-z0-9.-]+:\d{2,5}(,[A-Za-z0-9.-]+:\d{2,5})*$")
+_DATASET_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")  # glue_jobs/datasets.py's rule for a datasets/ folder
 _TAG_KEY_RE = re.compile(r"^[\w .:/=+\-@]{1,128}$")
 
 
@@ -218,6 +219,15 @@ class ReadersConfig:
 
 
 @dataclass(frozen=True)
+class LakeFormationConfig:
+    """Lake Formation mode (infra/lake_formation.py, docs/lake-formation.md): off, the catalog is governed by IAM only."""
+    enabled: bool = False  # register the lake bucket and grant the job roles and each dataset's reader role
+    # Iceberg datasets whose table the streaming job has created (its first run): Lake Formation grants on a table that
+    # does not exist fail, so the compaction role's and the reader role's grants on it wait for this list.
+    iceberg_tables_created: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class AlarmConfig:
     iterator_age_ms: int
     iterator_age_evaluation_periods: int
@@ -247,6 +257,7 @@ class EnvironmentConfig:
     compaction: CompactionConfig
     alarms: AlarmConfig
     readers: ReadersConfig = ReadersConfig(bytes_scanned_cutoff_mb=10_240, results_expiration_days=7)
+    lake_formation: LakeFormationConfig = LakeFormationConfig()
 
     @property
     def source_names(self) -> tuple[str, ...]:

@@ -84,6 +84,13 @@ def _cross_checks(env: EnvironmentConfig, problems: list[str]) -> None:
                 f"{n}.alarms.no_records_minutes: {alarms.no_records_minutes} must cover at least two windows "
                 f"(streaming.window_size_seconds is {sj.window_size_seconds})"
             )
+    created = env.lake_formation.iceberg_tables_created
+    for dataset in created:
+        if dataset not in env.datasets:
+            problems.append(
+                f"{n}.lake_formation.iceberg_tables_created: {dataset!r} is no dataset of this environment "
+                f"(its sources carry: {', '.join(env.datasets)})"
+            )
     _compaction_schedule_checks(n, env.compaction, problems)
     _glue_version_checks(n, env, problems)
     allowed = streaming_worker_types(n)

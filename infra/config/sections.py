@@ -12,6 +12,7 @@ from infra.config.model import (
     _BOOTSTRAP_RE,
     _CIDR_RE,
     _CRON_RE,
+    _DATASET_NAME_RE,
     _EMAIL_RE,
     _KAFKA_TOPIC_RE,
     _MAINTENANCE_RE,
@@ -37,6 +38,7 @@ from infra.config.model import (
     CompactionConfig,
     EnvironmentConfig,
     KinesisStreamConfig,
+    LakeFormationConfig,
     MskConfig,
     NetworkConfig,
     ReadersConfig,
@@ -285,6 +287,21 @@ def _readers(r: _Reader) -> ReadersConfig:
     return cfg
 
 
+def _lake_formation(r: _Reader) -> LakeFormationConfig:
+    cfg = LakeFormationConfig(
+        enabled=r.boolean("enabled"),
+        iceberg_tables_created=r.string_list("iceberg_tables_created", pattern=_DATASET_NAME_RE,
+                                             allowed="a dataset name (a folder under datasets/)"),
+    )
+    if len(set(cfg.iceberg_tables_created)) != len(cfg.iceberg_tables_created):
+        r.fail("iceberg_tables_created", list(cfg.iceberg_tables_created), "names a dataset more than once")
+    if cfg.enabled is False and cfg.iceberg_tables_created:
+        r.fail("iceberg_tables_created", list(cfg.iceberg_tables_created),
+               "has no effect while enabled is false (set enabled to true, or empty the list)")
+    r.finish()
+    return cfg
+
+
 def _alarms(r: _Reader) -> AlarmConfig:
     cfg = AlarmConfig(
         iterator_age_ms=r.integer("iterator_age_ms", minimum=1_000, maximum=7 * 24 * 3_600_000),
@@ -333,6 +350,7 @@ def _environment(name: str, data: Any, problems: list[str]) -> EnvironmentConfig
         compaction=_compaction(r.child("compaction")),
         alarms=_alarms(r.child("alarms")),
         readers=_readers(r.child("readers")),
+        lake_formation=_lake_formation(r.child("lake_formation")),
     )
     r.finish()
     _cross_checks(env, problems)

@@ -102,6 +102,7 @@ ALTERNATIVES: dict[str, tuple[str, dict]] = {
     "compaction.iceberg_snapshot_retention_hours": ("prod", {"compaction.iceberg_snapshot_retention_hours": 72}),
     "readers.bytes_scanned_cutoff_mb": ("prod", {"readers.bytes_scanned_cutoff_mb": 2048}),
     "readers.results_expiration_days": ("prod", {"readers.results_expiration_days": 30}),
+    "lake_formation.enabled": ("prod", {"lake_formation.enabled": True}),
     "alarms.iterator_age_ms": ("prod", {"alarms.iterator_age_ms": 240000}),
     "alarms.iterator_age_evaluation_periods": ("prod", {"alarms.iterator_age_evaluation_periods": 5}),
     "alarms.consumer_lag_ms": ("prod", {"alarms.consumer_lag_ms": 600000}),
@@ -117,6 +118,8 @@ ALTERNATIVES: dict[str, tuple[str, dict]] = {
 NOT_CHANGES = {
     "account": "another account is another deployment target: deploy the environment there, not a change to this one",
     "region": "another region is another deployment target, like account",
+    "lake_formation.iceberg_tables_created": "names Iceberg datasets and no shipped dataset is one; "
+                                             "tests/infra/test_lake_formation.py switches orders to Iceberg and lists it",
 }
 
 
@@ -124,7 +127,7 @@ def _config_fields() -> set[str]:
     """Every field of an environment's config, from the config dataclasses (the source of truth)."""
     sections = {"network": cfg.NetworkConfig, "storage": cfg.StorageConfig, "kinesis_streams": cfg.KinesisStreamConfig,
                 "msk": cfg.MskConfig, "streaming": cfg.StreamingJobConfig, "compaction": cfg.CompactionConfig,
-                "alarms": cfg.AlarmConfig, "readers": cfg.ReadersConfig}
+                "alarms": cfg.AlarmConfig, "readers": cfg.ReadersConfig, "lake_formation": cfg.LakeFormationConfig}
     fields = set()
     for f in dataclasses.fields(cfg.EnvironmentConfig):
         if f.name in sections:
