@@ -15,6 +15,8 @@ a name it sets itself is labelled "deploy will fail" (CloudFormation creates the
 deletes the old one, and the name is taken), and the command exits 3 after writing the report; a
 replacement or removal of a stateful resource is labelled "data loss" and the command exits 4 unless
 --allow-data-loss (an MSK cluster replaced loses the records no job has read yet and strands the jobs' offsets).
+A replaced Lake Formation grant is labelled "grant replaced" (every property of AWS::LakeFormation::PrincipalPermissions
+is create-only), and one replaced on the same principal and resource "deploy will fail" (docs/lake-formation.md).
 Catalog table columns are compared by name.
 """
 
@@ -24,6 +26,7 @@ import argparse
 import json
 import subprocess
 import sys
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,8 +42,21 @@ SECURITY_TYPES = (
     "AWS::SNS::TopicPolicy",
     "AWS::SQS::QueuePolicy",
     "AWS::Lambda::Permission",
+    "AWS::LakeFormation::",
 )
 MAX_VALUE_CHARS = 90
+# Lake Formation grants: the properties that make up their identifier. AWS::LakeFormation::PrincipalPermissions'
+# primaryIdentifier is PrincipalIdentifier + ResourceIdentifier (the resource schema cfn-lint bundles), read-only
+# properties CloudFormation derives from Principal and Resource; "When you delete a PrincipalPermissions resource, the
+# permissions on principal-resource pair are revoked" (its CloudFormation page). For AWS::LakeFormation::Permissions,
+# DataLakePrincipal and Resource are its create-only properties (the same schemas). A replacement keeping both is created
+# beside the old grant under the same identifier: the handler answers AlreadyExists for an identifier it already tracks
+# (aws-cloudformation/cloudformation-coverage-roadmap#2500 shows that error for PrincipalPermissions); that it does so for
+# a replacement is unverified, and the other outcome, the old grant's delete revoking what both grant, is no better.
+GRANT_IDENTITY = {
+    "AWS::LakeFormation::PrincipalPermissions": (("Principal",), ("Resource",)),
+    "AWS::LakeFormation::Permissions": (("DataLakePrincipal",), ("Resource",)),
+}
 
 
 @dataclass
@@ -52,14 +68,19 @@ class ResourceChange:
     replacing: list[str] = field(default_factory=list)  # the create-only properties the changes reach
     fixed_name: str | None = None  # "Name=value" when a replaced resource keeps the name it sets
     columns: list[str] = field(default_factory=list)  # catalog table columns added / removed / retyped
+    same_grantee: bool = False  # a replaced grant keeps its principal and resource (its identifier)
 
     @property
     def security(self) -> bool:
         return self.type.startswith(SECURITY_TYPES)
 
     @property
+    def grant_replaced(self) -> bool:
+        return self.kind == "replaced" and self.type in GRANT_IDENTITY
+
+    @property
     def deploy_fails(self) -> bool:
-        return self.kind == "replaced" and self.fixed_name is not None
+        return self.kind == "replaced" and (self.fixed_name is not None or self.same_grantee)
 
     @property
     def data_loss(self) -> bool:
@@ -153,6 +174,16 @@ def _keeps_name(rtype: str, old: dict, new: dict, replaced: set[str]) -> str | N
     return None
 
 
+def _keeps_grantee(rtype: str, old: dict, new: dict, replaced: set[str]) -> bool:
+    """Whether a replaced grant names the same principal and resource as before: the replacement then has the old
+    grant's identifier. Not so when the principal or resource refers to a resource that is replaced too (a new role
+    is a new principal ARN at deploy time although the template text is the same)."""
+    identity = GRANT_IDENTITY.get(rtype)
+    if identity is None:
+        return False
+    return all(_get(old, path) == _get(new, path) and not _references(_get(new, path)) & replaced for path in identity)
+
+
 def _references(value: Any) -> set[str]:
     """Logical ids a template value refers to with Ref or Fn::GetAtt (at any depth)."""
     if isinstance(value, dict):
@@ -196,6 +227,7 @@ def _cascade_replacements(old_r: dict, new_r: dict, changes: list[ResourceChange
     for change in changes:  # names last: whether a name clashes depends on whether its parent is replaced
         if change.kind == "replaced":
             change.fixed_name = _keeps_name(change.type, old_r[change.logical_id], new_r[change.logical_id], replaced)
+            change.same_grantee = _keeps_grantee(change.type, old_r[change.logical_id], new_r[change.logical_id], replaced)
     changes.sort(key=lambda c: (c.kind != "added", c.kind != "removed", c.logical_id))
 
 
@@ -212,8 +244,16 @@ def _change_lines(change: ResourceChange) -> list[str]:
         head += ": in place"
     elif change.kind == "replaced":
         head += f": replacement (create-only {', '.join(f'`{p}`' for p in change.replacing) or '`Type`'})"
-    if change.deploy_fails:
+    if change.fixed_name is not None and change.deploy_fails:
         head += f" — ⛔ **deploy will fail**: the new resource needs the name it keeps ({change.fixed_name})"
+    if change.grant_replaced and change.same_grantee:
+        head += (" — ⛔ **deploy will fail: grant replaced on the same principal and resource**: the new grant has the "
+                 "old one's identifier (principal + resource), so CloudFormation's create is expected to report "
+                 "AlreadyExists; were it to succeed, deleting the old grant would revoke the permissions both hold. "
+                 "Deploy it in two steps (docs/lake-formation.md \"Changing a grant\")")
+    elif change.grant_replaced:
+        head += (" — 🔑 **grant replaced**: CloudFormation makes the new grant, then deletes the old one, which revokes "
+                 "the old principal's permissions on the old resource")
     if change.data_loss:
         head += (" — ⚠ **data loss**: what it holds goes with the old resource (refused unless `make diff "
                  "ALLOW_DATA_LOSS=1`; README \"Replacing the MSK cluster\" for the migration that loses nothing)")
@@ -226,10 +266,12 @@ def _change_lines(change: ResourceChange) -> list[str]:
 
 @dataclass(frozen=True)
 class CostRange:
-    """Fixed monthly USD of one environment: streaming jobs at their minimum and at their maximum workers."""
+    """Fixed monthly USD of one environment: streaming jobs at their minimum and at their maximum workers. `iceberg`: the
+    part of both that its Iceberg datasets add (sizing.iceberg_dataset_cost: commits and maintenance, estimates)."""
 
     low: float
     high: float
+    iceberg: float = 0.0
 
     def __str__(self) -> str:
         return f"{self.low:,.2f}" if abs(self.high - self.low) < 0.005 else f"{self.low:,.2f}–{self.high:,.2f}"
@@ -245,22 +287,52 @@ def network_cost(template: dict, prices: dict) -> float:
     return nat * hours * n["nat_gateway_hour"] + endpoint_azs * hours * n["interface_endpoint_hour_per_az"]
 
 
-def environment_cost_range(config: ProjectConfig | None, env: str, template: dict, prices: dict) -> CostRange | None:
-    """Capacity from the config (sizing.environment_cost), network from the template."""
+def environment_cost_range(config: ProjectConfig | None, env: str, template: dict, prices: dict,
+                           iceberg_datasets: Collection[str] = ()) -> CostRange | None:
+    """Capacity from the config (sizing.environment_cost, with what its Iceberg datasets add), network from the
+    template."""
     if config is None or env not in config.environments:
         return None
     settings = config.get(env)
     network = network_cost(template, prices)
-    low = sum(sizing.environment_cost(settings, prices, streaming_workers="min").values()) + network
-    high = sum(sizing.environment_cost(settings, prices, streaming_workers="max").values()) + network
-    return CostRange(round(low, 2), round(high, 2))
+    low_items = sizing.environment_cost(settings, prices, streaming_workers="min", iceberg_datasets=iceberg_datasets)
+    high_items = sizing.environment_cost(settings, prices, streaming_workers="max", iceberg_datasets=iceberg_datasets)
+    iceberg = sum(v for k, v in high_items.items() if k.startswith(sizing.ICEBERG_COST_PREFIXES))
+    return CostRange(round(sum(low_items.values()) + network, 2), round(sum(high_items.values()) + network, 2),
+                     round(iceberg, 2))
 
 
 def cost_delta(old_config: ProjectConfig | None, new_config: ProjectConfig, env: str, old_template: dict,
-               new_template: dict, prices: dict) -> tuple[CostRange | None, CostRange]:
-    new = environment_cost_range(new_config, env, new_template, prices)
+               new_template: dict, prices: dict, *, old_iceberg: Collection[str] = (),
+               new_iceberg: Collection[str] = ()) -> tuple[CostRange | None, CostRange]:
+    """The environment's cost at the base and now; `old_iceberg` / `new_iceberg`: the datasets that are Iceberg
+    tables at the base and now (a dataset switches format in its dataset.json, not in the config)."""
+    new = environment_cost_range(new_config, env, new_template, prices, new_iceberg)
     assert new is not None  # env comes from the new config
-    return environment_cost_range(old_config, env, old_template, prices), new
+    return environment_cost_range(old_config, env, old_template, prices, old_iceberg), new
+
+
+def iceberg_datasets() -> frozenset[str]:
+    """The datasets whose dataset.json (working tree) says `"table_format": "iceberg"`."""
+    from glue_jobs import datasets
+
+    return frozenset(name for name in datasets.names() if datasets.load(name).table_format == "iceberg")
+
+
+def iceberg_datasets_at(ref: str) -> frozenset[str]:
+    """The same at a git ref, from the committed dataset.json files (the base of the diff has no working tree to load
+    them from; only the one key is read)."""
+    listing = subprocess.run(["git", "ls-tree", "--name-only", f"{ref}:datasets"], cwd=REPO_ROOT,
+                             capture_output=True, text=True).stdout.split()
+    found = set()
+    for name in listing:
+        text = _git_show(ref, f"datasets/{name}/dataset.json")
+        try:
+            if text and json.loads(text).get("table_format") == "iceberg":
+                found.add(name)
+        except (ValueError, AttributeError):
+            continue  # the base's own file was broken: priced as Parquet
+    return frozenset(found)
 
 
 def render_environment(env: str, changes: list[ResourceChange], old: CostRange | None, new: CostRange) -> str:
@@ -276,6 +348,10 @@ def render_environment(env: str, changes: list[ResourceChange], old: CostRange |
     lines.append("")
     lines += [f"Auto scaling moves the streaming jobs between their minimum and maximum workers: "
               f"{old or '0.00'} → {new} USD a month; the maximum is what the bill can reach.", ""]
+    old_iceberg = old.iceberg if old else 0.0
+    if abs(old_iceberg) >= 0.005 or abs(new.iceberg) >= 0.005:
+        lines += [f"Of which Iceberg datasets (commits at one per window, maintenance; estimates, `streamlake sizing "
+                  f"--iceberg --environment {env}`): {old_iceberg:,.2f} → {new.iceberg:,.2f} USD a month.", ""]
     failing = [c for c in changes if c.deploy_fails]
     if failing:
         lines += [f"**⛔ {len(failing)} change(s) would fail to deploy**: "
@@ -358,13 +434,17 @@ def base_state(ref: str) -> tuple[dict[str, dict], ProjectConfig | None]:
 
 
 def render_report(base_templates: dict[str, dict], new_templates: dict[str, dict],
-                  base_config: ProjectConfig | None, new_config: ProjectConfig, ref: str) -> str:
+                  base_config: ProjectConfig | None, new_config: ProjectConfig, ref: str, *,
+                  base_iceberg: Collection[str] | None = None, new_iceberg: Collection[str] | None = None) -> str:
+    """`base_iceberg` / `new_iceberg`: the Iceberg datasets at the base and now (default: the working tree's, for both)."""
     prices = sizing.load_prices()
+    new_iceberg = iceberg_datasets() if new_iceberg is None else new_iceberg
+    base_iceberg = new_iceberg if base_iceberg is None else base_iceberg
     parts = [f"# Infrastructure diff against `{ref}`", ""]
     for env in new_templates:
         changes = diff_templates(normalize(base_templates.get(env, {})), normalize(new_templates[env]))
         old_cost, new_cost = cost_delta(base_config, new_config, env, base_templates.get(env, {}),
-                                        new_templates[env], prices)
+                                        new_templates[env], prices, old_iceberg=base_iceberg, new_iceberg=new_iceberg)
         parts.append(render_environment(env, changes, old_cost, new_cost))
     for env in sorted(set(base_templates) - set(new_templates)):
         parts.append(f"## {env}\n\nEnvironment removed from the config: `cdk destroy '{env}/*'` to delete it.\n")
@@ -373,8 +453,9 @@ def render_report(base_templates: dict[str, dict], new_templates: dict[str, dict
     line, problems = dataset_check()
     parts += [line, ""] + [f"- {p}" for p in problems] + ([""] if problems else [])
     parts.append(f"_Costs: fixed capacity from config/prices.json ({prices['region']}, {prices['as_of']}); streaming "
-                 f"jobs from {sizing.MIN_STREAMING_WORKERS} workers (unverified floor) to `max_workers`; usage "
-                 f"(PUT units, GB, requests) not included._")
+                 f"jobs from {sizing.MIN_STREAMING_WORKERS} workers (unverified floor) to `max_workers`; Iceberg "
+                 f"datasets' commit and maintenance requests at one commit per window (estimates, devtools/sizing.py); "
+                 f"other usage (PUT units, GB, requests) not included._")
     return "\n".join(parts) + "\n"
 
 
@@ -398,7 +479,8 @@ def main(argv: list[str] | None = None) -> int:
 
     new_templates = synth_templates()
     base_templates, base_config = base_state(args.base)
-    report = render_report(base_templates, new_templates, base_config, config, args.base)
+    report = render_report(base_templates, new_templates, base_config, config, args.base,
+                           base_iceberg=iceberg_datasets_at(args.base), new_iceberg=iceberg_datasets())
     print(report)
     if args.out:
         from pathlib import Path

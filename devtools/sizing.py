@@ -2,6 +2,7 @@
 
     python -m devtools.sizing --events-per-second 10000 --record-kb 1 --latency-seconds 120 \\
         --records-per-core-per-second 25000 [--environment prod] [--json]
+    python -m devtools.sizing --iceberg [DATASET ...] [--environment prod]   # what Iceberg adds, per environment
 
 The recommendation can be pasted into config/environments.json; with --environment it keeps to the worker
 types that environment allows (no G.025X in prod), and the command also checks that environment's config
@@ -15,6 +16,7 @@ import argparse
 import json
 import math
 import sys
+from collections.abc import Collection
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -208,9 +210,174 @@ def load_cost(load: Load, rec: Recommendation, prices: dict, *, compaction_minut
 MIN_STREAMING_WORKERS = 2
 
 
+# What an Iceberg dataset (`"table_format": "iceberg"`, docs/iceberg.md) adds to the bill: the requests of one commit
+# per micro-batch and of the hourly maintenance, and the maintenance's Glue time against the compaction it replaces.
+# Figures marked ESTIMATE come from reading the job's code path and Iceberg's, not from a bill or a trace on AWS.
+#
+# Prices, us-east-1, read 2026-11-26 through the search tool (the stored pages show no date of their own):
+# - S3 GET: $0.0004 per 1,000 (S3 Standard "GET, SELECT, and all other requests"); PUT and LIST: config/prices.json
+#   s3.put_per_thousand, $0.005 per 1,000 ("LIST requests for any storage class are charged at the same rate as S3
+#   Standard PUT, COPY, and POST requests"); DELETE is free. https://aws.amazon.com/s3/pricing/
+S3_GET_PER_THOUSAND = 0.0004
+# - Glue Data Catalog requests: the first million a month free, then $1.00 per million ("You will be billed for one
+#   million requests above the free tier, which is $1", https://aws.amazon.com/lake-formation/pricing/, the Glue
+#   pricing example it repeats; AWS's price list: "$1 per 1,000,000 requests for AWS Glue Data Catalog request").
+#   The free million is per account and shared with every other caller (Athena, crawlers, the other environments
+#   of the account), so each request here is priced as a marginal one: the free tier is not deducted.
+GLUE_CATALOG_PER_MILLION_REQUESTS = 1.00
+GLUE_CATALOG_FREE_REQUESTS_PER_MONTH = 1_000_000
+# - S3 Tables (for the comparison in docs/iceberg.md "When S3 Tables would replace this"): object monitoring $0.025 per
+#   1,000 objects a month; compaction $0.002 per 1,000 objects processed and $0.005 per GB processed (binpack, the
+#   default); storage $0.0265 per GB-month for the first 50 TB against S3 Standard's $0.023; requests at S3
+#   Standard's rates. https://aws.amazon.com/s3/pricing/ ("S3 Tables pricing", US East (N. Virginia)).
+S3_TABLES_MONITORING_PER_THOUSAND_OBJECTS = 0.025
+S3_TABLES_COMPACTION_PER_THOUSAND_OBJECTS = 0.002
+S3_TABLES_COMPACTION_PER_GB = 0.005
+S3_TABLES_STORAGE_GB_MONTH = 0.0265
+#
+# Requests of one commit. Iceberg's spec (https://iceberg.apache.org/spec/): "All changes to table state create a new
+# metadata file and replace the old metadata with an atomic swap"; "A new manifest list is written for each attempt
+# to commit a snapshot"; an append's new data files are tracked by a new manifest (manifests of earlier snapshots are
+# reused). So a commit PUTs at least: a metadata.json, a manifest list, a manifest.
+ICEBERG_METADATA_FILES_PER_COMMIT = 3
+# GlueCatalog (apache/iceberg aws/.../glue/GlueTableOperations.java): a table load or refresh is one GetTable
+# (doRefresh), and a commit refreshes first (SnapshotProducer.apply) and then GetTable + UpdateTable (doCommit, the
+# UpdateTable conditioned on the table's VersionId). The job's catalog has no table cache (glue_jobs/session.py), so
+# each of a batch's three table reads loads the table again: the snapshot-tag lookup, the duplicate check and the
+# append (glue_jobs/iceberg_lake.py). ESTIMATE: Spark may load a table more than once per statement.
+GLUE_REQUESTS_PER_COMMIT = 3
+STREAMING_TABLE_LOADS_PER_BATCH = 3
+# S3 GETs of one batch's metadata: a metadata.json per table load (the refresh before the commit finds the same
+# location and reads nothing), the parent's manifest list (the append's apply) and the committed one (the cleanup after
+# the commit), and the duplicate check's scan: one manifest list and the manifests of the batch's hours (below).
+MANIFEST_LIST_READS_PER_COMMIT = 2
+# The duplicate check reads the key and event time of the data files in the hours the batch touches. Until the hourly
+# rewrite_manifests and rewrite_data_files, each commit of each source adds a manifest and a data file to the current
+# hour, so a batch reads on average half of an hour's: (commits an hour x sources of the dataset) / 2, plus the one
+# manifest and one file the maintenance left. ESTIMATE: two GETs per Parquet file (footer, then the columns).
+PARQUET_GETS_PER_FILE_READ = 2
+# The hourly maintenance (compaction/iceberg_maintenance.py): four procedures, each loading the table; three commit
+# (rewrite_data_files, rewrite_manifests, expire_snapshots); remove_orphan_files lists every object under the table's
+# location (S3 LIST returns at most 1,000 keys a call). The rewrite's own reads and writes of data files stand in for
+# the Parquet compaction's and are not counted here.
+MAINTENANCE_TABLE_LOADS_PER_RUN = 4
+MAINTENANCE_COMMITS_PER_RUN = 3
+LIST_KEYS_PER_REQUEST = 1_000
+# Objects under an Iceberg table's location, for the orphan listing and S3 Tables' per-object monitoring: per snapshot
+# kept by expire_snapshots (compaction.iceberg_snapshot_retention_hours) its manifest list, its manifest and its data
+# file; the 100 earlier metadata.json kept by METADATA_LIMITS (glue_jobs/iceberg_lake.py); and the compacted files of
+# every hour partition the table holds. ESTIMATE: a table one year old, one compacted file per hour.
+ICEBERG_METADATA_VERSIONS_KEPT = 100
+ICEBERG_TABLE_AGE_HOURS = 24 * 365
+# Maintenance against compaction, measured: the maintenance of 2,000 small files took 0.95x the hourly compaction of
+# as many files (docs/iceberg.md "Benchmark", 2026-11-26, this project's 2-core machine; not measured on Glue). An
+# Iceberg dataset's maintenance replaces its compaction in the same hourly job, so its Glue time is priced as that
+# dataset's share of the compaction run scaled by this ratio (ESTIMATE: the share is the run split evenly by dataset).
+MAINTENANCE_TO_COMPACTION_RATIO = 0.95
+
+
+# environment_cost's keys of the items iceberg_dataset_cost adds (`make diff` shows their sum apart).
+ICEBERG_COST_PREFIXES = ("iceberg_commits:", "iceberg_maintenance:", "iceberg_maintenance_glue:")
+
+
+@dataclass(frozen=True)
+class IcebergRequests:
+    """Requests a month that an Iceberg dataset adds, by kind, and their monthly USD."""
+
+    s3_put: float = 0.0
+    s3_get: float = 0.0
+    s3_list: float = 0.0
+    glue_catalog: float = 0.0
+
+    def usd(self, prices: dict) -> float:
+        put_rate = prices["s3"]["put_per_thousand"] / 1_000  # PUT and LIST
+        return (self.s3_put * put_rate + self.s3_list * put_rate + self.s3_get * S3_GET_PER_THOUSAND / 1_000
+                + self.glue_catalog * GLUE_CATALOG_PER_MILLION_REQUESTS / 1e6)
+
+
+@dataclass(frozen=True)
+class IcebergDatasetCost:
+    """What making `dataset` an Iceberg table adds to an environment a month (docs/iceberg.md "What Iceberg adds to the
+    bill"): per source carrying it, its commits and their requests; per dataset, the hourly maintenance's requests and
+    Glue time against the compaction it replaces; and, for comparison, what S3 Tables would charge to maintain it."""
+
+    dataset: str
+    commits_per_month: dict[str, float]  # per source
+    streaming: dict[str, IcebergRequests]  # per source
+    maintenance: IcebergRequests
+    compaction_share_usd: float  # the dataset's share of the hourly compaction run today (Parquet)
+    table_objects: int
+    s3_tables_monitoring_usd: float
+    s3_tables_compaction_objects_usd: float
+
+    @property
+    def maintenance_glue_usd(self) -> float:
+        """The maintenance's Glue time less the compaction it replaces (negative: cheaper, as measured)."""
+        return self.compaction_share_usd * (MAINTENANCE_TO_COMPACTION_RATIO - 1)
+
+    def cost_items(self, prices: dict) -> dict[str, float]:
+        """Monthly USD keyed as environment_cost keys its items."""
+        items = {f"iceberg_commits:{source}": requests.usd(prices) for source, requests in self.streaming.items()}
+        items[f"iceberg_maintenance:{self.dataset}"] = self.maintenance.usd(prices)
+        items[f"iceberg_maintenance_glue:{self.dataset}"] = self.maintenance_glue_usd
+        return items
+
+
+def iceberg_dataset_cost(env: EnvironmentConfig, dataset: str, prices: dict | None = None, *,
+                         compaction_minutes: float = 5.0) -> IcebergDatasetCost:
+    """The Iceberg figures of `dataset` in `env` (the constants above say where each comes from). A micro-batch with
+    records commits once; the figures take every window of the month to carry records, the upper bound (Glue's
+    forEachBatch skips an empty batch: awsglue/context.py, `if num_records > 0`)."""
+    p = prices or load_prices()
+    sources = [s for s, d in env.source_datasets.items() if d == dataset]
+    if not sources:
+        raise SizingError(f"{env.name}: no source carries dataset {dataset!r} (carried: {', '.join(env.datasets)})")
+    hours = p["hours_per_month"]
+    commits_per_hour = 3600 / env.streaming.window_size_seconds
+    commits = commits_per_hour * hours
+    # The manifests (and as many data files) a batch's duplicate check reads, on average: the one the last maintenance
+    # left and half of those the hour's commits of every source carrying the dataset have added since.
+    scanned = 1 + commits_per_hour * len(sources) / 2
+    metadata_gets = STREAMING_TABLE_LOADS_PER_BATCH + MANIFEST_LIST_READS_PER_COMMIT
+    scan_gets = 1 + scanned + scanned * PARQUET_GETS_PER_FILE_READ  # its manifest list, manifests, data files
+    streaming = {source: IcebergRequests(
+        s3_put=commits * ICEBERG_METADATA_FILES_PER_COMMIT,
+        s3_get=commits * (metadata_gets + scan_gets),
+        glue_catalog=commits * (STREAMING_TABLE_LOADS_PER_BATCH + GLUE_REQUESTS_PER_COMMIT),
+    ) for source in sources}
+    retained_snapshots = env.compaction.iceberg_snapshot_retention_hours * (commits_per_hour * len(sources)
+                                                                            + MAINTENANCE_COMMITS_PER_RUN)
+    files_per_snapshot = 3  # its manifest list, its manifest, its data file
+    table_objects = math.ceil(retained_snapshots * files_per_snapshot + ICEBERG_METADATA_VERSIONS_KEPT
+                              + ICEBERG_TABLE_AGE_HOURS)
+    runs = hours  # hourly (compaction.schedule), as glue_compaction prices it
+    maintenance = IcebergRequests(
+        s3_put=runs * MAINTENANCE_COMMITS_PER_RUN * ICEBERG_METADATA_FILES_PER_COMMIT,
+        s3_get=runs * (MAINTENANCE_TABLE_LOADS_PER_RUN + MAINTENANCE_COMMITS_PER_RUN * MANIFEST_LIST_READS_PER_COMMIT),
+        s3_list=runs * math.ceil(table_objects / LIST_KEYS_PER_REQUEST),
+        glue_catalog=runs * (MAINTENANCE_TABLE_LOADS_PER_RUN + MAINTENANCE_COMMITS_PER_RUN * GLUE_REQUESTS_PER_COMMIT),
+    )
+    g = p["glue"]
+    rate = g["flex_dpu_hour"] if env.compaction.flex else g["dpu_hour"]
+    share_hours = max(compaction_minutes, g["minimum_billed_minutes"]) / 60 / len(env.datasets)
+    dataset_compaction = env.compaction.workers * g["dpu_per_worker"][env.compaction.worker_type] * share_hours * runs * rate
+    data_files_month = commits * len(sources)
+    return IcebergDatasetCost(
+        dataset=dataset,
+        commits_per_month={source: commits for source in sources},
+        streaming=streaming,
+        maintenance=maintenance,
+        compaction_share_usd=dataset_compaction,
+        table_objects=table_objects,
+        s3_tables_monitoring_usd=table_objects * S3_TABLES_MONITORING_PER_THOUSAND_OBJECTS / 1_000,
+        s3_tables_compaction_objects_usd=data_files_month * S3_TABLES_COMPACTION_PER_THOUSAND_OBJECTS / 1_000,
+    )
+
+
 def environment_cost(env: EnvironmentConfig, prices: dict | None = None, *, compaction_minutes: float = 5.0,
-                     streaming_workers: str = "max") -> dict[str, float]:
-    """Fixed monthly capacity cost of an environment's config (usage not included).
+                     streaming_workers: str = "max", iceberg_datasets: Collection[str] = ()) -> dict[str, float]:
+    """Fixed monthly capacity cost of an environment's config (usage not included), plus what the Iceberg datasets
+    among `iceberg_datasets` add (iceberg_dataset_cost: their commits at one per window, and their maintenance).
 
     Used by `make diff` for the cost of a config change: shard-hours, on-demand stream-hours, Glue
     DPU-hours (streaming 24x7, hourly compaction), MSK broker-hours and storage. The network (NAT
@@ -256,6 +423,8 @@ def environment_cost(env: EnvironmentConfig, prices: dict | None = None, *, comp
         cost["msk_storage"] = env.msk.broker_count * env.msk.broker_volume_gb * m["storage_gb_month"]
     elif env.msk.mode == "serverless":
         cost["msk_serverless"] = hours * (m["serverless_cluster_hour"] + env.msk.topic_partitions * m["serverless_partition_hour"])
+    for dataset in sorted(set(iceberg_datasets) & set(env.datasets)):
+        cost.update(iceberg_dataset_cost(env, dataset, p, compaction_minutes=compaction_minutes).cost_items(p))
     return {key: round(value, 2) for key, value in cost.items()}
 
 
@@ -312,6 +481,63 @@ def render_text(load: Load, rec: Recommendation) -> str:
     return "\n".join(lines)
 
 
+def render_iceberg(env: EnvironmentConfig, costs: list[IcebergDatasetCost], prices: dict) -> str:
+    """What the Iceberg datasets `costs` add to `env` a month, by item, with the S3 Tables alternative beside it."""
+    window = env.streaming.window_size_seconds
+    lines = [f"{env.name}: what Iceberg adds, USD a month ({prices['region']}; one commit per {window} s "
+             f"streaming.window_size_seconds, an upper bound; ESTIMATE where marked: devtools/sizing.py says why)"]
+    total = 0.0
+    for cost in costs:
+        lines.append(f"  {cost.dataset}")
+        for source, requests in cost.streaming.items():
+            usd = round(requests.usd(prices), 2)
+            total += usd  # of the figures shown, as environment_cost rounds its items
+            lines += [f"    {'commits of ' + source:<32}{usd:9,.2f}",
+                      f"      {cost.commits_per_month[source]:,.0f} commits: {requests.s3_put:,.0f} S3 PUT (metadata.json, "
+                      f"manifest list, manifest); {requests.s3_get:,.0f} S3 GET (metadata; the duplicate check's "
+                      f"manifests and files: ESTIMATE); {requests.glue_catalog:,.0f} Data Catalog requests (GetTable, "
+                      f"UpdateTable: ESTIMATE; the account's free {GLUE_CATALOG_FREE_REQUESTS_PER_MONTH:,} a month not deducted)"]
+        m = cost.maintenance
+        requests_usd = round(m.usd(prices), 2)
+        total += requests_usd + round(cost.maintenance_glue_usd, 2)
+        lines += [f"    {'maintenance requests':<32}{requests_usd:9,.2f}",
+                  f"      hourly: {m.s3_put:,.0f} S3 PUT, {m.s3_get:,.0f} GET, {m.s3_list:,.0f} LIST (orphan removal over "
+                  f"~{cost.table_objects:,} objects: ESTIMATE), {m.glue_catalog:,.0f} Data Catalog requests",
+                  f"    {'maintenance Glue time':<32}{cost.maintenance_glue_usd:9,.2f}",
+                  f"      {MAINTENANCE_TO_COMPACTION_RATIO:g} x the compaction it replaces (the dataset's share of the hourly "
+                  f"run, {cost.compaction_share_usd:,.2f}): measured on a 2-core machine, not on Glue: ESTIMATE",
+                  "    S3 Tables instead of this maintenance (docs/iceberg.md \"When S3 Tables would replace this\"):",
+                  f"      monitoring {cost.s3_tables_monitoring_usd:,.2f} (~{cost.table_objects:,} objects) + compaction "
+                  f"{cost.s3_tables_compaction_objects_usd:,.2f} ({sum(cost.commits_per_month.values()):,.0f} files) + "
+                  f"{S3_TABLES_COMPACTION_PER_GB} per GB compacted; storage {S3_TABLES_STORAGE_GB_MONTH} instead of "
+                  f"{prices['s3']['standard_gb_month']} per GB-month"]
+    lines.append(f"  {'total':<34}{total:+9,.2f}")
+    return "\n".join(lines)
+
+
+def iceberg_report(config, environments: list[str], datasets: list[str], prices: dict | None = None) -> str:
+    """render_iceberg for each of `environments` (every configured one when empty) and the datasets named (those whose
+    dataset.json says iceberg when none are named); an environment none of whose sources carries them says so."""
+    from glue_jobs import datasets as dataset_files
+
+    p = prices or load_prices()
+    unknown = sorted(set(datasets) - set(dataset_files.names()))
+    if unknown:
+        raise SizingError(f"--iceberg: {', '.join(unknown)} is not a dataset (datasets: {', '.join(dataset_files.names())})")
+    named = datasets or [name for name in dataset_files.names() if dataset_files.load(name).table_format == "iceberg"]
+    if not named:
+        return "No dataset's dataset.json says \"table_format\": \"iceberg\"; name one to price it: --iceberg orders"
+    parts = []
+    for name in environments or list(config.environments):
+        env = config.get(name)
+        carried = [d for d in named if d in env.datasets]
+        if not carried:
+            parts.append(f"{name}: no source carries {', '.join(named)}")
+            continue
+        parts.append(render_iceberg(env, [iceberg_dataset_cost(env, d, p) for d in carried], p))
+    return "\n".join(parts)
+
+
 def _measured_rate() -> float | None:
     if BENCH_RESULT_PATH.exists():
         data = json.loads(BENCH_RESULT_PATH.read_text())
@@ -321,16 +547,30 @@ def _measured_rate() -> float | None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m devtools.sizing", description=__doc__.splitlines()[0])
-    parser.add_argument("--events-per-second", type=float, required=True)
-    parser.add_argument("--record-kb", type=float, required=True, help="average record size in KB (1 KB = 1000 bytes)")
-    parser.add_argument("--latency-seconds", type=float, required=True, help="end-to-end latency target")
+    parser.add_argument("--events-per-second", type=float)
+    parser.add_argument("--record-kb", type=float, help="average record size in KB (1 KB = 1000 bytes)")
+    parser.add_argument("--latency-seconds", type=float, help="end-to-end latency target")
     parser.add_argument("--records-per-core-per-second", type=float,
                         help="measured throughput of the job per core (default: bench-output/bench.json from `make bench`)")
     parser.add_argument("--headroom", type=float, default=DEFAULT_HEADROOM, help="extra capacity fraction (default 0.3)")
     parser.add_argument("--glue-version", choices=sorted(CORES_PER_WORKER), default="4.0")
     parser.add_argument("--environment", help="also check this environment's config against the load")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument("--iceberg", nargs="*", metavar="DATASET",
+                        help="instead: what these datasets add as Iceberg tables (default: those whose dataset.json says "
+                             "iceberg), in --environment or in every environment; no load arguments needed")
     args = parser.parse_args(argv)
+    if args.iceberg is not None:
+        try:
+            print(iceberg_report(load_config(), [args.environment] if args.environment else [], args.iceberg))
+        except (SizingError, ConfigError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        return 0
+    missing = [f"--{name.replace('_', '-')}" for name in ("events_per_second", "record_kb", "latency_seconds")
+               if getattr(args, name) is None]
+    if missing:
+        parser.error(f"the following arguments are required: {', '.join(missing)}")
     rate = args.records_per_core_per_second or _measured_rate()
     if rate is None:
         parser.error("--records-per-core-per-second is required (or run `make bench` to measure it)")

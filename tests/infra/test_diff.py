@@ -7,7 +7,7 @@ import json
 import pytest
 
 from devtools import diff
-from devtools.snapshot import synth_templates
+from devtools.snapshot import normalize, synth_templates
 from infra.config import DEFAULT_CONFIG_PATH, load_config, parse_config, update_raw
 
 
@@ -194,3 +194,100 @@ def test_a_change_that_loses_data_is_refused_unless_the_operator_allows_it(templ
     assert "staging: RetiredStream (AWS::Kinesis::Stream, removed); refused unless --allow-data-loss" in captured.err
     assert "**removed** `RetiredStream` (AWS::Kinesis::Stream) — ⚠ **data loss**" in captured.out
     assert diff.main(["--allow-data-loss"]) == 0
+
+
+def _grant(principal, table: str, permissions: list[str]) -> dict:
+    return {"Type": "AWS::LakeFormation::PrincipalPermissions", "Properties": {
+        "Principal": {"DataLakePrincipalIdentifier": principal}, "PermissionsWithGrantOption": [],
+        "Resource": {"Table": {"CatalogId": "111122223333", "DatabaseName": "db", "Name": table}},
+        "Permissions": permissions}}
+
+
+def test_a_grant_change_is_labelled_a_replacement_and_on_the_same_principal_and_resource_a_failing_deploy():
+    """Every property of AWS::LakeFormation::PrincipalPermissions is create-only and its identifier is the principal and
+    the resource (cfn-lint's bundled schema): a new permission list on the same table and role replaces the grant under
+    the identifier the old one holds, which cannot deploy; a grant on another table, or to a role that is itself
+    replaced, is a new grant made before the old one is revoked."""
+    role = {"Fn::GetAtt": ["ReaderRole", "Arn"]}
+    old = {"Resources": {
+        "ReaderRole": {"Type": "AWS::IAM::Role", "Properties": {"RoleName": "reader", "Path": "/"}},
+        "JobRole": {"Type": "AWS::IAM::Role", "Properties": {"Path": "/"}},
+        "MorePermissions": _grant(role, "orders", ["SELECT"]),
+        "OtherTable": _grant(role, "orders", ["SELECT", "DESCRIBE"]),
+        "NewRole": _grant({"Fn::GetAtt": ["JobRole", "Arn"]}, "events", ["SELECT"]),
+    }}
+    new = {"Resources": {
+        **old["Resources"],
+        "JobRole": {"Type": "AWS::IAM::Role", "Properties": {"Path": "/jobs/"}},  # Path is create-only: a new role
+        "MorePermissions": _grant(role, "orders", ["SELECT", "DESCRIBE"]),
+        "OtherTable": _grant(role, "dead_letters_orders", ["SELECT", "DESCRIBE"]),
+    }}
+    changes = {c.logical_id: c for c in diff.diff_templates(old, new)}
+    assert (changes["MorePermissions"].kind, changes["MorePermissions"].replacing) == ("replaced", ["Permissions"])
+    assert changes["MorePermissions"].same_grantee and changes["MorePermissions"].deploy_fails
+    assert (changes["OtherTable"].kind, changes["OtherTable"].replacing) == ("replaced", ["Resource"])
+    assert not changes["OtherTable"].deploy_fails
+    assert (changes["NewRole"].kind, changes["NewRole"].replacing) == ("replaced", ["Principal"])
+    assert not changes["NewRole"].deploy_fails  # the replaced role is a new principal at deploy time
+    text = diff.render_environment("prod", list(changes.values()), diff.CostRange(1.0, 1.0), diff.CostRange(1.0, 1.0))
+    review_first = text.split("### ⚠ IAM, security group and policy changes (review first)", 1)[1]
+    assert "`MorePermissions` (AWS::LakeFormation::PrincipalPermissions): replacement (create-only `Permissions`) — ⛔ " \
+           "**deploy will fail: grant replaced on the same principal and resource**" in review_first
+    assert "`OtherTable` (AWS::LakeFormation::PrincipalPermissions): replacement (create-only `Resource`) — 🔑 " \
+           "**grant replaced**" in review_first
+    assert "`NewRole` (AWS::LakeFormation::PrincipalPermissions): replacement (create-only `Principal`) — 🔑 " \
+           "**grant replaced**" in review_first
+    assert "⛔ 1 change(s) would fail to deploy**: `MorePermissions`" in text
+    assert "needs the name it keeps" not in text
+
+
+def test_switching_lake_formation_on_adds_its_grants_and_replaces_nothing(templates):
+    raw = json.loads(DEFAULT_CONFIG_PATH.read_text())
+    changed = parse_config(update_raw(raw, "dev", "lake_formation.enabled", True))
+    new = synth_templates(["dev"], config=changed)["dev"]
+    changes = diff.diff_templates(normalize(templates["dev"]), normalize(new))
+    kinds = {(c.type, c.kind) for c in changes}
+    assert ("AWS::LakeFormation::Resource", "added") in kinds and ("AWS::LakeFormation::PrincipalPermissions", "added") in kinds
+    assert not [c for c in changes if c.kind in ("replaced", "removed") or c.deploy_fails]
+
+
+def test_a_dataset_switched_to_iceberg_is_priced_in_the_cost_delta():
+    """orders becomes an Iceberg table (its dataset.json, not the config): dev's cost grows by its commits and hourly
+    maintenance (devtools/sizing.py; prices written out here: S3 PUT/LIST 0.005 and GET 0.0004 USD per 1,000, Data
+    Catalog 1.00 per million): 43,800 commits x (3 PUT + 99 GET + 6 catalog requests) = 2.65; maintenance requests
+    730 x (50 PUT or LIST + 10 GET + 13 catalog) = 0.19; the maintenance's Glue time 0.95 x orders' half of dev's
+    compaction (2 x 5/60 h x 730 x 0.29) = -0.88. Switching back is the same amount saved."""
+    put, get, catalog = 0.005 / 1000, 0.0004 / 1000, 1.00 / 1e6
+    expected = (round(43_800 * (3 * put + 99 * get + 6 * catalog), 2) + round(730 * (50 * put + 10 * get + 13 * catalog), 2)
+                + round(2 * (5 / 60) * 730 * 0.29 / 2 * (0.95 - 1), 2))
+    assert expected == pytest.approx(1.96)
+    config = load_config()
+    empty = {"dev": {"Resources": {}}}
+    report = diff.render_report(empty, empty, config, config, "HEAD", base_iceberg=frozenset(), new_iceberg={"orders"})
+    dev = report.split("\n## ")[1]
+    assert f"(**+{expected:.2f}**)" in dev
+    assert f"Of which Iceberg datasets (commits at one per window, maintenance; estimates, `streamlake sizing --iceberg " \
+           f"--environment dev`): 0.00 → {expected:.2f} USD a month." in dev
+    back = diff.render_report(empty, empty, config, config, "HEAD", base_iceberg={"orders"}, new_iceberg=frozenset())
+    assert f"(**-{expected:.2f}**)" in back
+    unchanged = diff.render_report(empty, empty, config, config, "HEAD", base_iceberg={"orders"}, new_iceberg={"orders"})
+    assert "(**±0.00**)" not in unchanged and "No infrastructure changes." in unchanged
+
+
+def test_the_base_iceberg_datasets_are_read_from_the_committed_dataset_files(tmp_path, monkeypatch):
+    """`make diff` prices the base with the datasets that were Iceberg at the base ref: the dataset.json committed there."""
+    import subprocess
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args], cwd=tmp_path, check=True,
+                       capture_output=True)
+
+    for name, contract in {"orders": {"table_format": "iceberg"}, "clickstream": {}, "broken": None}.items():
+        (tmp_path / "datasets" / name).mkdir(parents=True)
+        (tmp_path / "datasets" / name / "dataset.json").write_text("{" if contract is None else json.dumps(contract))
+    git("init", "-q")
+    git("add", ".")
+    git("commit", "-q", "-m", "base")
+    (tmp_path / "datasets" / "clickstream" / "dataset.json").write_text(json.dumps({"table_format": "iceberg"}))
+    monkeypatch.setattr(diff, "REPO_ROOT", tmp_path)
+    assert diff.iceberg_datasets_at("HEAD") == {"orders"}  # the commit, not the working tree; the broken file is Parquet

@@ -114,3 +114,77 @@ def test_fragment_for_prod_keeps_to_the_worker_types_prod_allows(capsys):
     assert parse_config(raw).get("prod").streaming.worker_type == "G.1X"
     assert sizing.choose_workers(9, "4.0", ("G.1X", "G.2X")) == ("G.1X", 4)
     assert sizing.choose_workers(1, "5.0", ("G.2X",)) == ("G.2X", 2)
+
+
+# Prices as cited in devtools/sizing.py, written out here so that a wrong constant fails: S3 PUT and LIST 0.005 and GET
+# 0.0004 USD per 1,000, Glue Data Catalog 1.00 USD per million requests (https://aws.amazon.com/s3/pricing/,
+# https://aws.amazon.com/lake-formation/pricing/).
+PUT, GET, CATALOG = 0.005 / 1000, 0.0004 / 1000, 1.00 / 1e6
+
+
+def test_what_an_iceberg_dataset_adds_in_dev_from_the_cited_prices():
+    """dev carries orders on one Kinesis stream, a 60 s window: 60 commits an hour, 43,800 a month. Per commit: 3 PUTs
+    (metadata.json, manifest list, manifest); GETs: 3 metadata.json (three table loads), 2 manifest lists around the
+    commit, and the duplicate check's manifest list, 1 + 30 manifests and 1 + 30 data files x 2 GETs = 99; catalog
+    requests: 3 loads + GetTable, GetTable, UpdateTable = 6. Maintenance, 730 hourly runs: 3 commits x 3 PUTs; 4 loads +
+    3 x 2 manifest lists GET; 4 loads + 3 x 3 catalog requests; LIST over 168 h x 63 snapshots x 3 files + 100
+    metadata.json + 8,760 hourly files = 40,612 objects, 41 LISTs; Glue time 0.95 x dev's compaction share (2 G.1X x
+    5 min x 730 x 0.29 flex, split between its 2 datasets)."""
+    dev = load_config().get("dev")
+    cost = sizing.iceberg_dataset_cost(dev, "orders", PRICES)
+    commits = 730 * 3600 / 60
+    assert cost.commits_per_month == {"orders": commits}
+    assert cost.streaming["orders"] == sizing.IcebergRequests(
+        s3_put=commits * 3, s3_get=commits * (3 + 2 + 1 + 31 + 31 * 2), glue_catalog=commits * 6)
+    assert cost.table_objects == 168 * 63 * 3 + 100 + 8760
+    assert cost.maintenance == sizing.IcebergRequests(s3_put=730 * 9, s3_get=730 * 10, s3_list=730 * 41, glue_catalog=730 * 13)
+    commits_usd = commits * (3 * PUT + 99 * GET + 6 * CATALOG)
+    compaction_share = 2 * 1 * (5 / 60) * 730 * 0.29 / 2
+    maintenance_usd = 730 * (9 * PUT + 10 * GET + 41 * PUT + 13 * CATALOG)
+    maintenance_glue_usd = compaction_share * (0.95 - 1)
+    assert (commits_usd, maintenance_usd, maintenance_glue_usd) == (
+        pytest.approx(2.654, abs=0.001), pytest.approx(0.195, abs=0.001), pytest.approx(-0.882, abs=0.001))
+    with_orders = sizing.environment_cost(dev, PRICES, iceberg_datasets={"orders"})
+    assert with_orders == {**sizing.environment_cost(dev, PRICES), "iceberg_commits:orders": round(commits_usd, 2),
+                           "iceberg_maintenance:orders": round(maintenance_usd, 2),
+                           "iceberg_maintenance_glue:orders": round(maintenance_glue_usd, 2)}
+    # S3 Tables for the same table: 0.025 USD a month per 1,000 objects; 0.002 per 1,000 objects compacted
+    assert cost.s3_tables_monitoring_usd == pytest.approx(40_612 * 0.025 / 1000)
+    assert cost.s3_tables_compaction_objects_usd == pytest.approx(commits * 0.002 / 1000)
+
+
+def test_iceberg_requests_follow_the_window_and_the_sources_of_the_dataset():
+    """Half the window, twice the commits, and each batch's duplicate check finds twice the pending files; two Kafka
+    partition groups are two sources committing to one table, whose hour each batch reads."""
+    raw = json.loads(sizing.REPO_ROOT.joinpath("config/environments.json").read_text())
+    fast = parse_config(update_raw(raw, "dev", "streaming.window_size_seconds", 30)).get("dev")
+    cost = sizing.iceberg_dataset_cost(fast, "orders", PRICES)
+    commits = 730 * 3600 / 30
+    assert cost.streaming["orders"].s3_put == commits * 3
+    assert cost.streaming["orders"].s3_get == commits * (3 + 2 + 1 + 61 + 61 * 2)
+    grouped = parse_config(update_raw(raw, "staging", "msk.partition_groups", [[0, 1, 2], [3, 4, 5]])).get("staging")
+    two = sizing.iceberg_dataset_cost(grouped, "orders", PRICES)
+    assert sorted(two.streaming) == ["orders-p0", "orders-p1"]
+    assert two.streaming["orders-p0"].s3_get == 43_800 * (3 + 2 + 1 + 61 + 61 * 2)
+    assert two.table_objects == 168 * (120 + 3) * 3 + 100 + 8760
+    # a dataset no source carries adds nothing to environment_cost, and is refused by name when asked for directly
+    assert sizing.environment_cost(fast, PRICES, iceberg_datasets={"payments"}) == sizing.environment_cost(fast, PRICES)
+    with pytest.raises(sizing.SizingError, match="no source carries dataset 'payments'"):
+        sizing.iceberg_dataset_cost(fast, "payments", PRICES)
+
+
+def test_cli_prints_what_iceberg_adds_in_prod(capsys):
+    """prod: the same commits as dev (60 s window); its compaction runs on 4 G.1X at the standard rate (no Flex), so
+    the maintenance's measured 0.95 saves more: 4 x 5/60 h x 730 x 0.44 / 2 datasets x 0.05 = 2.68."""
+    assert sizing.main(["--iceberg", "orders", "--environment", "prod"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("prod: what Iceberg adds, USD a month (us-east-1; one commit per 60 s")
+    assert "    commits of orders                    2.65\n" in out
+    assert "      43,800 commits: 131,400 S3 PUT" in out and "4,336,200 S3 GET" in out and "262,800 Data Catalog" in out
+    assert "    maintenance requests                 0.19\n" in out
+    assert "    maintenance Glue time               -2.68\n" in out
+    assert "measured on a 2-core machine, not on Glue: ESTIMATE" in out
+    assert "monitoring 1.02 (~40,612 objects) + compaction 0.09 (43,800 files)" in out
+    assert out.rstrip().endswith("total                                 +0.16")
+    assert sizing.main(["--iceberg", "order"]) == 2
+    assert "--iceberg: order is not a dataset (datasets: clickstream, orders)" in capsys.readouterr().err
