@@ -5,7 +5,6 @@ its table's name and location, and may create and commit that one table; the sta
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
 
@@ -16,12 +15,10 @@ from infra.config import REPO_ROOT
 
 @pytest.fixture(scope="module")
 def iceberg_dev(tmp_path_factory):
+    from devtools.iceberg_demo import switch
     from devtools.snapshot import synth_templates
 
-    root = tmp_path_factory.mktemp("iceberg") / "datasets"
-    shutil.copytree(REPO_ROOT / "datasets", root)
-    contract = json.loads((root / "orders" / "dataset.json").read_text())
-    (root / "orders" / "dataset.json").write_text(json.dumps({**contract, "table_format": "iceberg"}, indent=2))
+    root = switch(tmp_path_factory.mktemp("iceberg") / "datasets", "orders")
     with pytest.MonkeyPatch.context() as patch:  # datasets.load reads the files on every call: no cache to clear
         patch.setenv(datasets.ROOT_VARIABLE, str(root))
         template = synth_templates(["dev"])["dev"]

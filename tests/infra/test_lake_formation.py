@@ -6,12 +6,11 @@ cfn-lint."""
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
 
 from glue_jobs import datasets
-from infra.config import DEFAULT_CONFIG_PATH, REPO_ROOT, ConfigError, load_config, parse_config, update_raw
+from infra.config import DEFAULT_CONFIG_PATH, ConfigError, load_config, parse_config, update_raw
 from tests.infra.test_cfn_lint import _accepted, _lint
 
 
@@ -151,11 +150,9 @@ def test_the_template_with_lake_formation_on_is_cfn_lint_clean(dev_on, tmp_path)
 @pytest.fixture(scope="module")
 def iceberg_root(tmp_path_factory):
     """datasets/ with orders switched to Iceberg through its dataset.json only."""
-    root = tmp_path_factory.mktemp("lake-formation-iceberg") / "datasets"
-    shutil.copytree(REPO_ROOT / "datasets", root)
-    contract = json.loads((root / "orders" / "dataset.json").read_text())
-    (root / "orders" / "dataset.json").write_text(json.dumps({**contract, "table_format": "iceberg"}, indent=2))
-    return root
+    from devtools.iceberg_demo import switch
+
+    return switch(tmp_path_factory.mktemp("lake-formation-iceberg") / "datasets", "orders")
 
 
 def test_an_iceberg_dataset_is_granted_by_name_only_once_its_table_exists(iceberg_root, monkeypatch):

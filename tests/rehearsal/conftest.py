@@ -38,8 +38,7 @@ def swapped_lines_assembly(tmp_path_factory) -> Path:
     """dev with the other allowed Glue version for each job kind (streaming on 5.0, compaction on 4.0) and the
     orders dataset switched to Iceberg through its dataset.json only, as a team would: its job commits with Glue
     5.0's Iceberg (1.7.1) and the hourly job maintains the table with Glue 4.0's (1.0.0)."""
-    import shutil
-
+    from devtools.iceberg_demo import switch
     from glue_jobs import datasets
     from infra.config import DEFAULT_CONFIG_PATH, update_raw
 
@@ -47,11 +46,7 @@ def swapped_lines_assembly(tmp_path_factory) -> Path:
     raw = update_raw(raw, "dev", "streaming.glue_version", "5.0")
     raw = update_raw(raw, "dev", "compaction.glue_version", "4.0")
     raw["environments"] = {"dev": raw["environments"]["dev"]}
-    root = tmp_path_factory.mktemp("swapped-datasets") / "datasets"
-    shutil.copytree(REPO / "datasets", root)
-    contract = json.loads((root / "orders" / "dataset.json").read_text(encoding="utf-8"))
-    (root / "orders" / "dataset.json").write_text(json.dumps({**contract, "table_format": "iceberg"}, indent=2),
-                                                  encoding="utf-8")
+    root = switch(tmp_path_factory.mktemp("swapped-datasets") / "datasets", "orders")  # as `make demo` switches it
     with pytest.MonkeyPatch.context() as patch:  # only while synthesizing: the job reads its datasets from the zip
         patch.setenv(datasets.ROOT_VARIABLE, str(root))
         return synthesize(tmp_path_factory.mktemp("cdk.out-swapped"), raw)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,12 +18,11 @@ DATASET = "orders"
 
 
 def iceberg_datasets(tmp_path: Path) -> Path:
-    """A datasets folder whose orders dataset says iceberg: the team's only change (the `iceberg_orders` fixture)."""
-    root = tmp_path / "datasets"
-    shutil.copytree(REPO / "datasets" / DATASET, root / DATASET)
-    contract = json.loads((root / DATASET / "dataset.json").read_text())
-    (root / DATASET / "dataset.json").write_text(json.dumps({**contract, "table_format": "iceberg"}, indent=2))
-    return root
+    """A datasets folder whose orders dataset says iceberg: the team's only change (the `iceberg_orders` fixture),
+    made as `make demo` makes it."""
+    from devtools.iceberg_demo import switch
+
+    return switch(tmp_path / "datasets", DATASET)
 
 
 def _env(datasets: Path, **extra: str) -> dict[str, str]:
