@@ -374,6 +374,13 @@ def iceberg_dataset_cost(env: EnvironmentConfig, dataset: str, prices: dict | No
     )
 
 
+def iceberg_in(env: EnvironmentConfig, declared_iceberg: Collection[str]) -> list[str]:
+    """The datasets of `env` whose table is Iceberg there: its `table_formats` entry, else their dataset.json's
+    (`declared_iceberg`: the datasets whose dataset.json says iceberg)."""
+    return sorted(d for d in env.datasets
+                  if env.table_format(d, "iceberg" if d in declared_iceberg else "parquet") == "iceberg")
+
+
 def environment_cost(env: EnvironmentConfig, prices: dict | None = None, *, compaction_minutes: float = 5.0,
                      streaming_workers: str = "max", iceberg_datasets: Collection[str] = ()) -> dict[str, float]:
     """Fixed monthly capacity cost of an environment's config (usage not included), plus what the Iceberg datasets
@@ -423,7 +430,7 @@ def environment_cost(env: EnvironmentConfig, prices: dict | None = None, *, comp
         cost["msk_storage"] = env.msk.broker_count * env.msk.broker_volume_gb * m["storage_gb_month"]
     elif env.msk.mode == "serverless":
         cost["msk_serverless"] = hours * (m["serverless_cluster_hour"] + env.msk.topic_partitions * m["serverless_partition_hour"])
-    for dataset in sorted(set(iceberg_datasets) & set(env.datasets)):
+    for dataset in iceberg_in(env, iceberg_datasets):
         cost.update(iceberg_dataset_cost(env, dataset, p, compaction_minutes=compaction_minutes).cost_items(p))
     return {key: round(value, 2) for key, value in cost.items()}
 
@@ -517,22 +524,24 @@ def render_iceberg(env: EnvironmentConfig, costs: list[IcebergDatasetCost], pric
 
 def iceberg_report(config, environments: list[str], datasets: list[str], prices: dict | None = None) -> str:
     """render_iceberg for each of `environments` (every configured one when empty) and the datasets named (those whose
-    dataset.json says iceberg when none are named); an environment none of whose sources carries them says so."""
+    environment makes Iceberg when none are named: dataset.json or config `table_formats`); an environment none of
+    whose sources carries them says so."""
     from glue_jobs import datasets as dataset_files
 
     p = prices or load_prices()
     unknown = sorted(set(datasets) - set(dataset_files.names()))
     if unknown:
         raise SizingError(f"--iceberg: {', '.join(unknown)} is not a dataset (datasets: {', '.join(dataset_files.names())})")
-    named = datasets or [name for name in dataset_files.names() if dataset_files.load(name).table_format == "iceberg"]
-    if not named:
-        return "No dataset's dataset.json says \"table_format\": \"iceberg\"; name one to price it: --iceberg orders"
+    declared = [name for name in dataset_files.names() if dataset_files.load(name).table_format == "iceberg"]
     parts = []
     for name in environments or list(config.environments):
         env = config.get(name)
+        named = datasets or iceberg_in(env, declared)  # none named: those Iceberg in this environment
         carried = [d for d in named if d in env.datasets]
         if not carried:
-            parts.append(f"{name}: no source carries {', '.join(named)}")
+            parts.append(f"{name}: no source carries {', '.join(named)}" if named else
+                         f"{name}: no dataset is Iceberg here (dataset.json `table_format`, config `table_formats`); "
+                         "name one to price it: --iceberg orders")
             continue
         parts.append(render_iceberg(env, [iceberg_dataset_cost(env, d, p) for d in carried], p))
     return "\n".join(parts)

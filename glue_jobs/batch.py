@@ -71,13 +71,11 @@ class MicroBatchWriter:
                  metrics: MetricsSink | None = None, clock: Callable[[], float] = time.time,
                  stream_id: str | None = None, dataset: Dataset | str | None = None,
                  iceberg: IcebergTarget | None = None) -> None:
-        """`iceberg`: where an Iceberg dataset's table is (required exactly when the dataset's table_format is
-        iceberg); its lake rows are then committed to that table (glue_jobs/iceberg_lake.py), not staged."""
+        """`iceberg`: where the dataset's Iceberg table is, when its lake is Iceberg in this deployment (the job's
+        arguments say so on Glue, its dataset.json locally); its lake rows are then committed to that table
+        (glue_jobs/iceberg_lake.py), not staged."""
         self.spark = spark
         self.table = LakeTable.of(dataset)
-        if (self.table.dataset.table_format == "iceberg") != (iceberg is not None):
-            raise ValueError(f"dataset {self.table.name} has table_format {self.table.dataset.table_format!r}: "
-                             + ("an Iceberg table target is required" if iceberg is None else "it takes no Iceberg target"))
         self.iceberg = iceberg
         crash_points.armed()  # a malformed STREAMLAKE_CRASH_AT fails here, not silently
         if iceberg is not None:

@@ -38,8 +38,10 @@ SOURCE_ARGUMENTS = {
 }
 
 
-# An Iceberg dataset's job (dataset.json "table_format": "iceberg"): the Data Catalog table it commits to and the
-# table's location (under the dataset's lake prefix). Glue adds Iceberg's jars with `--datalake-formats iceberg`.
+# An Iceberg dataset's job: the Data Catalog table it commits to and the table's location (under the dataset's lake
+# prefix). Glue adds Iceberg's jars with `--datalake-formats iceberg`. The environment decides a dataset's table format
+# (config `table_formats` over dataset.json's `table_format`), so the job learns it from its arguments, not from the
+# dataset files in its zip: the stack gives `--lake_table` to an Iceberg dataset's job and to no other.
 ICEBERG_ARGUMENTS = ("lake_table", "lake_table_location")
 TABLE_FORMATS = ("parquet", "iceberg")
 
@@ -57,10 +59,8 @@ def job_arguments(source_type: str, table_format: str = "parquet") -> tuple[str,
 def resolve_arguments(argv: list[str]) -> dict[str, str]:
     from awsglue.utils import getResolvedOptions
 
-    from glue_jobs.lake_table import LakeTable
-
     common = getResolvedOptions(argv, list(JOB_ARGUMENTS))
-    table_format = LakeTable.of(common["dataset"]).dataset.table_format
+    table_format = "iceberg" if f"--{ICEBERG_ARGUMENTS[0]}" in argv else "parquet"
     return {**common, **getResolvedOptions(argv, list(job_arguments(common["source_type"], table_format)))}
 
 
@@ -132,9 +132,10 @@ def dataset_table(args: dict[str, str]):
     return table
 
 
-def iceberg_target(args: dict[str, str], table):
-    """Where an Iceberg dataset's rows go (glue_jobs/iceberg_lake.py), or None for a Parquet dataset."""
-    if table.dataset.table_format != "iceberg":
+def iceberg_target(args: dict[str, str]):
+    """Where an Iceberg dataset's rows go (glue_jobs/iceberg_lake.py), or None for a Parquet dataset (a job given no
+    `--lake_table`: see ICEBERG_ARGUMENTS)."""
+    if ICEBERG_ARGUMENTS[0] not in args:
         return None
     from glue_jobs.iceberg_lake import IcebergTarget
     from glue_jobs.session import GLUE_ICEBERG_CATALOG
@@ -172,7 +173,7 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s %(message)s")
     args = resolve_arguments(sys.argv if argv is None else argv)
     table = dataset_table(args)
-    iceberg = iceberg_target(args, table)
+    iceberg = iceberg_target(args)
     # The script creates the job's SparkContext, so the job's static settings go in here; Glue's `--conf`
     # job argument is reserved ("Internal to AWS Glue. Do not set"). An Iceberg dataset's catalog settings too:
     # "Alternatively, you can set the following configuration using SparkConf in your script" (Glue, "Using the

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import aws_cdk as cdk
 from constructs import Construct
 
@@ -78,8 +80,10 @@ class StreamingLakeStack(cdk.Stack):
             if config.msk.enabled
             else None
         )
-        # The datasets this environment's sources carry, read (and checked) once from datasets/.
-        self.datasets = {name: datasets.load(name) for name in config.datasets}
+        # The datasets this environment's sources carry, read (and checked) once from datasets/, each with the table
+        # format this environment gives it (config `table_formats` over dataset.json): everything below reads it here.
+        self.datasets = {name: dataclasses.replace(dataset, table_format=config.table_format(name, dataset.table_format))
+                         for name, dataset in ((n, datasets.load(n)) for n in config.datasets)}
         self.catalog = Catalog(
             self,
             "Catalog",

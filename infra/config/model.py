@@ -258,6 +258,13 @@ class EnvironmentConfig:
     alarms: AlarmConfig
     readers: ReadersConfig = ReadersConfig(bytes_scanned_cutoff_mb=10_240, results_expiration_days=7)
     lake_formation: LakeFormationConfig = LakeFormationConfig()
+    # {dataset: "parquet" | "iceberg"}: this environment's table format for a dataset, over its dataset.json's
+    table_formats: Mapping[str, str] = field(default_factory=dict)
+
+    def table_format(self, dataset: str, declared: str) -> str:
+        """The dataset's table format here: the environment's `table_formats` entry, else `declared` (its
+        dataset.json's `table_format`)."""
+        return self.table_formats.get(dataset, declared)
 
     @property
     def source_names(self) -> tuple[str, ...]:

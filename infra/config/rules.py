@@ -84,6 +84,12 @@ def _cross_checks(env: EnvironmentConfig, problems: list[str]) -> None:
                 f"{n}.alarms.no_records_minutes: {alarms.no_records_minutes} must cover at least two windows "
                 f"(streaming.window_size_seconds is {sj.window_size_seconds})"
             )
+    for dataset in env.table_formats:
+        if dataset not in env.datasets:
+            problems.append(
+                f"{n}.table_formats: {dataset!r} is no dataset of this environment (its sources carry: "
+                f"{', '.join(env.datasets)})"
+            )
     created = env.lake_formation.iceberg_tables_created
     for dataset in created:
         if dataset not in env.datasets:

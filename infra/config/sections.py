@@ -302,6 +302,25 @@ def _lake_formation(r: _Reader) -> LakeFormationConfig:
     return cfg
 
 
+def _table_formats(r: _Reader) -> dict[str, str]:
+    """`table_formats`: {dataset: table format} overriding the datasets' dataset.json in this environment (optional;
+    which datasets the environment carries is checked with the other cross checks)."""
+    found, formats = r._take("table_formats", {}, required=False)
+    allowed = ("parquet", "iceberg")  # glue_jobs/dataset_contract.py TABLE_FORMATS
+    if not isinstance(formats, dict):
+        r.fail("table_formats", formats, 'must map dataset names to "parquet" or "iceberg"')
+        return {}
+    good = {}
+    for dataset, value in formats.items():
+        if not isinstance(dataset, str) or not _DATASET_NAME_RE.match(dataset):
+            r.fail("table_formats", dataset, "is not a dataset name (a folder under datasets/)")
+        elif value not in allowed:
+            r.fail(f"table_formats.{dataset}", value, f"is not one of {', '.join(allowed)}")
+        else:
+            good[dataset] = value
+    return good
+
+
 def _alarms(r: _Reader) -> AlarmConfig:
     cfg = AlarmConfig(
         iterator_age_ms=r.integer("iterator_age_ms", minimum=1_000, maximum=7 * 24 * 3_600_000),
@@ -351,6 +370,7 @@ def _environment(name: str, data: Any, problems: list[str]) -> EnvironmentConfig
         alarms=_alarms(r.child("alarms")),
         readers=_readers(r.child("readers")),
         lake_formation=_lake_formation(r.child("lake_formation")),
+        table_formats=_table_formats(r),
     )
     r.finish()
     _cross_checks(env, problems)

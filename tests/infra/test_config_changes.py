@@ -103,6 +103,7 @@ ALTERNATIVES: dict[str, tuple[str, dict]] = {
     "readers.bytes_scanned_cutoff_mb": ("prod", {"readers.bytes_scanned_cutoff_mb": 2048}),
     "readers.results_expiration_days": ("prod", {"readers.results_expiration_days": 30}),
     "lake_formation.enabled": ("prod", {"lake_formation.enabled": True}),
+    "table_formats": ("prod", {"table_formats": {"orders": "iceberg"}}),
     "alarms.iterator_age_ms": ("prod", {"alarms.iterator_age_ms": 240000}),
     "alarms.iterator_age_evaluation_periods": ("prod", {"alarms.iterator_age_evaluation_periods": 5}),
     "alarms.consumer_lag_ms": ("prod", {"alarms.consumer_lag_ms": 600000}),

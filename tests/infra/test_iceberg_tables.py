@@ -94,3 +94,44 @@ def test_the_demo_switches_one_dataset_by_its_file_only(tmp_path):
     assert json.loads((out / "orders" / "dataset.json").read_text())["table_format"] == "iceberg"
     with pytest.raises(ValueError, match="no dataset 'nope'"):
         iceberg_demo.switch(tmp_path / "again", "nope")
+
+
+def test_an_environment_overrides_the_table_format_of_its_datasets(iceberg_dev, tmp_path):
+    """config `table_formats`: dev makes orders Iceberg with the committed dataset.json (which says parquet) and gets
+    the same job arguments, grants and tables as the dataset.json switch; with that switch in place, an environment
+    keeps the dataset Parquet."""
+    from devtools.iceberg_demo import switch
+    from devtools.snapshot import synth_templates
+    from infra.config import DEFAULT_CONFIG_PATH, parse_config, update_raw
+
+    raw = json.loads(DEFAULT_CONFIG_PATH.read_text(encoding="utf-8"))
+    config = parse_config(update_raw(raw, "dev", "table_formats", {"orders": "iceberg"}))
+    assert config.get("dev").table_format("orders", "parquet") == "iceberg"
+    overridden = synth_templates(["dev"], config=config)["dev"]
+    _, by_config = _job(overridden, "orders")
+    _, by_file = _job(iceberg_dev, "orders")
+    iceberg_args = ("--datalake-formats", "--lake_table", "--lake_table_location")
+    assert [by_config["DefaultArguments"][a] == by_file["DefaultArguments"][a] for a in iceberg_args] == [True] * 3
+    tables = {r["Properties"]["TableInput"]["Name"] for r in overridden["Resources"].values() if r["Type"] == "AWS::Glue::Table"}
+    assert "orders" not in tables  # the job creates the Iceberg table
+
+    back = parse_config(update_raw(raw, "dev", "table_formats", {"orders": "parquet"}))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(datasets.ROOT_VARIABLE, str(switch(tmp_path / "datasets", "orders")))
+        assert datasets.load("orders").table_format == "iceberg"
+        kept = synth_templates(["dev"], config=back)["dev"]
+    _, parquet = _job(kept, "orders")
+    assert not set(iceberg_args) & set(parquet["DefaultArguments"])
+    assert "orders" in {r["Properties"]["TableInput"]["Name"] for r in kept["Resources"].values() if r["Type"] == "AWS::Glue::Table"}
+
+
+def test_table_formats_refuse_a_dataset_the_environment_does_not_carry_and_an_unknown_format():
+    from infra.config import DEFAULT_CONFIG_PATH, ConfigError, parse_config, update_raw
+
+    raw = json.loads(DEFAULT_CONFIG_PATH.read_text(encoding="utf-8"))
+    raw = update_raw(raw, "dev", "table_formats", {"payments": "iceberg", "orders": "delta"})
+    with pytest.raises(ConfigError) as raised:
+        parse_config(raw)
+    problems = raised.value.problems
+    assert "dev.table_formats.orders: 'delta' is not one of parquet, iceberg" in problems
+    assert any(p.startswith("dev.table_formats: 'payments' is no dataset of this environment") for p in problems), problems

@@ -148,6 +148,12 @@ def test_what_an_iceberg_dataset_adds_in_dev_from_the_cited_prices():
     assert with_orders == {**sizing.environment_cost(dev, PRICES), "iceberg_commits:orders": round(commits_usd, 2),
                            "iceberg_maintenance:orders": round(maintenance_usd, 2),
                            "iceberg_maintenance_glue:orders": round(maintenance_glue_usd, 2)}
+    # the environment's table_formats decide over dataset.json: Iceberg by config, or kept Parquet by it
+    raw = json.loads(sizing.REPO_ROOT.joinpath("config/environments.json").read_text())
+    by_config = parse_config(update_raw(raw, "dev", "table_formats", {"orders": "iceberg"})).get("dev")
+    assert sizing.environment_cost(by_config, PRICES) == with_orders
+    kept = parse_config(update_raw(raw, "dev", "table_formats", {"orders": "parquet"})).get("dev")
+    assert sizing.environment_cost(kept, PRICES, iceberg_datasets={"orders"}) == sizing.environment_cost(dev, PRICES)
     # S3 Tables for the same table: 0.025 USD a month per 1,000 objects; 0.002 per 1,000 objects compacted
     assert cost.s3_tables_monitoring_usd == pytest.approx(40_612 * 0.025 / 1000)
     assert cost.s3_tables_compaction_objects_usd == pytest.approx(commits * 0.002 / 1000)

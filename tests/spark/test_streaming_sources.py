@@ -179,6 +179,23 @@ def test_entrypoint_resolves_its_arguments_and_builds_glue_options():
         glue_entry.resolve_arguments(_argv("kafka", {}))  # max_offsets_per_trigger missing
 
 
+@pytest.mark.skipif(importlib.util.find_spec("awsglue") is None, reason="AWSGlueDataplanePython is not installed here")
+def test_the_job_takes_its_table_format_from_its_arguments_not_from_the_zips_dataset_json():
+    """An environment may override a dataset's table format (config `table_formats`): the zip's dataset.json says
+    parquet for orders, the job given --lake_table commits to Iceberg, and one given none writes Parquet."""
+    assert datasets.load("orders").table_format == "parquet"
+    kinesis = {"max_fetch_records_per_shard": "100000", "max_fetch_time_ms": "2000", "source_table": "src",
+               "min_partitions": "36", "dataset": "orders", "dataset_digest": datasets.load("orders").digest}
+    parquet = glue_entry.resolve_arguments(_argv("kinesis", kinesis))
+    assert glue_entry.iceberg_target(parquet) is None
+    iceberg = glue_entry.resolve_arguments(_argv("kinesis", {**kinesis, "lake_table": "orders",
+                                                             "lake_table_location": "s3://l/orders/iceberg"}))
+    target = glue_entry.iceberg_target(iceberg)
+    assert (target.name, target.location) == ("glue_catalog.db.orders", "s3://l/orders/iceberg")
+    with pytest.raises(Exception, match="lake_table_location"):  # an Iceberg job without its location is refused
+        glue_entry.resolve_arguments(_argv("kinesis", {**kinesis, "lake_table": "orders"}))
+
+
 def test_entrypoint_refuses_dataset_files_other_than_the_synthesized_ones():
     """--dataset_digest is the digest of the dataset files the stack was synthesized with; a zip holding other
     files (a stale package, a hand-edited dataset.json) is refused before a record is read."""
