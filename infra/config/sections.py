@@ -305,7 +305,7 @@ def _lake_formation(r: _Reader) -> LakeFormationConfig:
 def _table_formats(r: _Reader) -> dict[str, str]:
     """`table_formats`: {dataset: table format} overriding the datasets' dataset.json in this environment (optional;
     which datasets the environment carries is checked with the other cross checks)."""
-    found, formats = r._take("table_formats", {}, required=False)
+    _, formats = r._take("table_formats", {}, required=False)
     allowed = ("parquet", "iceberg")  # glue_jobs/dataset_contract.py TABLE_FORMATS
     if not isinstance(formats, dict):
         r.fail("table_formats", formats, 'must map dataset names to "parquet" or "iceberg"')
