@@ -19,8 +19,10 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
+from pyspark import inheritable_thread_target
 from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 
@@ -115,9 +117,7 @@ class MicroBatchWriter:
                 if redecode is not None and counts.by_reason.get(UNKNOWN_SCHEMA_VERSION):
                     decoded_again = redecode(batch.unknown_versions())
                 if decoded_again is None:
-                    written = self._write_lake(batch, counts, batch_id) if counts.valid else 0
-                    crash_points.reached("after_lake_commit", batch_id)
-                    dead_letters = self._write_dead_letters(batch, batch_id, started) if counts.rejected else 0
+                    written, dead_letters = self._write_both(batch, counts, batch_id, started)
         if decoded_again is not None:  # nothing was written: the batch starts again, with the versions learned
             log.info("batch %s of %s: learned schema versions from the registry, decoding again", batch_id, self.source_name)
             return self(decoded_again, batch_id, frame_anomalies=frame_anomalies)
@@ -139,6 +139,27 @@ class MicroBatchWriter:
                  stats.duplicates_collapsed, stats.files_written, stats.duration_ms)
         self.metrics.emit(stats)
         return stats
+
+    def _write_both(self, batch: PackedBatch, counts: BatchCounts, batch_id: int, started: float) -> tuple[int, int]:
+        """Stage the dead letters while the lake rows are staged; returns (rows written, dead letters).
+
+        Two Spark jobs over the same cache at once: the dead letters' tasks and job commit use the slots and the
+        driver time the lake write leaves idle (its job commit). Nothing is published before both are done, and a
+        failure of either is raised once the other is done (the replay starts from scratch:
+        BatchCommit.discard_partial). The thread inherits the batch thread's Spark local properties through
+        pyspark's inheritable_thread_target ("recommended to be used in PySpark when the pinned thread mode is
+        enabled": it "inherits the inheritable properties specific to JVM thread such as InheritableThreadLocal").
+        An Iceberg lake keeps the order lake, then dead letters."""
+        if self.iceberg is not None:  # in order: a kill right after the table's commit finds no dead letter staged
+            written = self._write_lake(batch, counts, batch_id) if counts.valid else 0
+            crash_points.reached("after_lake_commit", batch_id)
+            return written, self._write_dead_letters(batch, batch_id, started) if counts.rejected else 0
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="dead-letters") as pool:
+            # Wrapped here, in the batch's thread: the wrapper captures the local properties when it is made.
+            dead = pool.submit(inheritable_thread_target(self._write_dead_letters), batch, batch_id, started) if counts.rejected else None
+            written = self._write_lake(batch, counts, batch_id) if counts.valid else 0  # leaving `with` waits for `dead`
+            crash_points.reached("after_lake_commit", batch_id)
+            return written, dead.result() if dead is not None else 0
 
     def _write_lake(self, batch: PackedBatch, counts: BatchCounts, batch_id: int) -> int:
         """Stage the batch's lake rows as Parquet partitioned by hour (an Iceberg table: commit them, once per

@@ -9,7 +9,7 @@ import signal
 
 CRASH_ENV = "STREAMLAKE_CRASH_AT"
 POINTS = (
-    "after_lake_commit",  # the lake rows committed (an Iceberg table's snapshot), dead letters not yet written
+    "after_lake_commit",  # the lake rows committed (an Iceberg table's snapshot), dead letters not yet written (a Parquet lake: lake rows staged, dead letters staged at most)
     "after_publish",  # dead letters published, the commit marker not yet written
 )
 
