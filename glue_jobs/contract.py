@@ -1,15 +1,13 @@
 """The event contract as DataFrame transforms: strict parsing, validation, reason codes.
 
-Every rule of DESIGN.md "Default event contract" lives here, in native Spark expressions only (no UDFs:
-Glue 4.0's pyspark cannot pickle Python functions on Python 3.11); how a JSON token's kind is told apart
-without one is glue_jobs/json_tokens.py. What the batch adds to a row (batch_id, partitions) is
-glue_jobs/lake_layout.py.
+Every rule of DESIGN.md "Default event contract" lives here, in native Spark expressions only (no UDFs: Glue
+4.0's pyspark cannot pickle Python functions on Python 3.11); how a JSON token's kind is told apart without one
+is glue_jobs/json_tokens.py. What the batch adds to a row (batch_id, partitions) is glue_jobs/lake_layout.py.
 
-Parsing is strict JSON (RFC 8259): bare NaN/Infinity tokens and 'single-quoted' strings are malformed_json,
-and so is a payload that is not exactly one JSON object: text after the object (a second object on the
-line), or a key repeated at its top level (which value was meant is ambiguous). The strings
-"NaN"/"Infinity" in a number field are invalid_type; a number that overflows a double (1e400) is
-out_of_range.
+Parsing is strict JSON (RFC 8259): bare NaN/Infinity tokens and 'single-quoted' strings are malformed_json, and
+so is a payload that is not exactly one JSON object: text after the object (a second object on the line), or a
+key repeated at its top level (which value was meant is ambiguous). The strings "NaN"/"Infinity" in a number
+field are invalid_type; a number that overflows a double (1e400) is out_of_range.
 
 Reason codes, first match wins (malformed_json, missing_required_field, invalid_type, out_of_range);
 `detail` names the first offending field in schema order.
@@ -50,7 +48,7 @@ INVALID_TYPE = "invalid_type"
 OUT_OF_RANGE = "out_of_range"
 REASON_CODES = (MALFORMED_JSON, MISSING_REQUIRED_FIELD, INVALID_TYPE, OUT_OF_RANGE, MALFORMED_RECORD, UNKNOWN_SCHEMA_VERSION)  # last 2: Kafka
 
-# Field rules the .avsc cannot express. Names must exist in the newest glue_jobs/schemas/event.v<N>.avsc (checked at import).
+# Field rules the .avsc cannot express. Names must exist in the newest datasets/clickstream/schema.v<N>.avsc (`_fields`).
 EVENT_TIME_FIELD = "event_time"  # epoch milliseconds, stored as a timestamp, drives the partitions
 NORMALIZED_FIELDS = ("event_type",)  # stored lower-cased and trimmed
 JSON_TEXT_FIELDS = ("metadata",)  # any JSON value, stored as its JSON text
@@ -60,13 +58,19 @@ MAX_FUTURE_MS = 86_400_000  # processing time + 1 day
 _DDL_TYPES = {"string": "string", "long": "bigint", "int": "int", "double": "double", "float": "float", "boolean": "boolean"}
 _INTEGER_TYPES = ("long", "int")
 
-_FIELDS = contract_fields()
-_NAMES = tuple(f.name for f in _FIELDS)
-for _name in (EVENT_TIME_FIELD, *NORMALIZED_FIELDS, *JSON_TEXT_FIELDS):
-    if _name not in _NAMES:
-        raise ValueError(f"glue_jobs.contract names field {_name!r}, which the newest glue_jobs/schemas/event.v<N>.avsc does not define")
-if any(name.startswith("_") for name in _NAMES):
-    raise ValueError(f"a contract field starts with '_', which the stages' own columns use: {_NAMES}")
+
+def _fields():
+    """clickstream's fields, checked against the names above. Read when the stages are built, never at import:
+    every job imports this module (typed_contract, packed_batch), and a team may delete datasets/clickstream."""
+    fields = contract_fields()
+    names = tuple(f.name for f in fields)
+    missing = [name for name in (EVENT_TIME_FIELD, *NORMALIZED_FIELDS, *JSON_TEXT_FIELDS) if name not in names]
+    if missing:
+        raise ValueError(f"glue_jobs.contract names field {missing[0]!r}, which the newest datasets/clickstream/schema.v<N>.avsc does not define")
+    if any(name.startswith("_") for name in names):
+        raise ValueError(f"a contract field starts with '_', which the stages' own columns use: {names}")
+    return fields
+
 
 # What validate() returns besides the contract's fields: the ingestion columns the envelope carries (the
 # lake's INGESTION_COLUMNS but batch_id, which the write adds), then the verdict and the record's text.
@@ -103,7 +107,7 @@ Stage = dict  # output column name -> expression, or None to carry the input col
 def _parse() -> Stage:
     """Stage 1: envelope + `_parsed`, the typed parse of a JSON record (null for a decoded Avro record)."""
     is_json_record = F.col("record").isNull()
-    typed_ddl = _ddl({f.name: _DDL_TYPES[f.avro_type] for f in _FIELDS})
+    typed_ddl = _ddl({f.name: _DDL_TYPES[f.avro_type] for f in _fields()})
     return {**dict.fromkeys(ENVELOPE_COLUMNS), "_parsed": F.when(is_json_record, F.from_json("payload", typed_ddl, tokens.JSON_OPTIONS))}
 
 
@@ -114,9 +118,9 @@ def _flatten() -> Stage:
     is_json_record = F.col("record").isNull()
     return {
         **dict.fromkeys(_CARRIED),
-        **{typed(f.name): F.col(f"_parsed.{f.name}") for f in _FIELDS if f.avro_type != "string"},
+        **{typed(f.name): F.col(f"_parsed.{f.name}") for f in _fields() if f.avro_type != "string"},
         **{text(f.name): F.when(is_json_record, F.col(f"_parsed.{f.name}")).otherwise(F.col(f"record.{f.name}"))
-           for f in _FIELDS if f.avro_type == "string"},
+           for f in _fields() if f.avro_type == "string"},
         "_failed": is_json_record & F.col(f"_parsed.{tokens.CORRUPT}").isNotNull(),
         "_not_one_object": is_json_record & (F.col("_parsed").isNull() | ~tokens.looks_like_one_object(F.col("payload"))),
         "_escaped": tokens.has_escape(F.col("payload")),
@@ -126,8 +130,8 @@ def _flatten() -> Stage:
 def _counted(flat: Stage) -> Stage:
     """Stage 2b: `_recheck`, whether a JSON record that looks like one object must be parsed again to rule out
     text after it or a repeated key (json_tokens.surely_one_object)."""
-    present = [text(f.name) if f.avro_type == "string" else typed(f.name) for f in _FIELDS]
-    strings = [text(f.name) for f in _FIELDS if f.avro_type == "string"]
+    present = [text(f.name) if f.avro_type == "string" else typed(f.name) for f in _fields()]
+    strings = [text(f.name) for f in _fields() if f.avro_type == "string"]
     one_object = F.col("record").isNull() & ~F.col("_not_one_object")
     return {**dict.fromkeys(flat), "_recheck": one_object & ~tokens.surely_one_object("payload", "_escaped", strings, present)}
 
@@ -138,7 +142,7 @@ def _resolve(flat: Stage) -> Stage:
     JSON text of a string metadata value, an integer's overflow). A projection with a JSON function is not
     whole-stage compiled: it is generated as small methods, which suits these long condition chains."""
     is_json_record, escaped = F.col("record").isNull(), F.col("_escaped")
-    strings_parse = F.from_json("payload", _ddl({f.name: "string" for f in _FIELDS}), tokens.JSON_OPTIONS)
+    strings_parse = F.from_json("payload", _ddl({f.name: "string" for f in _fields()}), tokens.JSON_OPTIONS)
     resolved = {
         **dict.fromkeys(flat),
         "_strings": F.when(F.col("_failed"), strings_parse),
@@ -147,7 +151,7 @@ def _resolve(flat: Stage) -> Stage:
         "_trailing": F.col("_recheck") & tokens.has_text_after_first_value("payload"),
         "_keys": F.when(F.col("_recheck"), tokens.top_level_keys("payload")),
     }
-    for f in _FIELDS:
+    for f in _fields():
         name, field_text = f.name, F.col(text(f.name))
         if f.avro_type == "string":
             present_in_json = is_json_record & field_text.isNotNull()
@@ -175,7 +179,7 @@ def _texts(resolved: Stage) -> Stage:
         **{
             text(f.name): F.when(is_avro, F.col(f"record.{f.name}").cast("string"))
             .otherwise(F.coalesce(F.col(f"_strings.{f.name}"), F.col(typed(f.name)).cast("string")))
-            for f in _FIELDS if f.avro_type != "string"
+            for f in _fields() if f.avro_type != "string"
         },
         "_malformed": F.col("_not_one_object") | F.col("_trailing") | F.col(f"_strings.{tokens.CORRUPT}").isNotNull()
         | F.coalesce(F.size("_keys") != F.size(F.array_distinct("_keys")), F.lit(False)),
@@ -213,16 +217,14 @@ def _field_columns(field) -> dict[str, Column]:
 
 def _flag() -> Stage:
     """Stage 5: each field's value and its rule flags."""
-    columns = {f.name: _field_columns(f) for f in _FIELDS}
+    columns = {f.name: _field_columns(f) for f in _fields()}
     event_time_ms = columns[EVENT_TIME_FIELD]["value"]
     time_out_of_range = (event_time_ms < F.lit(MIN_EVENT_TIME_MS)) | (event_time_ms > F.col(_LATEST_MS))
-    columns[EVENT_TIME_FIELD]["out_of_range"] = columns[EVENT_TIME_FIELD]["out_of_range"] | (
-        event_time_ms.isNotNull() & time_out_of_range
-    )
+    columns[EVENT_TIME_FIELD]["out_of_range"] |= event_time_ms.isNotNull() & time_out_of_range
     return {
         **dict.fromkeys((*_CARRIED, "_malformed")),
-        **{value(f.name): columns[f.name]["value"] for f in _FIELDS},
-        **{broken(rule, f.name): columns[f.name][rule] for rule in _RULES for f in _FIELDS},
+        **{value(f.name): columns[f.name]["value"] for f in _fields()},
+        **{broken(rule, f.name): columns[f.name][rule] for rule in _RULES for f in _fields()},
     }
 
 
@@ -234,13 +236,13 @@ def _reason() -> Stage:
         ("wrong_type", INVALID_TYPE, "wrong JSON type"),
         ("out_of_range", OUT_OF_RANGE, "value out of range"),
     ):
-        checks += [(reason, F.col(broken(rule, f.name)), f"{f.name}: {what}") for f in _FIELDS]
+        checks += [(reason, F.col(broken(rule, f.name)), f"{f.name}: {what}") for f in _fields()]
     known = F.col("problem").isNotNull()  # an adapter's verdict (an undecodable Kafka value) comes first
     reason, detail = F.when(known, F.col("problem.reason")), F.when(known, F.col("problem.detail"))
     for code, condition, message in checks:
         reason = reason.when(condition, F.lit(code))
         detail = detail.when(condition, F.lit(message))
-    return {**dict.fromkeys((*_CARRIED, *(value(f.name) for f in _FIELDS))), "reason": reason, "detail": detail}
+    return {**dict.fromkeys((*_CARRIED, *(value(f.name) for f in _fields()))), "reason": reason, "detail": detail}
 
 
 def _lake_columns() -> Stage:
@@ -248,10 +250,8 @@ def _lake_columns() -> Stage:
     batch_id and the hour partition are not here: the write adds them (glue_jobs/lake_layout.py)."""
     is_valid = F.col("reason").isNull()
     # Only valid rows keep event_time: timestamp_millis of a huge (invalid) long would overflow.
-    contract_values = {
-        f.name: F.when(is_valid, F.col(value(f.name))) if f.name == EVENT_TIME_FIELD else F.col(value(f.name))
-        for f in _FIELDS
-    }
+    contract_values = {f.name: F.when(is_valid, F.col(value(f.name))) if f.name == EVENT_TIME_FIELD else F.col(value(f.name))
+                       for f in _fields()}
     return {**contract_values, **dict.fromkeys(VALIDATED_INGESTION_COLUMNS), **dict.fromkeys(VALIDATED_EXTRA_COLUMNS)}
 
 

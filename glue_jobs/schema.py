@@ -1,30 +1,31 @@
-"""The event schema, one committed file per version; the newest is the schema the code uses.
+"""clickstream's event schema and every column list; the newest schema version is the schema the code uses.
 
-`glue_jobs/schemas/event.v1.avsc`, `event.v2.avsc`, ...: each version is a file that never changes once
-committed (tests/infra/test_schema_agreement.py pins their digests). The stack registers version 1 as
-the AWS::Glue::Schema and each later one as an AWS::Glue::SchemaVersion, and pins the Kafka table to the
-newest (infra/catalog.py); the job package carries every file and validates with the newest, so the
-jobs and the registry cannot disagree about the schema (docs/operations.md "Schema evolution").
+clickstream's versions are its dataset's files, `datasets/clickstream/schema.v1.avsc`, `schema.v2.avsc`, ...,
+read through glue_jobs/datasets.py (which checks each against its digest pinned in schemas.lock.json: a committed
+version never changes). The stack registers version 1 as the AWS::Glue::Schema `EventSchema` and each later one
+as an AWS::Glue::SchemaVersion (infra/catalog.py); the job package carries every file and validates with the
+newest, so the jobs and the registry cannot disagree about the schema (docs/operations.md "Schema evolution").
 
-The files are package data, read with importlib.resources: Glue imports the package from the
-`--extra-py-files` zip in place (the zip is on sys.path, nothing is extracted), where a path built from
-`__file__` points inside the zip and cannot be opened. Derived here from the newest version: the
-contract fields (for validation), the Glue Schema Registry definition, the Data Catalog columns of the
-lake and source tables, and the Spark schemas the jobs read and write with. pyspark is imported lazily
-so the CDK app can use the Glue column lists without a JVM.
+glue_jobs.datasets reads with importlib.resources-style Traversables: Glue imports the package from the
+`--extra-py-files` zip in place (the zip is on sys.path, nothing is extracted, `datasets/` sits beside the
+packages), where a path built from `__file__` points inside the zip and cannot be opened. Derived here from
+the newest version: the contract fields (for glue_jobs/contract.py), the Glue Schema Registry definition, the
+Data Catalog columns of clickstream's lake and source tables, and the Spark schemas the jobs read and write
+with. Nothing reads the dataset at import: a team may delete datasets/clickstream, and every job imports this
+module. pyspark is imported lazily so the CDK app can use the Glue column lists without a JVM.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
-from functools import cache, lru_cache
-from importlib import resources
+from functools import cache
 
-# Package data of glue_jobs: the files the zip carries are the files the source tree holds.
-SCHEMA_PACKAGE, SCHEMA_FOLDER = "glue_jobs", "schemas"
-_VERSION_FILE = re.compile(r"^event\.v([1-9][0-9]*)\.avsc$")
+from glue_jobs import datasets
+
+# The dataset whose schema this module derives from: the one glue_jobs/contract.py implements by hand, registered
+# as the registry's EventSchema, stored in the `events` table (infra/catalog.py).
+DATASET = "clickstream"
 
 # Avro primitive -> (Glue/Hive column type, Spark type name)
 _AVRO_TYPES = {
@@ -85,33 +86,22 @@ class ContractField:
 
 
 def schema_file(version: int) -> str:
-    return f"{SCHEMA_PACKAGE}/{SCHEMA_FOLDER}/event.v{version}.avsc"
+    return f"datasets/{DATASET}/schema.v{version}.avsc"
 
 
-def schema_folder():
-    """The folder of the version files, inside the package (a Traversable: a directory or a zip folder)."""
-    return resources.files(SCHEMA_PACKAGE).joinpath(SCHEMA_FOLDER)
+def _dataset() -> datasets.Dataset:
+    """The clickstream dataset, read now (glue_jobs.datasets: the source tree, the job zip or STREAMLAKE_DATASETS;
+    a file edited since is read again, an unchanged one parsed once)."""
+    return datasets.load(DATASET)
 
 
 def schema_file_names() -> list[str]:
-    return [f"event.v{n}.avsc" for n in schema_versions()]
+    return [f"schema.v{n}.avsc" for n in schema_versions()]
 
 
-@lru_cache(maxsize=1)
 def schema_versions() -> tuple[int, ...]:
-    """The committed version numbers, 1..N without gaps (a gap or a stray event*.avsc is an error)."""
-    folder = schema_folder()
-    names = sorted(entry.name for entry in folder.iterdir() if entry.name.startswith("event") and entry.name.endswith(".avsc"))
-    versions = []
-    for name in names:
-        match = _VERSION_FILE.match(name)
-        if not match:
-            raise ValueError(f"{SCHEMA_PACKAGE}/{SCHEMA_FOLDER}/{name}: schema files are named event.v<N>.avsc")
-        versions.append(int(match.group(1)))
-    versions.sort()
-    if versions != list(range(1, len(versions) + 1)):
-        raise ValueError(f"{SCHEMA_PACKAGE}/{SCHEMA_FOLDER}: schema versions must be 1..N without gaps, found {versions}")
-    return tuple(versions)
+    """The committed version numbers, 1..N without gaps (glue_jobs.datasets refuses a gap or a stray .avsc)."""
+    return _dataset().versions
 
 
 def latest_version() -> int:
@@ -120,35 +110,37 @@ def latest_version() -> int:
 
 def schema_text(version: int | None = None) -> str:
     """A version's .avsc file as committed (default: the newest), from the source tree or the deployed zip."""
-    version = latest_version() if version is None else version
-    if version not in schema_versions():
-        raise ValueError(f"schema version {version} is not committed (have {list(schema_versions())})")
-    return schema_folder().joinpath(f"event.v{version}.avsc").read_text(encoding="utf-8")
+    return _dataset().schema_text(version)
 
 
-@cache
 def avro_schema(version: int | None = None) -> dict:
     return json.loads(schema_text(version))
 
 
 def avro_schema_definition(version: int | None = None) -> str:
     """The registry's SchemaDefinition of a version (default: the newest): the .avsc file, compact and stable."""
-    return json.dumps(avro_schema(version), separators=(",", ":"), sort_keys=False)
+    return _dataset().registry_definition(version)
 
 
-@lru_cache(maxsize=1)
 def contract_fields() -> tuple[ContractField, ...]:
+    """The newest version's fields (flat: a primitive or ['null', primitive] each) as the flat contract sees them."""
+    return _contract_fields(_dataset())
+
+
+@cache
+def _contract_fields(dataset: datasets.Dataset) -> tuple[ContractField, ...]:
     fields = []
-    for f in avro_schema()["fields"]:
+    where = schema_file(dataset.latest_version)
+    for f in dataset.avro()["fields"]:
         avro_type = f["type"]
         required = True
         if isinstance(avro_type, list):
             non_null = [t for t in avro_type if t != "null"]
             if len(non_null) != 1 or "null" not in avro_type:
-                raise ValueError(f"{schema_file(latest_version())}: field {f['name']!r}: only ['null', T] unions are supported")
+                raise ValueError(f"{where}: field {f['name']!r}: only ['null', T] unions are supported")
             avro_type, required = non_null[0], False
         if avro_type not in _AVRO_TYPES:
-            raise ValueError(f"{schema_file(latest_version())}: field {f['name']!r}: Avro type {avro_type!r} is not supported")
+            raise ValueError(f"{where}: field {f['name']!r}: Avro type {avro_type!r} is not supported")
         glue_type, spark_type = _AVRO_TYPES[avro_type]
         fields.append(ContractField(f["name"], avro_type, required, glue_type, spark_type, f.get("doc", "")))
     return tuple(fields)
@@ -199,12 +191,24 @@ def spark_source_schema():
     return _spark_struct([(f.name, f.spark_type) for f in contract_fields()])
 
 
+def source_record_type():
+    """The type of the envelope's `record` (a JSON source's is null): clickstream's source schema, which
+    glue_jobs/contract.py reads fields of, or a string when the project carries no clickstream dataset (the typed
+    contract casts a record of another type to its own: glue_jobs/typed_contract.py `validate`)."""
+    from pyspark.sql import types as T
+
+    try:
+        return spark_source_schema()
+    except datasets.DatasetError:
+        return T.StringType()
+
+
 def envelope_schema():
     """The envelope every source adapter produces (ENVELOPE_COLUMNS); `record` holds a decoded record."""
     from pyspark.sql import types as T
 
     string = T.StringType()
-    types = {"payload": string, "record": spark_source_schema(), "source": string, "source_partition": string,
+    types = {"payload": string, "record": source_record_type(), "source": string, "source_partition": string,
              "source_offset": string, "arrival_time": T.TimestampType(), "problem": T.StructType([T.StructField("reason", string), T.StructField("detail", string)])}
     return T.StructType([T.StructField(name, types[name]) for name in ENVELOPE_COLUMNS])
 
@@ -215,5 +219,4 @@ def spark_dead_letter_schema():
 
 def avro_full_name() -> str:
     """The record's fully-qualified Avro name (namespace.name): the schema's name in the Glue Schema Registry."""
-    schema = avro_schema()
-    return f"{schema['namespace']}.{schema['name']}" if schema.get("namespace") else schema["name"]
+    return _dataset().avro_full_name

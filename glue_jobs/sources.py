@@ -30,7 +30,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from glue_jobs.batch_constants import with_batch_constants
-from glue_jobs.schema import PROBLEM_DDL, spark_source_schema
+from glue_jobs.schema import PROBLEM_DDL, source_record_type
 
 # The record text of a Kinesis frame read with inferSchema=true, as spelled by different Glue releases.
 KINESIS_TEXT_COLUMNS = ("$json$data_infer_schema$_temporary$", "$json$data_infer_schema$.temporary$")
@@ -39,7 +39,7 @@ RECORD_TIMESTAMP = "__src_timestamp"
 
 
 def _no_record():
-    return F.lit(None).cast(spark_source_schema()).alias("record")
+    return F.lit(None).cast(source_record_type()).alias("record")
 
 
 def _no_problem():

@@ -1,10 +1,12 @@
-"""Data Catalog and Schema Registry of one environment, all generated from glue_jobs/schemas/event.v<N>.avsc.
+"""Data Catalog and Schema Registry of one environment, all generated from the datasets' files
+(datasets/<name>/schema.v<N>.avsc; clickstream's through glue_jobs/schema.py).
 
-- Schema Registry: one registry, the event schema (Avro, BACKWARD): version 1 is the AWS::Glue::Schema
-  (glue_jobs/schemas/event.v1.avsc, unchanged since creation, so the schema is never replaced), every
-  later committed file an AWS::Glue::SchemaVersion, registered in order; the Kafka jobs look the versions up
-  by number at start (glue_jobs/registry_frames.py). Versions are create-only (Schema, SchemaDefinition) and files never change, so an evolution
-  deploys as "added", with no replacement.
+- Schema Registry: one registry, the event schema `EventSchema` (clickstream's, Avro, BACKWARD): version 1 is the
+  AWS::Glue::Schema (datasets/clickstream/schema.v1.avsc, unchanged since creation, so the schema is never
+  replaced), every later committed file an AWS::Glue::SchemaVersion, registered in order; every other dataset
+  gets a schema of its own the same way (`_register`); the Kafka jobs look the versions up by number at start
+  (glue_jobs/registry_frames.py). Versions are create-only (Schema, SchemaDefinition) and files never change, so
+  an evolution deploys as "added", with no replacement.
 - Source tables the streaming jobs read: one per Kinesis stream (JSON, typeOfData=kinesis). Kafka jobs read the
   topic with Spark's Kafka source and decode the Schema Registry frames themselves, so the topic has no table.
 - The lake table (Parquet under `events/`, partitioned by event_date/event_hour) and one dead-letter
@@ -225,9 +227,8 @@ class Catalog(Construct):
             name,
             description=("The lake: validated events, Parquet (snappy), Hive partitions in UTC" if kept else
                          f"Lake table of dataset {dataset.name}: {dataset.description} (Parquet, snappy, UTC hour partitions)"),
-            # clickstream's columns from glue_jobs/schema.py, which reads glue_jobs/schemas/event.v<N>.avsc (the files
-            # schema-evolve and the registry's EventSchema use; tests/infra/test_datasets.py keeps them byte-identical
-            # to datasets/clickstream/): the same columns today, and one place for an evolution to reach the table.
+            # clickstream's columns from glue_jobs/schema.py, which reads datasets/clickstream/schema.v<N>.avsc (the
+            # files the registry's EventSchema registers): the columns the table had before datasets, byte for byte.
             columns=schema.lake_columns() if kept else
             dataset.columns(catalog=True) + [(n, glue_type) for n, glue_type, _ in schema.INGESTION_COLUMNS],
             partition_keys=schema.lake_partition_columns(),

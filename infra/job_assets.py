@@ -5,13 +5,13 @@ accepts files only, so the zip is built here, reproducibly: sorted entries, a fi
 mode, no compression (zlib output can differ between machines). The asset hash, and with it the
 template, therefore changes exactly when deployed code changes.
 
-Only job code ships: the modules the entrypoints import and the package data they read
-(glue_jobs/schemas/*.avsc). The local tools (command lines, the local runner, the event generator)
-stay out, and so does anything outside the two packages: the zip is imported in place, so nothing in
-it may depend on the repository layout (tests/infra/test_rehearsal.py imports it with no repository
-on the path).
+Only job code ships: the modules the entrypoints import and the dataset files they read (clickstream's
+schema versions included: glue_jobs/schema.py reads them from datasets/clickstream/). The local tools
+(command lines, the local runner, the event generator) stay out, and so does anything outside the two
+packages and datasets/: the zip is imported in place, so nothing in it may depend on the repository
+layout (tests/infra/test_rehearsal.py imports it with no repository on the path).
 
-    glue_jobs/...      (glue_jobs/schemas/event.v<N>.avsc, every version, as package data)
+    glue_jobs/...
     compaction/...
     datasets/<name>/   (dataset.json, schemas.lock.json, schema.v<N>.avsc: what glue_jobs.datasets reads)
 """
@@ -35,7 +35,7 @@ GLUE_VERSIONS = {"4.0": glue.GlueVersion.V4_0, "5.0": glue.GlueVersion.V5_0, "5.
 WORKER_TYPES = {"G.025X": glue.WorkerType.G_025X, "G.1X": glue.WorkerType.G_1X, "G.2X": glue.WorkerType.G_2X}
 
 PACKAGES = ("glue_jobs", "compaction")
-PACKAGE_DATA = ("*.py", "schemas/*.avsc")
+PACKAGE_DATA = ("*.py",)
 # Not job code: the entrypoint scripts (uploaded as the job's script), the command lines and local tools.
 LOCAL_ONLY = frozenset({
     "glue_jobs/__main__.py", "glue_jobs/glue_entry.py", "glue_jobs/generate.py", "glue_jobs/local_runner.py",
@@ -47,25 +47,21 @@ _FIXED_TIME = (1980, 1, 1, 0, 0, 0)
 
 
 def _entries() -> list[tuple[str, Path]]:
-    from glue_jobs import schema
-
     entries = []
     for package in PACKAGES:
         for pattern in PACKAGE_DATA:
             for path in (REPO_ROOT / package).glob(pattern):
                 name = path.relative_to(REPO_ROOT).as_posix()
-                if name not in LOCAL_ONLY and not name.startswith("glue_jobs/schemas/"):
+                if name not in LOCAL_ONLY:
                     entries.append((name, path))
-    # The schema versions exactly as glue_jobs.schema lists them (the stack registers the same ones).
-    folder = Path(str(schema.schema_folder()))
-    entries += [(f"glue_jobs/schemas/{name}", folder / name) for name in schema.schema_file_names()]
     entries += _dataset_entries()
     return sorted(entries)
 
 
 def _dataset_entries() -> list[tuple[str, Path]]:
     """Every dataset's files, under `datasets/` beside the packages: glue_jobs.datasets reads them from there in
-    the zip as in the source tree. Loading them first refuses a bad dataset before anything is packaged."""
+    the zip as in the source tree (and glue_jobs.schema clickstream's, through it). Loading them first refuses a
+    bad dataset before anything is packaged."""
     from glue_jobs import datasets
 
     root = Path(str(datasets.root()))

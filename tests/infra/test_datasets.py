@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from glue_jobs import datasets
+from glue_jobs import datasets, schema
 from glue_jobs.datasets import DatasetError
 from infra.config import REPO_ROOT
 
@@ -45,14 +45,15 @@ def test_shipped_datasets(monkeypatch):
     assert sorted(found) == ["clickstream", "orders"]
     clickstream, orders = found["clickstream"], found["orders"]
     # clickstream is today's event, byte for byte
-    # every version byte for byte in both places: glue_jobs/schemas/ is what schema-evolve, the registry's EventSchema
-    # and the Catalog's clickstream tables read, until they move to datasets/
+    # its versions have one home, datasets/clickstream/: glue_jobs.schema (the flat contract, the registry's
+    # EventSchema, the Catalog's clickstream tables) reads every version there, byte for byte
     shipped = sorted(p.name for p in (REPO_ROOT / "datasets/clickstream").glob("schema.v*.avsc"))
     assert shipped == [f"schema.v{n}.avsc" for n in clickstream.versions]
     for n in clickstream.versions:
         assert (REPO_ROOT / f"datasets/clickstream/schema.v{n}.avsc").read_bytes() == \
-            (REPO_ROOT / f"glue_jobs/schemas/event.v{n}.avsc").read_bytes(), n
-    assert len(list((REPO_ROOT / "glue_jobs/schemas").glob("event.v*.avsc"))) == len(clickstream.versions)
+            schema.schema_text(n).encode("utf-8"), n
+    assert not (REPO_ROOT / "glue_jobs/schemas").exists()
+    assert schema.schema_versions() == clickstream.versions
     assert clickstream.key == ("event_id",) and clickstream.event_time.format == "epoch_millis"
     assert clickstream.avro_full_name == "com.streamlake.events.Event"
     assert dict(orders.columns(catalog=True)) == {

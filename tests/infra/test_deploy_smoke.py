@@ -264,22 +264,15 @@ def test_an_evolved_schema_deploys_on_moto_as_version_2(tmp_path, monkeypatch):
 
     from devtools.snapshot import synth_templates
     from glue_jobs import schema
+    from tests.infra.test_schema_evolution_deploy import use_clickstream_versions
 
     v1 = json.loads(schema.schema_text(1))
     v2 = {**v1, "fields": [*v1["fields"], {"name": "campaign", "type": ["null", "string"], "default": None}]}
-    folder = tmp_path / "schemas"
-    folder.mkdir()
-    for number, definition in ((1, v1), (2, v2)):
-        (folder / f"event.v{number}.avsc").write_text(json.dumps(definition), encoding="utf-8")
-    monkeypatch.setattr(schema, "schema_folder", lambda: folder)
-    for cached in (schema.schema_versions, schema.avro_schema, schema.contract_fields):
-        cached.cache_clear()
+    use_clickstream_versions(tmp_path / "datasets", monkeypatch, v1, v2)  # datasets/clickstream/schema.v2.avsc
     try:
         template = json.loads(json.dumps(synth_templates(["staging"])["staging"]))
     finally:
         monkeypatch.undo()
-        for cached in (schema.schema_versions, schema.avro_schema, schema.contract_fields):
-            cached.cache_clear()
 
     def evolved(glue, outputs):
         schema_id = {"RegistryName": outputs["SchemaRegistryName"], "SchemaName": "com.streamlake.events.Event"}

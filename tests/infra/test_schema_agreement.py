@@ -1,6 +1,6 @@
 """One schema, three consumers: the registry, the catalog columns and the Spark schema are all generated
-from the committed versions glue_jobs/schemas/event.v<N>.avsc and agree on field names, types and order;
-committed versions never change, and each is compatible with the ones before it."""
+from clickstream's committed versions datasets/clickstream/schema.v<N>.avsc and agree on field names, types and
+order; committed versions never change, and each is compatible with the ones before it."""
 
 from __future__ import annotations
 
@@ -12,13 +12,14 @@ import pytest
 from glue_jobs import datasets, schema
 
 # Read by path here, not through glue_jobs.schema, so the check does not share the code it checks.
-SCHEMA_DIR = Path(__file__).resolve().parents[2] / "glue_jobs" / "schemas"
+SCHEMA_DIR = Path(__file__).resolve().parents[2] / "datasets" / "clickstream"
 # sha256 of each committed version: a registered version is immutable (AWS::Glue::SchemaVersion's
-# SchemaDefinition is create-only), so its file must never change. A new version adds its line here.
+# SchemaDefinition is create-only), so its file must never change. A new version adds its line here (and its
+# digest to the dataset's schemas.lock.json, which glue_jobs.datasets checks).
 COMMITTED_DIGESTS = {
     1: "b6abd24071f3d537d3011a02197529c23e0907e6e36ad79be6a4a458019f4857",
 }
-SCHEMA_FILE = SCHEMA_DIR / f"event.v{max(COMMITTED_DIGESTS)}.avsc"  # the newest: what the code uses
+SCHEMA_FILE = SCHEMA_DIR / f"schema.v{max(COMMITTED_DIGESTS)}.avsc"  # the newest: what the code uses
 
 # The type correspondence this project relies on, stated once here as the check (not imported).
 AVRO_TO_GLUE = {"string": "string", "long": "bigint", "int": "int", "double": "double", "float": "float", "boolean": "boolean"}
@@ -55,9 +56,11 @@ def test_committed_versions_never_change_and_the_newest_is_the_codes_schema():
     import hashlib
 
     files = sorted(p.name for p in SCHEMA_DIR.glob("*.avsc"))
-    assert files == [f"event.v{n}.avsc" for n in sorted(COMMITTED_DIGESTS)]
+    assert files == [f"schema.v{n}.avsc" for n in sorted(COMMITTED_DIGESTS)]
     for number, digest in COMMITTED_DIGESTS.items():
-        assert hashlib.sha256((SCHEMA_DIR / f"event.v{number}.avsc").read_bytes()).hexdigest() == digest, number
+        assert hashlib.sha256((SCHEMA_DIR / f"schema.v{number}.avsc").read_bytes()).hexdigest() == digest, number
+    lock = json.loads((SCHEMA_DIR / datasets.LOCK_FILE).read_text(encoding="utf-8"))
+    assert lock == {f"schema.v{n}.avsc": digest for n, digest in COMMITTED_DIGESTS.items()}
     assert schema.schema_versions() == tuple(sorted(COMMITTED_DIGESTS))
     assert schema.avro_schema() == json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
 
@@ -65,7 +68,7 @@ def test_committed_versions_never_change_and_the_newest_is_the_codes_schema():
 def test_each_version_is_compatible_with_the_latest_before_it_and_the_checkpoint():
     from operations import avro_compat
 
-    versions = [avro_compat.parse((SCHEMA_DIR / f"event.v{n}.avsc").read_text(encoding="utf-8"), where=f"v{n}")
+    versions = [avro_compat.parse((SCHEMA_DIR / f"schema.v{n}.avsc").read_text(encoding="utf-8"), where=f"v{n}")
                 for n in sorted(COMMITTED_DIGESTS)]
     for index in range(1, len(versions)):
         assert avro_compat.evolution_problems("BACKWARD", versions[index], versions[:index]) == [], index + 1
@@ -75,10 +78,10 @@ def test_registry_holds_every_committed_version_and_no_table_pins_one(templates)
     resources = templates["prod"]["Resources"].values()
     (definition,) = {r["Properties"]["SchemaDefinition"] for r in resources if r["Type"] == "AWS::Glue::Schema"
                      and r["Properties"]["Name"] == "com.streamlake.events.Event"}
-    assert json.loads(definition) == json.loads((SCHEMA_DIR / "event.v1.avsc").read_text(encoding="utf-8"))
+    assert json.loads(definition) == json.loads((SCHEMA_DIR / "schema.v1.avsc").read_text(encoding="utf-8"))
     later = [json.loads(r["Properties"]["SchemaDefinition"]) for r in resources if r["Type"] == "AWS::Glue::SchemaVersion"
              and "EventSchema" in json.dumps(r["Properties"]["Schema"])]
-    assert later == [json.loads((SCHEMA_DIR / f"event.v{n}.avsc").read_text(encoding="utf-8"))
+    assert later == [json.loads((SCHEMA_DIR / f"schema.v{n}.avsc").read_text(encoding="utf-8"))
                      for n in sorted(COMMITTED_DIGESTS)[1:]]
     # The Kafka job reads the topic itself and looks the versions up by number at start (docs/kafka.md): no table
     # pins a registry version, and the job is told the dataset's registry schema.

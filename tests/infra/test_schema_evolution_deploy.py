@@ -1,20 +1,22 @@
 """Schema evolution as the stack deploys it: a new committed version file is an added registry version,
 the tables change in place, the job package carries it, and `make diff` shows no replacement.
 
-The version files are read through `glue_jobs.schema.schema_folder()`; these tests point it at a
-temporary folder holding the committed event.v1.avsc plus a v2, so nothing in the repository changes.
+clickstream's version files are read through glue_jobs.datasets (`glue_jobs.schema` reads datasets/clickstream/);
+these tests point STREAMLAKE_DATASETS at a temporary copy of datasets/ whose clickstream holds the committed
+schema.v1.avsc plus a v2 (pinned in its schemas.lock.json), so nothing in the repository changes.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import zipfile
 
 import pytest
 
 from devtools.diff import diff_templates
 from devtools.snapshot import normalize, synth_templates
-from glue_jobs import schema
+from glue_jobs import datasets, schema
 from infra import job_assets
 from operations import avro_compat
 
@@ -30,21 +32,29 @@ def _v2(extra_fields=(), required=()) -> dict:
     return {**V1, "fields": fields + list(extra_fields)}
 
 
+def use_clickstream_versions(root, monkeypatch, *versions: dict):
+    """A copy of datasets/ under `root` whose clickstream has these versions (v1 kept byte for byte, each later
+    one pinned in schemas.lock.json), made the datasets folder (STREAMLAKE_DATASETS). Returns clickstream's folder."""
+    if not root.exists():
+        shutil.copytree(datasets.root(), root)
+    folder = root / schema.DATASET
+    lock = {"schema.v1.avsc": datasets.file_digest((folder / "schema.v1.avsc").read_bytes())}
+    for stale in folder.glob("schema.v*.avsc"):
+        if stale.name != "schema.v1.avsc":
+            stale.unlink()
+    for number, definition in enumerate(versions[1:], start=2):
+        path = folder / f"schema.v{number}.avsc"
+        path.write_text(json.dumps(definition, indent=2) + "\n", encoding="utf-8")
+        lock[path.name] = datasets.file_digest(path.read_bytes())
+    (folder / datasets.LOCK_FILE).write_text(json.dumps(lock, indent=2) + "\n", encoding="utf-8")
+    monkeypatch.setenv(datasets.ROOT_VARIABLE, str(root))
+    assert json.loads(schema.schema_text(1)) == versions[0]
+    return folder
+
+
 @pytest.fixture
 def with_versions(tmp_path, monkeypatch):
-    def use(*versions: dict):
-        folder = tmp_path / "schemas"
-        folder.mkdir(exist_ok=True)
-        for number, definition in enumerate(versions, start=1):
-            (folder / f"event.v{number}.avsc").write_text(json.dumps(definition, indent=2) + "\n", encoding="utf-8")
-        monkeypatch.setattr(schema, "schema_folder", lambda: folder)
-        for cached in (schema.schema_versions, schema.avro_schema, schema.contract_fields):
-            cached.cache_clear()
-        return folder
-
-    yield use
-    for cached in (schema.schema_versions, schema.avro_schema, schema.contract_fields):
-        cached.cache_clear()
+    return lambda *versions: use_clickstream_versions(tmp_path / "datasets", monkeypatch, *versions)
 
 
 OPTIONAL_FIELD = {"name": "campaign", "type": ["null", "string"], "default": None, "doc": "marketing campaign id"}
@@ -70,8 +80,9 @@ def test_adding_an_optional_field_deploys_as_a_new_version_with_no_replacement(t
 
     package = job_assets.build_package_zip(tmp_path / "package.zip")
     with zipfile.ZipFile(package) as archive:
-        assert json.loads(archive.read("glue_jobs/schemas/event.v2.avsc")) == v2
-        assert json.loads(archive.read("glue_jobs/schemas/event.v1.avsc")) == V1
+        assert json.loads(archive.read("datasets/clickstream/schema.v2.avsc")) == v2
+        assert json.loads(archive.read("datasets/clickstream/schema.v1.avsc")) == V1
+        assert not [name for name in archive.namelist() if name.startswith("glue_jobs/schemas/")]
 
 
 def test_making_a_field_required_is_refused_with_the_rule_that_refuses_it():

@@ -28,14 +28,17 @@ def _rehearse(cloud_assembly, env, spark_lines, moto_endpoint, spark, tmp_path, 
 
 
 def test_the_package_zip_imports_with_nothing_but_the_zip_and_the_glue_runtime(cloud_assembly, spark_lines, tmp_path):
-    """Glue imports the --extra-py-files zip in place: every module and the packaged schema must load from it.
-    (Before the schema became package data this failed with NotADirectoryError: .../zip/glue_jobs/event.avsc.)"""
+    """Glue imports the --extra-py-files zip in place: every module and the packaged schemas must load from it
+    (clickstream's from the zip's datasets/clickstream/, its one home). (Before the schema became package data this
+    failed with NotADirectoryError: .../zip/glue_jobs/event.avsc.)"""
     assembly = assembly_module.load(cloud_assembly, "dev")
     (package,) = {zip_path for job in assembly.glue_jobs() for zip_path in job.extra_py_files}
     modules = sorted(name[:-3].replace("/", ".").removesuffix(".__init__")
                      for name in zipfile.ZipFile(package).namelist() if name.endswith(".py"))
     assert "glue_jobs.batch" in modules and "compaction.job" in modules
     assert not [m for m in modules if m.split(".")[-1] in ("__main__", "local_runner", "generate", "glue_entry")]
+    names = zipfile.ZipFile(package).namelist()
+    assert "datasets/clickstream/schema.v1.avsc" in names and not [n for n in names if n.startswith("glue_jobs/schemas/")]
     for line in spark_lines.values():
         runtime = runtime_folder(line, tmp_path / "build")
         code = ("import importlib, sys\n"
