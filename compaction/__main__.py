@@ -174,6 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("compaction").setLevel(logging.INFO)
+    logging.getLogger("glue_jobs.storage").setLevel(logging.INFO)  # once a run: how it deletes (delete_files)
     from glue_jobs.local_runner import local_iceberg_target
 
     iceberg = local_iceberg_target(args.dataset)

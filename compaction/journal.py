@@ -58,7 +58,9 @@ class Journal:
 
     def _write_atomically(self, target: str, record: dict) -> None:
         temporary = f"{target}.tmp"
-        self.storage.write_text(temporary, json.dumps({"format": FORMAT_VERSION, **record}, indent=1, sort_keys=True))
+        # One line (`jq .` indents it): json's C encoder, which `indent` turns off, writes a record of 2,000 inputs
+        # in 1.2 ms instead of 4.7, and three such records a partition (plan, staged, history).
+        self.storage.write_text(temporary, json.dumps({"format": FORMAT_VERSION, **record}, sort_keys=True))
         self.storage.rename(temporary, target)
 
     def _read(self, path: str) -> dict | None:

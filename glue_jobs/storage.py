@@ -9,9 +9,19 @@ on single-file operations plus their own journals/markers for correctness, never
 
 from __future__ import annotations
 
+import functools
+import logging
 import re
 from dataclasses import dataclass
 from urllib.parse import urlsplit
+
+log = logging.getLogger(__name__)
+
+# jvm/glue-functions (infra/jvm_functions.py): deletes a chunk of paths with a few JVM threads in one py4j call. At
+# most BULK_DELETE_CHUNK paths a call, and at least BULK_DELETE_MIN_CHUNKS calls when there are more paths: callers'
+# progress (on_deleted) moves a chunk at a time, so a small partition's deletes still happen in steps.
+BULK_DELETE_CLASS, BULK_DELETE_CHUNK, BULK_DELETE_MIN_CHUNKS = "com.streamlake.glue.BulkDelete", 250, 8
+_LOGGED: set[str] = set()
 
 
 @dataclass(frozen=True)
@@ -109,24 +119,57 @@ class HadoopStorage:
         fs = self._fs(path)
         stream = fs.open(self._path(path))
         try:
-            chunks = []
             buf = self._jvm.java.io.ByteArrayOutputStream()
             self._jvm.org.apache.hadoop.io.IOUtils.copyBytes(stream, buf, 65536, False)
-            chunks.append(bytes(buf.toByteArray()))
-            return b"".join(chunks).decode("utf-8")
+            return bytes(buf.toByteArray()).decode("utf-8")
         finally:
             stream.close()
 
     def delete_files(self, paths, *, threads: int = 8, on_deleted=None) -> int:
-        """Delete many single files (never directories), `threads` at a time; returns how many existed.
-
-        Each delete is one request on S3 (and one py4j round trip everywhere), so a partition of
-        thousands of small files is deleted concurrently; py4j gives every Python thread its own
-        connection. `on_deleted(path)` is called after each file that was deleted.
-        """
+        """Delete many single files, never recursively, `threads` at a time (one request each on S3); returns how
+        many existed. With the JVM functions on the classpath (BULK_DELETE_CLASS: --extra-jars on Glue, spark.jars
+        locally) a chunk of paths is one py4j call, else each path is one (py4j gives each Python thread its own
+        connection). `on_deleted(path)` is called for each file deleted, after its chunk, in order: a kill between
+        two chunks lands with some inputs deleted and some not. With the bulk class, a path that cannot be deleted
+        (e.g. a non-empty directory) raises OSError once every other path was tried."""
         paths = list(paths)
         if not paths:
             return 0
+        bulk = self._bulk_delete
+        if bulk is None or any("\n" in path for path in paths):
+            return self._delete_each(paths, threads=threads, on_deleted=on_deleted)
+        deleted, failures = 0, []
+        size = _bulk_chunk_size(len(paths))
+        for start in range(0, len(paths), size):
+            chunk = paths[start:start + size]
+            codes, *errors = str(bulk.delete(self._conf, "\n".join(chunk), threads)).split("\n")
+            for path, code in zip(chunk, codes, strict=True):
+                if code == "D":
+                    deleted += 1
+                    if on_deleted is not None:
+                        on_deleted(path)
+            failures += [f"{chunk[int(index)]}: {message}" for index, _, message in (e.partition("\t") for e in errors)]
+        if failures:
+            raise OSError(f"could not delete {len(failures)} of {len(paths)} file(s), e.g. {failures[0]}")
+        return deleted
+
+    @functools.cached_property
+    def _bulk_delete(self):
+        """The JVM class deleting a chunk of paths in one call, None without its jar; the way taken is logged once."""
+        from py4j.java_gateway import JavaClass
+
+        found = self._jvm
+        for name in BULK_DELETE_CLASS.split("."):
+            found = getattr(found, name)
+        way = (f"{BULK_DELETE_CLASS}: one JVM call per chunk of up to {BULK_DELETE_CHUNK} paths"
+               if isinstance(found, JavaClass) else
+               f"one py4j call per path ({BULK_DELETE_CLASS} is not on the classpath: jvm/glue-functions jar)")
+        if way not in _LOGGED:
+            _LOGGED.add(way)
+            log.info("deleting files with %s", way)
+        return found if isinstance(found, JavaClass) else None
+
+    def _delete_each(self, paths: list[str], *, threads: int, on_deleted) -> int:
         fs = self._fs(paths[0])
 
         def delete_one(path: str) -> bool:
@@ -238,6 +281,11 @@ def _parse_status_array(text: str, count: int) -> list[tuple[str, bool, int, int
     if not len(matches) == count == text.count("{path=") == text.count("; isDirectory="):
         return None
     return [_status_fields(match) for match in matches]
+
+
+def _bulk_chunk_size(count: int) -> int:
+    """Paths per bulk call: 2,000 paths go in 8 calls of 250, 4 paths in 4 calls of one."""
+    return max(1, min(BULK_DELETE_CHUNK, -(-count // BULK_DELETE_MIN_CHUNKS)))
 
 
 def _concurrently(fn, items: list, *, threads: int, name: str) -> list:

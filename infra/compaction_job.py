@@ -92,6 +92,10 @@ class CompactionJob(Construct):
             default_arguments=self.default_arguments,
             max_retries=0,
             timeout=cdk.Duration.minutes(settings.timeout_minutes),
+            # jvm/glue-functions: BulkDelete deletes a partition's inputs in one JVM call per chunk
+            # (glue_jobs/storage.py HadoopStorage.delete_files); Glue loads it from --extra-jars (the L2 sets it, and
+            # binding the asset grants the role s3:GetObject on that one object).
+            extra_jars=[job_assets.functions_jar(self)],
             **job_assets.common_job_props(
                 self,
                 "compaction",

@@ -1,12 +1,14 @@
-"""The project's own JVM functions (jvm/glue-functions/src): compiled for Java 8 into one jar the Kafka job ships.
+"""The project's own JVM functions (jvm/glue-functions/src): compiled for Java 8 into one jar the Kafka and compaction jobs ship.
 
     python -m infra.jvm_functions build      # -> build/jvm/glue-functions-<digest>.jar (+ CURRENT_JAR), its path printed
 
-The jar holds com.streamlake.glue.RegistryFrameDecoder (docs/kafka.md "Decoding in the job"): the Kafka job
-registers it as a Spark function and AWS Glue loads the jar from `--extra-jars`. It is compiled with
-`javac --release 8` (Glue 4.0 runs Java 8; later Glue versions run newer JVMs that load Java 8 classes)
-against the Spark and Avro jars of the default pyspark: it uses only Spark's Java UDF API
-(org.apache.spark.sql.api.java.UDF1, Row, RowFactory) and Avro's generic reader, present on every Spark line.
+The jar holds com.streamlake.glue.RegistryFrameDecoder (docs/kafka.md "Decoding in the job"), which the Kafka job
+registers as a Spark function, and com.streamlake.glue.BulkDelete, the compaction's input deletes in one JVM call per
+chunk (glue_jobs/storage.py HadoopStorage.delete_files); AWS Glue loads the jar from `--extra-jars`. It is compiled
+with `javac --release 8` (Glue 4.0 runs Java 8; later Glue versions run newer JVMs that load Java 8 classes) against
+the Spark, Avro and Hadoop client jars of the default pyspark: it uses only Spark's Java UDF API
+(org.apache.spark.sql.api.java.UDF1, Row, RowFactory), Avro's generic reader and Hadoop's FileSystem API
+(FileSystem, Path, Configuration), present on every Spark line.
 
 The jar is reproducible for identical class files: sorted entries, a fixed time, no compression. Its name
 carries the digest of the sources and the compiler's version, so a source change or another JDK gives another
@@ -31,7 +33,7 @@ TARGET_DIR = REPO_ROOT / "build" / "jvm"
 CURRENT_JAR = TARGET_DIR / "glue-functions.jar"
 _FIXED_TIME = (1980, 1, 1, 0, 0, 0)
 # What javac needs from Spark's jars; every Spark line has these artifacts (the API moved to spark-sql-api in 4.x).
-_COMPILE_JARS = ("spark-sql_", "spark-sql-api_", "spark-catalyst_", "avro-1", "scala-library-")
+_COMPILE_JARS = ("spark-sql_", "spark-sql-api_", "spark-catalyst_", "avro-1", "scala-library-", "hadoop-client-api-")
 
 
 def _javac() -> str:
@@ -39,7 +41,7 @@ def _javac() -> str:
     candidate = Path(home) / "bin" / "javac" if home else None
     found = str(candidate) if candidate and candidate.exists() else shutil.which("javac")
     if not found:
-        raise RuntimeError("javac not found: building the Kafka job's JVM functions needs a JDK 11 or later "
+        raise RuntimeError("javac not found: building the jobs' JVM functions needs a JDK 11 or later "
                            "(set JAVA_HOME or put javac on PATH)")
     return found
 
@@ -51,8 +53,8 @@ def _spark_jars() -> list[Path]:
         raise RuntimeError("pyspark is not installed: the JVM functions compile against its jars (make bootstrap)") from error
     folder = Path(pyspark.__file__).parent / "jars"
     jars = sorted(p for p in folder.glob("*.jar") if p.name.startswith(_COMPILE_JARS))
-    if not any(p.name.startswith("avro-1") for p in jars) or not any(p.name.startswith("spark-sql_") for p in jars):
-        raise RuntimeError(f"{folder} lacks Spark SQL or Avro jars: {[p.name for p in jars]}")
+    if not all(any(p.name.startswith(prefix) for p in jars) for prefix in ("avro-1", "spark-sql_", "hadoop-client-api-")):
+        raise RuntimeError(f"{folder} lacks Spark SQL, Avro or Hadoop client jars: {[p.name for p in jars]}")
     return jars
 
 

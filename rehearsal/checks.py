@@ -69,6 +69,11 @@ def problems(result: EnvironmentResult, spark, s3: LocalS3) -> list[str]:
         crowded = crowded_hours(result.compaction.job.arguments, s3, lake_paths)
         if crowded:
             found.append(f"compaction left {len(crowded)} hour(s) of its lookback with more than one file, e.g. {crowded[:3]}")
+        # It deleted the inputs with the JVM bulk delete of the --extra-jars jar, not one py4j call per file.
+        from glue_jobs.storage import BULK_DELETE_CLASS
+
+        if f"deleting files with {BULK_DELETE_CLASS}:" not in result.compaction.stderr:
+            found.append(f"compaction did not delete its inputs with {BULK_DELETE_CLASS} (is the jar in its --extra-jars?)")
     if len(result.keeper) != len(result.sources) or set(result.keeper.values()) != {"running"}:
         found.append(f"the job keeper's check did not start every streaming job: {result.keeper}")
     missing_metrics = result.alarm_metrics - result.metrics

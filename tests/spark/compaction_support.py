@@ -13,8 +13,9 @@ from compaction.faults import CRASH_ENV
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-def run_compaction_killed_at(spec: str, *args: str) -> None:
-    """`python -m compaction run-local <args>` with COMPACTION_CRASH_AT=spec; asserts it was SIGKILLed."""
+def run_compaction_killed_at(spec: str, *args: str) -> str:
+    """`python -m compaction run-local <args>` with COMPACTION_CRASH_AT=spec; asserts it was SIGKILLed and returns
+    what it printed (stdout and stderr)."""
     env = {**os.environ, CRASH_ENV: spec, "PYTHONPATH": str(REPO_ROOT), "PYSPARK_PYTHON": sys.executable}
     cmd = [sys.executable, "-m", "compaction", "run-local", *args]
     # Own process group, so the JVM the killed driver started dies with it, like a lost Glue run.
@@ -28,3 +29,4 @@ def run_compaction_killed_at(spec: str, *args: str) -> None:
         except ProcessLookupError:
             pass
     assert proc.returncode == -signal.SIGKILL, output.decode(errors="replace")[-3000:]
+    return output.decode(errors="replace")

@@ -320,8 +320,8 @@ def test_kill_cases_cover_every_phase():
     assert {spec.split(":")[0] for spec, _ in KILL_CASES} == set(PHASES) - set(LOG_PHASES)
 
 
-def run_cli_killed_at(lake: Path, spec: str) -> None:
-    run_compaction_killed_at(spec, "--lake", str(lake), "--hour", f"{HOUR:%Y-%m-%dT%H}", "--target-file-mb", "0.012")
+def run_cli_killed_at(lake: Path, spec: str) -> str:
+    return run_compaction_killed_at(spec, "--lake", str(lake), "--hour", f"{HOUR:%Y-%m-%dT%H}", "--target-file-mb", "0.012")
 
 
 @pytest.mark.e2e
@@ -355,3 +355,16 @@ def test_killed_run_is_recovered_by_the_next_run_with_every_row_once(spark, tmp_
     assert not [p for p in inputs if p.exists()]
     assert all(n.startswith(layout.OUTPUT_PREFIX) for n in data_file_names(lake))
     assert_clean(lake)
+
+
+@pytest.mark.e2e
+def test_the_cli_deletes_with_the_jvm_bulk_delete_and_a_kill_lands_between_its_chunks(spark, tmp_path):
+    """The kill cases' `delete:2` with the project's JVM functions on the CLI's classpath, as in Glue: four inputs go
+    in four bulk calls of one path, so the kill after the second deleted input leaves exactly two."""
+    from glue_jobs.storage import BULK_DELETE_CLASS
+
+    lake = tmp_path / "lake"
+    inputs = write_generated(spark, lake, files=4, rows_per_file=300, replays=5)
+    output = run_cli_killed_at(lake, "delete:2")
+    assert f"deleting files with {BULK_DELETE_CLASS}: one JVM call per chunk" in output
+    assert len([p for p in inputs if p.exists()]) == 2
