@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.rows import met  # noqa: E402
+from bench.rows import local_fs, met  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -81,6 +81,7 @@ def markdown(report: dict) -> str:
         f"- commit: {report['commit']}",
         f"- machine: {m['cores']} cores ({m['cpu']}), {m['memory']}, {m['os']}",
         f"- Python {m['python']}, {m['java']}, Spark {report.get('spark') or 'n/a'}",
+        f"- local file system: {report.get('local_fs') or 'n/a'}",
         "",
         "| row | measured | target | met |",
         "|---|---|---|---|",
@@ -140,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         results[path.stem] = result
         rows += result.get("rows", [])
         spark = spark or result.get("spark")
-    report = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": commit(), "machine": machine(),
+    report = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": commit(), "machine": machine(), "local_fs": local_fs(),
               "spark": spark, "rows": rows, "missing": missing, "summary": summary(results),
               **results}  # each benchmark's whole result under its file's name: "streaming" is what sizing reads
     args.out_dir.mkdir(parents=True, exist_ok=True)

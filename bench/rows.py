@@ -7,7 +7,21 @@ Each benchmark puts its rows in its JSON result under "rows"; bench/report.py ga
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
+
+from glue_jobs.session import LOCAL_FS_VARIABLE, forkless_local_fs
+
+# The benchmarks run on Hadoop's own local file system unless STREAMLAKE_LOCAL_FS says otherwise (every benchmark and
+# the processes it starts import this first): it starts a process per file and directory created, a cost per file
+# that stands in for the object store's. Without it the bare paths' thousands of small files cost almost nothing
+# (figures: docs/performance.md, "the local file system").
+os.environ.setdefault(LOCAL_FS_VARIABLE, "hadoop")
+
+
+def local_fs() -> str:
+    """The local file system the figures were measured on, as the report names it."""
+    return "forkless (jvm/glue-functions ForklessLocalFileSystem)" if forkless_local_fs() else "Hadoop's own (a process per chmod)"
 
 
 def at_least(name: str, value: float, target: float, unit: str = "") -> dict:

@@ -31,10 +31,46 @@ def connector_jars() -> list[str]:
     line = ".".join(pyspark.__version__.split(".")[:2])
     repository = Path(__file__).resolve().parent.parent
     jars = sorted(str(p) for p in (repository / "build" / "jars" / f"spark-{line}").glob("*.jar"))
-    # The project's own JVM functions (jvm/glue-functions: the Kafka job's frame decoder) as infra/jvm_functions.py
-    # last built them (make bootstrap; the test session builds them first). Without it the Kafka path says so.
-    functions = repository / "build" / "jvm" / "glue-functions.jar"
-    return jars + ([str(functions)] if functions.exists() else [])
+    functions = functions_jar()
+    return jars + ([functions] if functions else [])
+
+
+def functions_jar() -> str | None:
+    """The project's own JVM functions (jvm/glue-functions: the Kafka job's frame decoder, the bulk delete, the
+    local file system) as infra/jvm_functions.py last built them (make bootstrap; the test session builds them
+    first); None where absent (the job zip on Glue gets them through --extra-jars). Without it the Kafka path says so."""
+    from pathlib import Path
+
+    jar = Path(__file__).resolve().parent.parent / "build" / "jvm" / "glue-functions.jar"
+    return str(jar) if jar.exists() else None
+
+
+# Hadoop's local file system starts a `chmod` process for every file and directory it creates when its native library
+# is absent (pyspark ships none); FORKLESS_LOCAL_FS (jvm/glue-functions) sets the same permissions through java.nio.
+# Local sessions only: on Glue the lake is on S3. STREAMLAKE_LOCAL_FS=hadoop keeps Hadoop's own, as `make bench` does
+# (its cost per file stands in for the object store's). Figures: docs/performance.md.
+FORKLESS_LOCAL_FS = "com.streamlake.glue.ForklessLocalFileSystem"
+LOCAL_FS_VARIABLE = "STREAMLAKE_LOCAL_FS"
+LOCAL_FS_CHOICES = ("forkless", "hadoop")
+
+
+def forkless_local_fs() -> bool:
+    """Whether local sessions use FORKLESS_LOCAL_FS: LOCAL_FS_VARIABLE unset or "forkless"; "hadoop" keeps Hadoop's."""
+    import os
+
+    chosen = os.environ.get(LOCAL_FS_VARIABLE, "forkless")
+    if chosen not in LOCAL_FS_CHOICES:
+        raise ValueError(f"{LOCAL_FS_VARIABLE}={chosen!r}: expected one of {', '.join(LOCAL_FS_CHOICES)}")
+    return chosen == "forkless"
+
+
+def local_fs_settings(jar: str | None) -> dict[str, str]:
+    """The settings that make `file:` paths use FORKLESS_LOCAL_FS from `jar` ({} without a jar or when Hadoop's own is
+    chosen). The jar goes on the driver's class path, not only spark.jars: Spark opens `file:` paths while it starts,
+    before spark.jars are loaded."""
+    if jar is None or not forkless_local_fs():
+        return {}
+    return {"spark.driver.extraClassPath": jar, "spark.hadoop.fs.file.impl": FORKLESS_LOCAL_FS}
 
 
 # The local Iceberg catalog's name in Spark (`lake.<namespace>.<table>`); on Glue the catalog is the Data Catalog.
@@ -132,6 +168,7 @@ def local_session(app_name: str, *, master: str, settings: dict[str, str] | None
         settings = {**local_iceberg_settings(iceberg_warehouse), **(settings or {})}
     if jars:
         builder = builder.config("spark.jars", ",".join(jars))
+    settings = {**local_fs_settings(functions_jar()), **(settings or {})}
     for key, value in (settings or {}).items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()

@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from glue_jobs.session import FORKLESS_LOCAL_FS, forkless_local_fs
 from rehearsal.assembly import REGION, GlueJob, RehearsalError
 from rehearsal.runtime import SparkLine, iceberg_jars, iceberg_standin_jar, runtime_folder, standin_jar
 
@@ -233,11 +234,15 @@ def start_job(
         "PYTHONPATH": os.pathsep.join([str(deployed), *map(str, zips), str(runtime)]),
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYSPARK_PYTHON": str(line.python),
-        # What Glue's launcher does on the JVM side: master, driver memory, the stand-in classes.
+        # What Glue's launcher does on the JVM side: master, driver memory, the stand-in classes. S3's folders use the
+        # local sessions' file system (rehearsal/runtime.py FORKLESS_LOCAL_FS_SOURCE): S3 sets no permission bits, and
+        # Hadoop's own local one starts a `chmod` process for each file and directory it creates (kept when
+        # glue_jobs.session.LOCAL_FS_VARIABLE says "hadoop", as in `make bench`).
         "PYSPARK_SUBMIT_ARGS": (
             f"--master local[{cores}] --driver-memory {driver_memory} --driver-class-path {jar} "
-            + (f"--jars {','.join(map(str, jars))} " if jars else "") +
-            "--conf spark.ui.enabled=false --conf spark.ui.showConsoleProgress=false pyspark-shell"
+            + (f"--jars {','.join(map(str, jars))} " if jars else "")
+            + (f"--conf spark.hadoop.fs.file.impl={FORKLESS_LOCAL_FS} " if forkless_local_fs() else "")
+            + "--conf spark.ui.enabled=false --conf spark.ui.showConsoleProgress=false pyspark-shell"
         ),
         "GLUE_STANDIN_SETUP": str(setup),
         "GLUE_STANDIN_REPORT": str(report),

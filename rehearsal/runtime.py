@@ -21,6 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 STANDIN_SOURCES = Path(__file__).resolve().parent / "standin"
+# S3 is stood in by local folders (run.LocalS3); their file system is the local sessions' one, which sets permissions
+# without starting a `chmod` process per file (glue_jobs/session.py FORKLESS_LOCAL_FS), compiled into the stand-in jar
+# from its one source so the job's own --extra-jars stay the only copy of the functions it ships.
+FORKLESS_LOCAL_FS_SOURCE = (Path(__file__).resolve().parent.parent / "jvm" / "glue-functions" / "src" / "com" / "streamlake"
+                            / "glue" / "ForklessLocalFileSystem.java")
 # Iceberg's GlueCatalog and S3FileIO stood in (for jobs with `--datalake-formats iceberg`), compiled against the line's
 # Iceberg runtime as well: a jar of their own, next to the line's runtime on the job's classpath.
 ICEBERG_STANDIN_SOURCES = Path(__file__).resolve().parent / "standin_iceberg"
@@ -81,7 +86,7 @@ def runtime_folder(line: SparkLine, build_dir: Path) -> Path:
 def standin_jar(line: SparkLine, build_dir: Path) -> Path:
     """The stand-in classes compiled with this machine's JDK against the line's Spark jars (no Maven);
     rebuilt when a source changes."""
-    return _compile("glue-standin", STANDIN_SOURCES, [f"{line.jars}/*"], line, build_dir)
+    return _compile("glue-standin", STANDIN_SOURCES, [f"{line.jars}/*"], line, build_dir, extra=(FORKLESS_LOCAL_FS_SOURCE,))
 
 
 def iceberg_jars(line: SparkLine) -> list[Path]:
@@ -102,11 +107,12 @@ def iceberg_standin_jar(line: SparkLine, build_dir: Path) -> Path:
     return _compile("glue-standin-iceberg", ICEBERG_STANDIN_SOURCES, classpath, line, build_dir)
 
 
-def _compile(name: str, root: Path, classpath: list[str], line: SparkLine, build_dir: Path) -> Path:
-    sources = sorted(root.rglob("*.java"))
+def _compile(name: str, root: Path, classpath: list[str], line: SparkLine, build_dir: Path, extra: tuple[Path, ...] = ()) -> Path:
+    sources = sorted(root.rglob("*.java")) + list(extra)
     digest = hashlib.sha256()
     for source in sources:
-        digest.update(source.relative_to(root).as_posix().encode() + b"\0" + source.read_bytes())
+        digest.update((source.relative_to(root).as_posix() if source.is_relative_to(root) else source.name).encode()
+                      + b"\0" + source.read_bytes())
     for entry in classpath[1:]:
         digest.update(entry.encode() + b"\0")
     jar = build_dir / f"{name}-{line.pyspark_version}-{digest.hexdigest()[:12]}.jar"
