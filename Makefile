@@ -11,7 +11,8 @@ STAMP33 := $(VENV33)/.installed
 STAMP41 := $(VENV41)/.installed
 # The JVM jars of jvm/jars.lock (Kafka's broker, ...), from Maven Central, each SHA-256 checked.
 JARS := build/jars/.fetched
-# The project's own JVM functions (jvm/glue-functions: the Kafka job's frame decoder), javac --release 8.
+# The project's own JVM functions (jvm/glue-functions: the Kafka frame decoder, the typed JSON proof, the bulk delete,
+# the local sessions' file system), javac --release 8.
 FUNCTIONS := build/jvm/.built
 # Node, npm and the CDK CLI all come from the virtualenv and node_modules, never from the system.
 export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/node_modules/.bin:$(PATH)

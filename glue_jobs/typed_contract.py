@@ -12,7 +12,8 @@ Order of the checks, first problem wins:
 
 A record a decoder already typed (the envelope's `record`, Kafka: glue_jobs/registry_frames.py) skips step 1
 and the parse of step 2; the checks no parse makes (blank, enum, date, decimal digits, ...) run on it as on a
-parsed record, and a record they flag is diagnosed from its payload (its JSON) as a JSON record is.
+parsed record, and a record they flag is diagnosed from its payload (its JSON) as a JSON record is. A JSON record
+the JVM proof (glue_jobs/strict_json.py) answers is checked the same way.
 
 Strings are normalized (dataset.json `normalize`) before the enum and the rules see them. Known limits:
 a key repeated inside a nested object or map keeps its last value (Spark's parser; only top-level keys are
@@ -28,6 +29,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from glue_jobs import json_tokens as tokens
+from glue_jobs import strict_json
 from glue_jobs import typed_checks as tc
 from glue_jobs import typed_parse as tp
 from glue_jobs import typed_screen as screen
@@ -155,12 +157,13 @@ def _rule_checks(dataset: Dataset, node: Node, value: Column, path: str, where: 
     return tc.first(checks)
 
 
-def _stages(dataset: Dataset) -> list[dict[str, Column | None]]:
+def _stages(dataset: Dataset, strict_json: str | None = None) -> list[dict[str, Column | None]]:
     """The projections `validate` applies in order (a None keeps a column of the stage before). An expression read
     more than once gets a column of its own stage: inside a CASE branch or a coalesce Spark evaluates a repeated
     expression once per use. Expensive ones sit in a CASE branch, so they run only for the records that need
-    them: the plain parse for all, the strict (marked) parse for those the screen cannot prove
-    (glue_jobs/typed_screen.py), the diagnosis for flagged ones."""
+    them: the proof for all (`strict_json`, the JVM function's SQL name, glue_jobs/strict_json.py; without it
+    the plain parse and glue_jobs/typed_screen.py's counts), the strict (marked) parse for those not proven, the
+    diagnosis for flagged ones."""
     root, normalize = dataset.schema, {r.path: r.normalize for r in dataset.rules if r.normalize}
     names = [f.name for f in root.fields]
     json_text = frozenset(dataset.json_text)
@@ -179,13 +182,20 @@ def _stages(dataset: Dataset) -> list[dict[str, Column | None]]:
     for name in json_text:
         texts_absent = texts_absent & record.getField(name).isNull()
     stage(_json=F.col("payload"))
-    stage(_json=None, _w=F.when(is_json, screen.parse_wrapped(F.col("_json"), root)))
-    stage(_json=None, _w=None, **{n: F.when(is_json, c) for n, c in screen.counts("_json", wrapped, root, json_text).items()})
-    stage(_json=None, _wv=F.when(is_json, screen.record(wrapped)).otherwise(record),
-          _fast=F.when(is_json, screen.proven("_json", wrapped)).otherwise(texts_absent))
+    if strict_json:  # the JVM function (glue_jobs/strict_json.py): the record when proven, else null
+        stage(_json=None, _wv=F.when(is_json, F.expr(f"{strict_json}(`_json`)")).otherwise(record))
+        stage(_json=None, _wv=None, _fast=F.when(is_json, F.col("_wv").isNotNull()).otherwise(texts_absent))
+    else:
+        stage(_json=None, _w=F.when(is_json, screen.parse_wrapped(F.col("_json"), root)))
+        stage(_json=None, _w=None, **{n: F.when(is_json, c) for n, c in screen.counts("_json", wrapped, root, json_text).items()})
+        stage(_json=None, _wv=F.when(is_json, screen.record(wrapped)).otherwise(record),
+              _fast=F.when(is_json, screen.proven("_json", wrapped)).otherwise(texts_absent))
     # A proven record is flagged only by the value checks the parse does not make (blank, enum, NaN, scale, ...).
-    stage(_json=None, _wv=None, _fast=None, _sus=F.when(fast & is_json, tc.suspect(root, F.col("_wv"), normalize=normalize, marked=False))
-          .when(fast, tc.suspect(root, F.col("_wv"), normalize=normalize, marked=False, decoded=True)))
+    # The JVM function's records carry a decoded record's guarantees (glue_jobs/strict_json.py).
+    decoded = tc.suspect(root, F.col("_wv"), normalize=normalize, marked=False, decoded=True)
+    sus = F.when(fast, decoded) if strict_json else F.when(
+        fast & is_json, tc.suspect(root, F.col("_wv"), normalize=normalize, marked=False)).when(fast, decoded)
+    stage(_json=None, _wv=None, _fast=None, _sus=sus)
     stage(_json=None, _wv=None, _fast=None, _sus=None, _marked=F.when(~fast | F.col("_sus"), tp.marked(F.col("_json"))))
     stage(_json=None, _wv=None, _fast=None, _sus=None, _marked=None, _mp=F.when(~fast, tp.parse(F.col("_marked"), root)))
 
@@ -251,10 +261,10 @@ def _stages(dataset: Dataset) -> list[dict[str, Column | None]]:
 
 
 @cache
-def _selects(dataset: Dataset, jvm) -> list[list[Column]]:
+def _selects(dataset: Dataset, jvm, strict_json: str | None) -> list[list[Column]]:
     """The stages' columns, built once per dataset and JVM like glue_jobs/contract.py's: building them is thousands
     of py4j calls (about a second per batch for orders), so a batch only plans the selects."""
-    return [[F.col(f"`{n}`") if c is None else c.alias(n) for n, c in stage.items()] for stage in _stages(dataset)]
+    return [[F.col(f"`{n}`") if c is None else c.alias(n) for n, c in stage.items()] for stage in _stages(dataset, strict_json)]
 
 
 def validate(envelope: DataFrame, dataset: Dataset, *, now_ms: int) -> DataFrame:
@@ -268,7 +278,7 @@ def validate(envelope: DataFrame, dataset: Dataset, *, now_ms: int) -> DataFrame
         # null of another type. A record is a shortcut, never the only copy: the payload holds its JSON.
         envelope = envelope.withColumn("record", F.lit(None).cast(record_type))
     frame = with_batch_constants(envelope, {_LATEST_MS: now_ms + dataset.event_time.max_future_ms})
-    for columns in _selects(dataset, SparkContext._jvm):
+    for columns in _selects(dataset, SparkContext._jvm, strict_json.register(envelope.sparkSession, dataset)):
         frame = frame.select(*columns)
     if tuple(frame.columns[-len(VALIDATED_EXTRA_COLUMNS):]) != VALIDATED_EXTRA_COLUMNS:
         raise AssertionError(f"typed contract columns drifted: {frame.columns}")

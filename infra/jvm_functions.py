@@ -33,7 +33,8 @@ TARGET_DIR = REPO_ROOT / "build" / "jvm"
 CURRENT_JAR = TARGET_DIR / "glue-functions.jar"
 _FIXED_TIME = (1980, 1, 1, 0, 0, 0)
 # What javac needs from Spark's jars; every Spark line has these artifacts (the API moved to spark-sql-api in 4.x).
-_COMPILE_JARS = ("spark-sql_", "spark-sql-api_", "spark-catalyst_", "avro-1", "scala-library-", "hadoop-client-api-")
+_COMPILE_JARS = ("spark-sql_", "spark-sql-api_", "spark-catalyst_", "avro-1", "scala-library-", "hadoop-client-api-",
+                 "jackson-core-")
 
 
 def _javac() -> str:
@@ -53,8 +54,9 @@ def _spark_jars() -> list[Path]:
         raise RuntimeError("pyspark is not installed: the JVM functions compile against its jars (make bootstrap)") from error
     folder = Path(pyspark.__file__).parent / "jars"
     jars = sorted(p for p in folder.glob("*.jar") if p.name.startswith(_COMPILE_JARS))
-    if not all(any(p.name.startswith(prefix) for p in jars) for prefix in ("avro-1", "spark-sql_", "hadoop-client-api-")):
-        raise RuntimeError(f"{folder} lacks Spark SQL, Avro or Hadoop client jars: {[p.name for p in jars]}")
+    if not all(any(p.name.startswith(prefix) for p in jars) for prefix in ("avro-1", "spark-sql_", "hadoop-client-api-",
+                                                                            "jackson-core-")):
+        raise RuntimeError(f"{folder} lacks Spark SQL, Avro, Hadoop client or Jackson jars: {[p.name for p in jars]}")
     return jars
 
 

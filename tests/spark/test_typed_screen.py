@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 import pytest
 from pyspark.sql import functions as F
 
-from glue_jobs import datasets, typed_contract, typed_screen
+from glue_jobs import datasets, strict_json, typed_contract, typed_screen
 from glue_jobs.dataset_generate import generate_dataset
 from glue_jobs.typed_contract import validate
 from tests.spark.streaming_support import json_envelope
@@ -39,30 +39,41 @@ def _raw(**wire: str) -> str:
     return text
 
 
-# (payload, proven by the screen: True = the plain parse, False = the strict parse)
+# (payload, proven by the screen, proven by the JVM function: True = the plain parse, False = the strict parse)
 CASES = [
-    (_text(), True),
-    (json.dumps(ORDER), True),  # spaces after ':' and ','
-    (_text(shipping=None), True),  # a null value: keys counted with their nulls, the top level checked for repeats
-    (_text(x=None), True),  # an unknown key holding null: both parses ignore it
-    (_raw(total='"25.5"'), False),  # a string where a decimal is due (the plain parse would take it)
-    (_raw(total='"Infinity"'), False),
-    (_raw(customer_id="123"), False),  # a number where a string is due (the plain parse renders it "123")
-    (_raw(customer_id="true"), False),
-    (_raw(customer_id='{"a":1}'), False),
-    (_raw(customer_id="[1]"), False),
-    (_text(customer_id="12345"), False),  # a string that reads like a number: not provable, so strict
-    (_raw(items='[{"sku":"a","quantity":"2","unit_price":1}]'), False),  # the parse fails: corrupt
-    (_text(x=1), False),  # an unknown key with a value
-    (_text()[:-1] + ',"order_id":"o-2"}', False),  # a repeated top-level key
-    ('{"shipping":null,' + _text()[1:], False),  # repeated, the earlier one null
-    (_text() + " x", False),  # text after the object
-    (_text() + "}", False),
-    (_text() + ',"k":1', False),
-    (_text(customer_id='c\\"9'), False),  # a backslash: no proof without quote-free strings
-    (_text().replace('"customer_id":', '"customer_id" :'), False),  # a space before ':'
-    ("[1]", False),
-    ("", False),
+    (_text(), True, True),
+    (json.dumps(ORDER), True, True),  # spaces after ':' and ','
+    (_text(shipping=None), True, True),  # a null value: keys counted with their nulls, the top level checked for repeats
+    (_text(x=None), True, False),  # an unknown key holding null: both parses ignore it; the JVM function proves no unknown key
+    (_raw(total='"25.5"'), False, False),  # a string where a decimal is due (the plain parse would take it)
+    (_raw(total='"Infinity"'), False, False),
+    (_raw(total="25.505"), True, False),  # more fraction digits than the scale: the screen's checks flag it, the JVM no proof
+    (_raw(total="2.5e1"), True, True),  # an exponent: 25.00 exactly
+    (_raw(total="12345678901.5"), False, False),  # 11 integer digits in decimal(12,2): not even the wide parse holds it
+    (_raw(customer_id="123"), False, False),  # a number where a string is due (the plain parse renders it "123")
+    (_raw(customer_id="true"), False, False),
+    (_raw(customer_id='{"a":1}'), False, False),
+    (_raw(customer_id="[1]"), False, False),
+    (_text(customer_id="12345"), False, True),  # a string that reads like a number: the screen cannot tell, Jackson can
+    (_raw(items='[{"sku":"a","quantity":"2","unit_price":1}]'), False, False),  # the parse fails: corrupt
+    (_raw(items='[{"sku":"a","quantity":2.0,"unit_price":1}]'), False, False),  # 2.0 is not an int token
+    (_raw(items='[{"sku":"a","quantity":2147483648,"unit_price":1}]'), False, False),  # 2^31 overflows int
+    (_raw(items="[null]"), True, False),  # a null element: the screen proves it (the value checks flag it); no JVM proof
+    (_text(customer_id=None), True, False),  # a required field null, then absent: likewise
+    (_text(customer_id=None).replace('"customer_id":null,', ""), True, False),
+    (_raw(shipping='{"city":"Bonn"}'), True, False),  # shipping is optional, its country is not
+    (_text(x=1), False, False),  # an unknown key with a value
+    (_text()[:-1] + ',"order_id":"o-2"}', False, False),  # a repeated top-level key
+    ('{"shipping":null,' + _text()[1:], False, False),  # repeated, the earlier one null
+    (_raw(shipping='{"country":"DE","country":"FR"}'), False, False),  # repeated nested
+    (_text() + " x", False, False),  # text after the object
+    (_text() + "}", False, False),
+    (_text() + ',"k":1', False, False),
+    (_text(customer_id='c\\"9'), False, True),  # a backslash: the screen needs quote-free strings, Jackson reads escapes
+    (_text().replace('"customer_id":', '"customer_id" :'), False, True),  # a space before ':'
+    (" " + _text(), False, False),  # not written from its first character to its last
+    ("[1]", False, False),
+    ("", False, False),
 ]
 
 
@@ -79,27 +90,45 @@ def _proven(spark, orders, payloads: list[str]) -> list[bool]:
     return [r.p for r in frame.select(typed_screen.proven("_json", F.col("_w")).alias("p")).collect()]
 
 
+def _proven_by_jvm(spark, orders, payloads: list[str]) -> list[bool]:
+    name = strict_json.register(spark, orders)
+    assert name, f"{strict_json.STRICT_JSON_CLASS} is not on the test session's classpath (build/jvm/glue-functions.jar)"
+    return [r.p for r in json_envelope(spark, payloads).select(F.expr(f"{name}(payload)").isNotNull().alias("p")).collect()]
+
+
 def test_which_records_the_screen_proves(spark, orders):
-    payloads = [p for p, _ in CASES]
-    assert _proven(spark, orders, payloads) == [expected for _, expected in CASES]
+    payloads = [p for p, _, _ in CASES]
+    assert _proven(spark, orders, payloads) == [expected for _, expected, _ in CASES]
+
+
+def test_which_records_the_jvm_function_proves(spark, orders):
+    payloads = [p for p, _, _ in CASES]
+    assert _proven_by_jvm(spark, orders, payloads) == [expected for _, _, expected in CASES]
 
 
 def test_the_screen_never_changes_a_result(spark, orders, tmp_path, monkeypatch):
-    """The table's payloads and 600 generated orders (5% bad, duplicates), through the shipped contract and
-    through the strict path alone: every column of every row equal."""
+    """The table's payloads and 600 generated orders (5% bad, duplicates), through the shipped contract (the JVM
+    function proving), through the screen's Spark expressions proving, and through the strict path alone: every
+    column of every row equal."""
     generate_dataset(orders, tmp_path, records=600, files=1, bad_ratio=0.05, seed=5, hours=24,
                      end=datetime(2027, 1, 15, 7, tzinfo=timezone.utc))
     generated = [line for f in sorted(tmp_path.iterdir()) for line in f.read_text().splitlines() if line]
     assert sum(_proven(spark, orders, generated)) > 0.9 * len(generated)  # the valid orders take the fast path
-    payloads = [p for p, _ in CASES] + generated
+    assert sum(_proven_by_jvm(spark, orders, generated)) > 0.9 * len(generated)
+    payloads = [p for p, _, _ in CASES] + generated
     envelope = json_envelope(spark, payloads)
     shipped = [r.asDict(recursive=True) for r in validate(envelope, orders, now_ms=NOW_MS).collect()]
-    monkeypatch.setattr(typed_screen, "proven", lambda text_name, wrapped: F.lit(False))
-    typed_contract._selects.cache_clear()  # the stages are built once per dataset: build them again, screen off
+    # The stages are built once per dataset and function: cleared to build them again with the JVM function off
+    # (the screen's Spark expressions prove), then with the screen off too (the strict path alone).
+    monkeypatch.setattr(strict_json, "register", lambda session, dataset: None)
     try:
+        screened = [r.asDict(recursive=True) for r in validate(envelope, orders, now_ms=NOW_MS).collect()]
+        monkeypatch.setattr(typed_screen, "proven", lambda text_name, wrapped: F.lit(False))
+        typed_contract._selects.cache_clear()
         strict = [r.asDict(recursive=True) for r in validate(envelope, orders, now_ms=NOW_MS).collect()]
     finally:
         typed_contract._selects.cache_clear()
     assert len(shipped) == len(payloads)
     assert shipped == strict
+    assert screened == strict
     assert {r["reason"] for r in shipped} > {None, "malformed_json", "invalid_type"}

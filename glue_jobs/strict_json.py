@@ -1,0 +1,85 @@
+"""The typed contract's fast path in the JVM: com.streamlake.glue.StrictJsonRecord (jvm/glue-functions) reads a JSON
+payload once with Jackson and answers the record in the plain parse's shape only when no token was coerced, else
+null (its class doc says exactly when). glue_jobs/typed_contract.py uses it where the jar is on the classpath
+(--extra-jars on Glue, spark.jars locally) and proves the same with Spark expressions (glue_jobs/typed_screen.py)
+where it is not; either way a record it does not prove takes the strict path, so the results are the same.
+
+What it answers carries the guarantees of a record the Kafka decoder typed (a value for every required field, no NaN
+or infinity, exact decimals), so the contract checks it as one (typed_checks.suspect with decoded=True).
+
+`register(session, dataset)` registers the function on `session` (a streaming query plans its batches in a clone of
+the job's session, with a function registry of its own, so the batch frame's session is the one to register on) and
+returns its SQL name, or None without the jar. The way taken is logged once per process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from functools import cache
+
+from glue_jobs import typed_parse as tp
+from glue_jobs.dataset_types import Node
+from glue_jobs.datasets import Dataset
+
+STRICT_JSON_CLASS = "com.streamlake.glue.StrictJsonRecord"
+log = logging.getLogger(__name__)
+_LOGGED: set[str] = set()
+
+
+def spec_type(node: Node):
+    """The schema as the function reads it: the plain parse's Spark type, but a field, array element or map value
+    that is required is not nullable, and a decimal has its declared precision and scale (it answers a decimal only
+    when that type holds it exactly; the value answered is the plain parse's, in the wide type)."""
+    from pyspark.sql import types as T
+
+    if node.kind == "record":
+        return T.StructType([T.StructField(f.name, spec_type(f.type), nullable=not f.type.required) for f in node.fields])
+    if node.kind == "array":
+        return T.ArrayType(spec_type(node.items), containsNull=not node.items.required)
+    if node.kind == "map":
+        return T.MapType(T.StringType(), spec_type(node.items), valueContainsNull=not node.items.required)
+    if node.kind == "decimal":
+        return T.DecimalType(node.precision, node.scale)
+    return tp.wire_type(node, "")
+
+
+def _type_and_texts(dataset: Dataset) -> tuple[str, str]:
+    """The spec_type as JSON, and the json_text field paths ('\\n'-separated) the function is built with."""
+    return spec_type(dataset.schema).json(), "\n".join(sorted(dataset.json_text))
+
+
+def function_name(dataset: Dataset) -> str:
+    """A SQL name for the dataset's function: it names what the function is built with, so two datasets (or two
+    versions of one) never share a name."""
+    digest = hashlib.sha256("\0".join(_type_and_texts(dataset)).encode()).hexdigest()[:16]
+    return f"streamlake_strict_json_{digest}"
+
+
+@cache
+def _function(dataset: Dataset, jvm):
+    """(the JVM function, its Spark return type) for the dataset, or None without the class; built once per JVM."""
+    from py4j.java_gateway import JavaClass
+
+    found = jvm
+    for part in STRICT_JSON_CLASS.split("."):
+        found = getattr(found, part)
+    way = (f"{STRICT_JSON_CLASS}: one Jackson read per JSON record" if isinstance(found, JavaClass) else
+           f"Spark expressions ({STRICT_JSON_CLASS} is not on the classpath: jvm/glue-functions jar)")
+    if way not in _LOGGED:
+        _LOGGED.add(way)
+        log.info("typed contract: proving JSON records with %s", way)
+    if not isinstance(found, JavaClass):
+        return None
+    returns = jvm.org.apache.spark.sql.types.DataType.fromJson(tp.wire_type(dataset.schema, "").json())
+    return found(*_type_and_texts(dataset)), returns
+
+
+def register(session, dataset: Dataset) -> str | None:
+    """Register the dataset's function on `session`; its SQL name, or None when the class is not on the classpath."""
+    found = _function(dataset, session.sparkContext._jvm)
+    if found is None:
+        return None
+    name = function_name(dataset)
+    session._jsparkSession.udf().register(name, *found)
+    return name

@@ -1,0 +1,392 @@
+package com.streamlake.glue;
+
+import java.io.IOException;
+import java.math.BigDecimal;
+import java.math.RoundingMode;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+
+import com.fasterxml.jackson.core.JsonFactory;
+import com.fasterxml.jackson.core.JsonParser;
+import com.fasterxml.jackson.core.JsonToken;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.RowFactory;
+import org.apache.spark.sql.api.java.UDF1;
+import org.apache.spark.sql.types.ArrayType;
+import org.apache.spark.sql.types.BooleanType;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.DecimalType;
+import org.apache.spark.sql.types.DoubleType;
+import org.apache.spark.sql.types.FloatType;
+import org.apache.spark.sql.types.IntegerType;
+import org.apache.spark.sql.types.LongType;
+import org.apache.spark.sql.types.MapType;
+import org.apache.spark.sql.types.StringType;
+import org.apache.spark.sql.types.StructField;
+import org.apache.spark.sql.types.StructType;
+
+/**
+ * A JSON record's payload -> the record in the shape of the typed contract's plain parse
+ * (glue_jobs/typed_parse.wire_type(root, "")), or null when this function cannot prove that shape holds the record
+ * exactly as written. It is the typed contract's fast path (glue_jobs/typed_contract.py) where the jar is on the
+ * classpath; glue_jobs/typed_screen.py proves the same with Spark expressions where it is not.
+ *
+ * <p>It reads the payload once with Jackson's streaming parser (the parser Spark's own JSON functions use) and
+ * answers a value only when every token has the JSON type its field declares, with nothing coerced: a string field
+ * holds a string token, a boolean true or false, an int or long an integer token within its range, a float or double a
+ * number token with a finite value, a decimal a number token its declared precision and scale hold exactly, a record
+ * an object whose keys are its fields, each once, a map an object whose keys are distinct, an array an array; and a
+ * value for every required field, array element and map value (not null, not absent). JSON null is null where the type
+ * allows it. The payload must be exactly one object, written from its first to its last character. Anything else (an
+ * unknown or repeated key, a value of another JSON type, syntax, text after the object, a required value missing, an
+ * inexact decimal, a json_text field present) answers null: the record then takes the strict path, which finds its
+ * reason and field path; so the result never decides validity by itself. What it answers carries the guarantees of
+ * a record the Kafka decoder typed (RegistryFrameDecoder), so the contract checks it as one (typed_checks.suspect
+ * with decoded=True: strings and timestamps only). The values are those Spark's plain parse gives for the same tokens
+ * (its JacksonParser: getText, getIntValue, getLongValue, getFloatValue, getDoubleValue, getDecimalValue), as Java
+ * values its UDF API converts: a record a Row, an array an Object[], a map a LinkedHashMap, a decimal a BigDecimal.
+ *
+ * <p>Constructed on the driver with the dataset's schema as a Spark type (glue_jobs/strict_json.py: a field, element
+ * or map value that is not nullable is required; decimals with their declared precision and scale) and the dataset's
+ * json_text field paths ("a.b", "items[]"); Spark serializes the function to the executors, which build the readers
+ * once per instance.
+ * Compiled for Java 8 against Spark's Java UDF API and jackson-core, both on every Spark line's classpath.
+ */
+public final class StrictJsonRecord implements UDF1<String, Row> {
+    private static final long serialVersionUID = 1L;
+    private static final JsonFactory FACTORY = new JsonFactory();
+    private static final NotProven NOT_PROVEN = new NotProven();
+
+    private final String typeJson;
+    private final String jsonTextPaths;
+    private transient volatile Reader root;
+
+    /**
+     * @param typeJson the dataset's schema as a Spark type's JSON (see the class doc)
+     * @param jsonTextPaths the json_text field paths, '\n'-separated ("" for none)
+     */
+    public StrictJsonRecord(String typeJson, String jsonTextPaths) {
+        this.typeJson = typeJson;
+        this.jsonTextPaths = jsonTextPaths;
+        reader();  // a type this class cannot read fails here, on the driver
+    }
+
+    @Override
+    public Row call(String text) {
+        int length = text == null ? 0 : text.length();
+        if (length < 2 || text.charAt(0) != '{' || text.charAt(length - 1) != '}') {
+            return null;
+        }
+        Reader reader = reader();
+        try {
+            JsonParser parser = FACTORY.createParser(text);
+            try {
+                if (parser.nextToken() != JsonToken.START_OBJECT) {
+                    return null;
+                }
+                Row row = (Row) reader.read(parser);
+                return parser.nextToken() == null ? row : null;
+            } finally {
+                parser.close();
+            }
+        } catch (NotProven | IOException | RuntimeException e) {
+            return null;
+        }
+    }
+
+    private Reader reader() {
+        Reader built = root;
+        if (built == null) {
+            Set<String> texts = new HashSet<String>();
+            for (String path : jsonTextPaths.split("\n")) {
+                if (!path.isEmpty()) {
+                    texts.add(path);
+                }
+            }
+            DataType type = DataType.fromJson(typeJson);
+            if (!(type instanceof StructType)) {
+                throw new IllegalArgumentException("the record type is not a struct: " + typeJson);
+            }
+            built = root = reader(type, "", texts);
+        }
+        return built;
+    }
+
+    private static Reader reader(DataType type, String path, Set<String> texts) {
+        if (type instanceof StructType) {
+            StructField[] fields = ((StructType) type).fields();
+            Reader[] readers = new Reader[fields.length];
+            boolean[] text = new boolean[fields.length];
+            boolean[] required = new boolean[fields.length];
+            Map<String, Integer> index = new HashMap<String, Integer>();
+            for (int i = 0; i < fields.length; i++) {
+                String child = path.isEmpty() ? fields[i].name() : path + "." + fields[i].name();
+                readers[i] = reader(fields[i].dataType(), child, texts);
+                text[i] = texts.contains(child);
+                required[i] = !fields[i].nullable();
+                index.put(fields[i].name(), i);
+            }
+            return new RecordReader(readers, text, required, index);
+        }
+        if (type instanceof ArrayType) {
+            ArrayType array = (ArrayType) type;
+            return new ArrayReader(reader(array.elementType(), path + "[]", texts), !array.containsNull());
+        }
+        if (type instanceof MapType) {
+            MapType map = (MapType) type;
+            if (!(map.keyType() instanceof StringType)) {
+                throw new IllegalArgumentException("a map's keys are not strings at " + path);
+            }
+            return new MapReader(reader(map.valueType(), path + "[]", texts), !map.valueContainsNull());
+        }
+        if (type instanceof DecimalType) {
+            return new DecimalReader(((DecimalType) type).precision(), ((DecimalType) type).scale());
+        }
+        if (type instanceof StringType) {
+            return SCALAR_STRING;
+        }
+        if (type instanceof BooleanType) {
+            return SCALAR_BOOLEAN;
+        }
+        if (type instanceof IntegerType) {
+            return SCALAR_INT;
+        }
+        if (type instanceof LongType) {
+            return SCALAR_LONG;
+        }
+        if (type instanceof FloatType) {
+            return SCALAR_FLOAT;
+        }
+        if (type instanceof DoubleType) {
+            return SCALAR_DOUBLE;
+        }
+        throw new IllegalArgumentException("no strict reader for " + type.simpleString() + " at " + path);
+    }
+
+    /** Reads one non-null value whose first token is the parser's current one. */
+    private interface Reader {
+        Object read(JsonParser parser) throws IOException, NotProven;
+    }
+
+    private static Object value(Reader reader, JsonParser parser, boolean required) throws IOException, NotProven {
+        if (parser.currentToken() == JsonToken.VALUE_NULL) {
+            if (required) {
+                throw NOT_PROVEN;
+            }
+            return null;
+        }
+        return reader.read(parser);
+    }
+
+    private static final Reader SCALAR_STRING = new Reader() {
+        public Object read(JsonParser parser) throws IOException, NotProven {
+            if (parser.currentToken() != JsonToken.VALUE_STRING) {
+                throw NOT_PROVEN;
+            }
+            return parser.getText();
+        }
+    };
+
+    private static final Reader SCALAR_BOOLEAN = new Reader() {
+        public Object read(JsonParser parser) throws NotProven {
+            JsonToken token = parser.currentToken();
+            if (token == JsonToken.VALUE_TRUE) {
+                return Boolean.TRUE;
+            }
+            if (token == JsonToken.VALUE_FALSE) {
+                return Boolean.FALSE;
+            }
+            throw NOT_PROVEN;
+        }
+    };
+
+    private static final Reader SCALAR_INT = new Reader() {
+        public Object read(JsonParser parser) throws IOException, NotProven {
+            if (parser.currentToken() != JsonToken.VALUE_NUMBER_INT || parser.getNumberType() != JsonParser.NumberType.INT) {
+                throw NOT_PROVEN;
+            }
+            return parser.getIntValue();
+        }
+    };
+
+    private static final Reader SCALAR_LONG = new Reader() {
+        public Object read(JsonParser parser) throws IOException, NotProven {
+            if (parser.currentToken() != JsonToken.VALUE_NUMBER_INT) {
+                throw NOT_PROVEN;
+            }
+            JsonParser.NumberType kind = parser.getNumberType();
+            if (kind != JsonParser.NumberType.INT && kind != JsonParser.NumberType.LONG) {
+                throw NOT_PROVEN;
+            }
+            return parser.getLongValue();
+        }
+    };
+
+    private static boolean isNumber(JsonToken token) {
+        return token == JsonToken.VALUE_NUMBER_INT || token == JsonToken.VALUE_NUMBER_FLOAT;
+    }
+
+    private static final Reader SCALAR_FLOAT = new Reader() {
+        public Object read(JsonParser parser) throws IOException, NotProven {
+            if (!isNumber(parser.currentToken())) {
+                throw NOT_PROVEN;
+            }
+            float value = parser.getFloatValue();
+            if (Float.isNaN(value) || Float.isInfinite(value)) {
+                throw NOT_PROVEN;
+            }
+            return value;
+        }
+    };
+
+    private static final Reader SCALAR_DOUBLE = new Reader() {
+        public Object read(JsonParser parser) throws IOException, NotProven {
+            if (!isNumber(parser.currentToken())) {
+                throw NOT_PROVEN;
+            }
+            double value = parser.getDoubleValue();
+            if (Double.isNaN(value) || Double.isInfinite(value)) {
+                throw NOT_PROVEN;
+            }
+            return value;
+        }
+    };
+
+    private static final class DecimalReader implements Reader {
+        private final int precision;
+        private final int scale;
+
+        DecimalReader(int precision, int scale) {
+            this.precision = precision;
+            this.scale = scale;
+        }
+
+        public Object read(JsonParser parser) throws IOException, NotProven {
+            if (!isNumber(parser.currentToken())) {
+                throw NOT_PROVEN;
+            }
+            BigDecimal value;
+            try {
+                value = parser.getDecimalValue().setScale(scale, RoundingMode.UNNECESSARY);
+            } catch (ArithmeticException inexact) {
+                throw NOT_PROVEN;  // more fraction digits than the scale (the cast would round them away)
+            }
+            if (value.precision() > precision) {
+                throw NOT_PROVEN;  // more integer digits than the type holds
+            }
+            return value;
+        }
+    }
+
+    private static final class RecordReader implements Reader {
+        private final Reader[] fields;
+        private final boolean[] jsonText;
+        private final boolean[] required;
+        private final Map<String, Integer> index;
+
+        RecordReader(Reader[] fields, boolean[] jsonText, boolean[] required, Map<String, Integer> index) {
+            this.fields = fields;
+            this.jsonText = jsonText;
+            this.required = required;
+            this.index = index;
+        }
+
+        public Object read(JsonParser parser) throws IOException, NotProven {
+            if (parser.currentToken() != JsonToken.START_OBJECT) {
+                throw NOT_PROVEN;
+            }
+            Object[] values = new Object[fields.length];
+            boolean[] seen = new boolean[fields.length];
+            JsonToken token;
+            while ((token = parser.nextToken()) == JsonToken.FIELD_NAME) {
+                Integer at = index.get(parser.getCurrentName());
+                if (at == null || seen[at]) {
+                    throw NOT_PROVEN;  // a key the record does not declare, or a repeated one
+                }
+                seen[at] = true;
+                parser.nextToken();
+                if (jsonText[at] && parser.currentToken() != JsonToken.VALUE_NULL) {
+                    throw NOT_PROVEN;  // its text is rendered by the strict path
+                }
+                values[at] = value(fields[at], parser, required[at]);
+            }
+            if (token != JsonToken.END_OBJECT) {
+                throw NOT_PROVEN;
+            }
+            for (int i = 0; i < values.length; i++) {
+                if (required[i] && values[i] == null) {
+                    throw NOT_PROVEN;  // absent
+                }
+            }
+            return RowFactory.create(values);
+        }
+    }
+
+    private static final class ArrayReader implements Reader {
+        private final Reader items;
+        private final boolean required;
+
+        ArrayReader(Reader items, boolean required) {
+            this.items = items;
+            this.required = required;
+        }
+
+        public Object read(JsonParser parser) throws IOException, NotProven {
+            if (parser.currentToken() != JsonToken.START_ARRAY) {
+                throw NOT_PROVEN;
+            }
+            List<Object> values = new ArrayList<Object>();
+            while (parser.nextToken() != JsonToken.END_ARRAY) {
+                if (parser.currentToken() == null) {
+                    throw NOT_PROVEN;
+                }
+                values.add(value(items, parser, required));
+            }
+            return values.toArray();
+        }
+    }
+
+    private static final class MapReader implements Reader {
+        private final Reader values;
+        private final boolean required;
+
+        MapReader(Reader values, boolean required) {
+            this.values = values;
+            this.required = required;
+        }
+
+        public Object read(JsonParser parser) throws IOException, NotProven {
+            if (parser.currentToken() != JsonToken.START_OBJECT) {
+                throw NOT_PROVEN;
+            }
+            Map<String, Object> entries = new LinkedHashMap<String, Object>();
+            JsonToken token;
+            while ((token = parser.nextToken()) == JsonToken.FIELD_NAME) {
+                String key = parser.getCurrentName();
+                if (entries.containsKey(key)) {
+                    throw NOT_PROVEN;
+                }
+                parser.nextToken();
+                entries.put(key, value(values, parser, required));
+            }
+            if (token != JsonToken.END_OBJECT) {
+                throw NOT_PROVEN;
+            }
+            return entries;
+        }
+    }
+
+    /** The record is not proven to be exactly its plain parse (no stack trace: it is a verdict, not an error). */
+    private static final class NotProven extends Exception {
+        private static final long serialVersionUID = 1L;
+
+        NotProven() {
+            super(null, null, false, false);
+        }
+    }
+}
