@@ -297,9 +297,7 @@ public final class StrictJsonRecord implements UDF1<String, Row> {
         }
 
         public Object read(JsonParser parser) throws IOException, NotProven {
-            if (parser.currentToken() != JsonToken.START_OBJECT) {
-                throw NOT_PROVEN;
-            }
+            ContainerReader.expect(parser, JsonToken.START_OBJECT);
             Object[] values = new Object[fields.length];
             boolean[] seen = new boolean[fields.length];
             JsonToken token;
@@ -327,19 +325,30 @@ public final class StrictJsonRecord implements UDF1<String, Row> {
         }
     }
 
-    private static final class ArrayReader implements Reader {
-        private final Reader items;
-        private final boolean required;
+    /** An array's elements or a map's values: each read by {@code items}, required or not. */
+    private abstract static class ContainerReader implements Reader {
+        final Reader items;
+        final boolean required;
 
-        ArrayReader(Reader items, boolean required) {
+        ContainerReader(Reader items, boolean required) {
             this.items = items;
             this.required = required;
         }
 
-        public Object read(JsonParser parser) throws IOException, NotProven {
-            if (parser.currentToken() != JsonToken.START_ARRAY) {
+        static void expect(JsonParser parser, JsonToken token) throws NotProven {
+            if (parser.currentToken() != token) {
                 throw NOT_PROVEN;
             }
+        }
+    }
+
+    private static final class ArrayReader extends ContainerReader {
+        ArrayReader(Reader items, boolean required) {
+            super(items, required);
+        }
+
+        public Object read(JsonParser parser) throws IOException, NotProven {
+            expect(parser, JsonToken.START_ARRAY);
             List<Object> values = new ArrayList<Object>();
             while (parser.nextToken() != JsonToken.END_ARRAY) {
                 if (parser.currentToken() == null) {
@@ -351,28 +360,22 @@ public final class StrictJsonRecord implements UDF1<String, Row> {
         }
     }
 
-    private static final class MapReader implements Reader {
-        private final Reader values;
-        private final boolean required;
-
+    private static final class MapReader extends ContainerReader {
         MapReader(Reader values, boolean required) {
-            this.values = values;
-            this.required = required;
+            super(values, required);
         }
 
         public Object read(JsonParser parser) throws IOException, NotProven {
-            if (parser.currentToken() != JsonToken.START_OBJECT) {
-                throw NOT_PROVEN;
-            }
+            expect(parser, JsonToken.START_OBJECT);
             Map<String, Object> entries = new LinkedHashMap<String, Object>();
             JsonToken token;
             while ((token = parser.nextToken()) == JsonToken.FIELD_NAME) {
                 String key = parser.getCurrentName();
                 if (entries.containsKey(key)) {
-                    throw NOT_PROVEN;
+                    throw NOT_PROVEN;  // a repeated key
                 }
                 parser.nextToken();
-                entries.put(key, value(values, parser, required));
+                entries.put(key, value(items, parser, required));
             }
             if (token != JsonToken.END_OBJECT) {
                 throw NOT_PROVEN;
