@@ -36,8 +36,8 @@ def connector_jars() -> list[str]:
 
 
 def functions_jar() -> str | None:
-    """The project's own JVM functions (jvm/glue-functions: the Kafka job's frame decoder, the bulk delete, the
-    local file system) as infra/jvm_functions.py last built them (make bootstrap; the test session builds them
+    """The project's own JVM functions (jvm/glue-functions: the Kafka job's frame decoder, the typed JSON proof, the
+    bulk delete, the local file system) as infra/jvm_functions.py last built them (make bootstrap; the test session builds them
     first); None where absent (the job zip on Glue gets them through --extra-jars). Without it the Kafka path says so."""
     from pathlib import Path
 

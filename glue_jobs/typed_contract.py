@@ -157,11 +157,11 @@ def _rule_checks(dataset: Dataset, node: Node, value: Column, path: str, where: 
     return tc.first(checks)
 
 
-def _stages(dataset: Dataset, strict_json: str | None = None) -> list[dict[str, Column | None]]:
+def _stages(dataset: Dataset, proof: str | None = None) -> list[dict[str, Column | None]]:
     """The projections `validate` applies in order (a None keeps a column of the stage before). An expression read
     more than once gets a column of its own stage: inside a CASE branch or a coalesce Spark evaluates a repeated
     expression once per use. Expensive ones sit in a CASE branch, so they run only for the records that need
-    them: the proof for all (`strict_json`, the JVM function's SQL name, glue_jobs/strict_json.py; without it
+    them: the proof for all (`proof`, the JVM function's SQL name, glue_jobs/strict_json.py; without it
     the plain parse and glue_jobs/typed_screen.py's counts), the strict (marked) parse for those not proven, the
     diagnosis for flagged ones."""
     root, normalize = dataset.schema, {r.path: r.normalize for r in dataset.rules if r.normalize}
@@ -182,8 +182,8 @@ def _stages(dataset: Dataset, strict_json: str | None = None) -> list[dict[str, 
     for name in json_text:
         texts_absent = texts_absent & record.getField(name).isNull()
     stage(_json=F.col("payload"))
-    if strict_json:  # the JVM function (glue_jobs/strict_json.py): the record when proven, else null
-        stage(_json=None, _wv=F.when(is_json, F.expr(f"{strict_json}(`_json`)")).otherwise(record))
+    if proof:  # the JVM function (glue_jobs/strict_json.py): the record when proven, else null
+        stage(_json=None, _wv=F.when(is_json, F.expr(f"{proof}(`_json`)")).otherwise(record))
         stage(_json=None, _wv=None, _fast=F.when(is_json, F.col("_wv").isNotNull()).otherwise(texts_absent))
     else:
         stage(_json=None, _w=F.when(is_json, screen.parse_wrapped(F.col("_json"), root)))
@@ -193,7 +193,7 @@ def _stages(dataset: Dataset, strict_json: str | None = None) -> list[dict[str, 
     # A proven record is flagged only by the value checks the parse does not make (blank, enum, NaN, scale, ...).
     # The JVM function's records carry a decoded record's guarantees (glue_jobs/strict_json.py).
     decoded = tc.suspect(root, F.col("_wv"), normalize=normalize, marked=False, decoded=True)
-    sus = F.when(fast, decoded) if strict_json else F.when(
+    sus = F.when(fast, decoded) if proof else F.when(
         fast & is_json, tc.suspect(root, F.col("_wv"), normalize=normalize, marked=False)).when(fast, decoded)
     stage(_json=None, _wv=None, _fast=None, _sus=sus)
     stage(_json=None, _wv=None, _fast=None, _sus=None, _marked=F.when(~fast | F.col("_sus"), tp.marked(F.col("_json"))))
@@ -261,10 +261,10 @@ def _stages(dataset: Dataset, strict_json: str | None = None) -> list[dict[str, 
 
 
 @cache
-def _selects(dataset: Dataset, jvm, strict_json: str | None) -> list[list[Column]]:
+def _selects(dataset: Dataset, jvm, proof: str | None) -> list[list[Column]]:
     """The stages' columns, built once per dataset and JVM like glue_jobs/contract.py's: building them is thousands
     of py4j calls (about a second per batch for orders), so a batch only plans the selects."""
-    return [[F.col(f"`{n}`") if c is None else c.alias(n) for n, c in stage.items()] for stage in _stages(dataset, strict_json)]
+    return [[F.col(f"`{n}`") if c is None else c.alias(n) for n, c in stage.items()] for stage in _stages(dataset, proof)]
 
 
 def validate(envelope: DataFrame, dataset: Dataset, *, now_ms: int) -> DataFrame:
