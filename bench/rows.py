@@ -14,8 +14,8 @@ from glue_jobs.session import LOCAL_FS_VARIABLE, forkless_local_fs
 
 # The benchmarks run on Hadoop's own local file system unless STREAMLAKE_LOCAL_FS says otherwise (every benchmark and
 # the processes it starts import this first): it starts a process per file and directory created, a cost per file
-# that stands in for the object store's. Without it the bare paths' thousands of small files cost almost nothing
-# (figures: docs/performance.md, "the local file system").
+# that stands in for the object store's. Without it the bare paths, which write more files than the runner, gain the
+# most (figures: docs/performance.md, "The local file system").
 os.environ.setdefault(LOCAL_FS_VARIABLE, "hadoop")
 
 
