@@ -5,7 +5,9 @@ null (its class doc says exactly when). glue_jobs/typed_contract.py uses it wher
 where it is not; either way a record it does not prove takes the strict path, so the results are the same.
 
 What it answers carries the guarantees of a record the Kafka decoder typed (a value for every required field, no NaN
-or infinity, exact decimals), so the contract checks it as one (typed_checks.suspect with decoded=True).
+or infinity, exact decimals) and passes the checks the contract makes on such a record (typed_checks.suspect with
+decoded=True: blank required strings, enum symbols after normalize, dates, timestamp ranges), which `value_checks`
+hands it; so the contract checks a record it answers no further for its types, only for the event time and the rules.
 
 `register(session, dataset)` registers the function on `session` (a streaming query plans its batches in a clone of
 the job's session, with a function registry of its own, so the batch frame's session is the one to register on) and
@@ -44,15 +46,43 @@ def spec_type(node: Node):
     return tp.wire_type(node, "")
 
 
-def _type_and_texts(dataset: Dataset) -> tuple[str, str]:
-    """The spec_type as JSON, and the json_text field paths ('\\n'-separated) the function is built with."""
-    return spec_type(dataset.schema).json(), "\n".join(sorted(dataset.json_text))
+def value_checks(dataset: Dataset) -> str:
+    """The checks typed_checks.suspect(decoded=True) makes, as the function reads them (its `checks` doc): one line
+    per field path of a string, enum or date with a check (required: not blank; enum: its symbols after the
+    normalize steps; date: a calendar day) and of a timestamp number (Spark's range)."""
+    from glue_jobs.typed_checks import _INTEGER_BOUNDS
+
+    normalize = {r.path: r.normalize for r in dataset.rules if r.normalize}
+    lines: list[str] = []
+
+    def walk(node: Node, path: str) -> None:
+        if node.kind in ("string", "enum", "date") and (node.required or node.kind != "string"):
+            symbols = ",".join(node.symbols) if node.kind == "enum" else ""
+            steps = ",".join(normalize.get(path, ())) if node.kind == "enum" else ""
+            lines.append("\t".join(("text", path, str(int(node.required)), str(int(node.kind == "date")), steps, symbols)))
+        elif node.kind in ("timestamp-millis", "timestamp-micros"):
+            low, high = _INTEGER_BOUNDS[node.kind]
+            lines.append("\t".join(("range", path, str(low), str(high))))
+        elif node.kind == "record":
+            for f in node.fields:
+                walk(f.type, f"{path}.{f.name}" if path else f.name)
+        elif node.kind in ("array", "map"):
+            walk(node.items, f"{path}[]")
+
+    walk(dataset.schema, "")
+    return "\n".join(lines)
+
+
+def _arguments(dataset: Dataset) -> tuple[str, str, str]:
+    """What the function is built with: the spec_type as JSON, the json_text field paths ('\\n'-separated) and the
+    value checks."""
+    return spec_type(dataset.schema).json(), "\n".join(sorted(dataset.json_text)), value_checks(dataset)
 
 
 def function_name(dataset: Dataset) -> str:
     """A SQL name for the dataset's function: it names what the function is built with, so two datasets (or two
     versions of one) never share a name."""
-    digest = hashlib.sha256("\0".join(_type_and_texts(dataset)).encode()).hexdigest()[:16]
+    digest = hashlib.sha256("\0".join(_arguments(dataset)).encode()).hexdigest()[:16]
     return f"streamlake_strict_json_{digest}"
 
 
@@ -72,7 +102,7 @@ def _function(dataset: Dataset, jvm):
     if not isinstance(found, JavaClass):
         return None
     returns = jvm.org.apache.spark.sql.types.DataType.fromJson(tp.wire_type(dataset.schema, "").json())
-    return found(*_type_and_texts(dataset)), returns
+    return found(*_arguments(dataset)), returns
 
 
 def register(session, dataset: Dataset) -> str | None:

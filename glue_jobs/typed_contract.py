@@ -181,28 +181,29 @@ def _stages(dataset: Dataset, proof: str | None = None) -> list[dict[str, Column
     texts_absent = F.lit(True)
     for name in json_text:
         texts_absent = texts_absent & record.getField(name).isNull()
-    stage(_json=F.col("payload"))
     if proof:  # the JVM function (glue_jobs/strict_json.py): the record when proven, else null
-        stage(_json=None, _wv=F.when(is_json, F.expr(f"{proof}(`_json`)")).otherwise(record))
-        stage(_json=None, _wv=None, _fast=F.when(is_json, F.col("_wv").isNotNull()).otherwise(texts_absent))
+        stage(_wv=F.when(is_json, F.expr(f"{proof}(`payload`)")).otherwise(record))
+        stage(_wv=None, _fast=F.when(is_json, F.col("_wv").isNotNull()).otherwise(texts_absent))
     else:
-        stage(_json=None, _w=F.when(is_json, screen.parse_wrapped(F.col("_json"), root)))
-        stage(_json=None, _w=None, **{n: F.when(is_json, c) for n, c in screen.counts("_json", wrapped, root, json_text).items()})
-        stage(_json=None, _wv=F.when(is_json, screen.record(wrapped)).otherwise(record),
-              _fast=F.when(is_json, screen.proven("_json", wrapped)).otherwise(texts_absent))
+        stage(_w=F.when(is_json, screen.parse_wrapped(F.col("payload"), root)))
+        stage(_w=None, **{n: F.when(is_json, c) for n, c in screen.counts("payload", wrapped, root, json_text).items()})
+        stage(_wv=F.when(is_json, screen.record(wrapped)).otherwise(record),
+              _fast=F.when(is_json, screen.proven("payload", wrapped)).otherwise(texts_absent))
     # A proven record is flagged only by the value checks the parse does not make (blank, enum, NaN, scale, ...).
-    # The JVM function's records carry a decoded record's guarantees (glue_jobs/strict_json.py).
+    # The JVM function makes a decoded record's checks itself (glue_jobs/strict_json.py): its records need none. For
+    # a source without decoded records `is_json` folds to true, and the checks (lambdas over arrays, which Spark
+    # cannot compile into the stage's code) leave the plan.
     decoded = tc.suspect(root, F.col("_wv"), normalize=normalize, marked=False, decoded=True)
-    sus = F.when(fast, decoded) if proof else F.when(
+    sus = F.when(fast, F.when(is_json, F.lit(False)).otherwise(decoded)) if proof else F.when(
         fast & is_json, tc.suspect(root, F.col("_wv"), normalize=normalize, marked=False)).when(fast, decoded)
-    stage(_json=None, _wv=None, _fast=None, _sus=sus)
-    stage(_json=None, _wv=None, _fast=None, _sus=None, _marked=F.when(~fast | F.col("_sus"), tp.marked(F.col("_json"))))
-    stage(_json=None, _wv=None, _fast=None, _sus=None, _marked=None, _mp=F.when(~fast, tp.parse(F.col("_marked"), root)))
+    stage(_wv=None, _fast=None, _sus=sus)
+    stage(_wv=None, _fast=None, _sus=None, _marked=F.when(~fast | F.col("_sus"), tp.marked(F.col("payload"))))
+    stage(_wv=None, _fast=None, _sus=None, _marked=None, _mp=F.when(~fast, tp.parse(F.col("_marked"), root)))
 
     mp = F.col("_mp")
     corrupt = mp.isNull() | mp.getField(tokens.CORRUPT).isNotNull()
-    keys = tokens.top_level_keys("_json")
-    one_object = (tokens.looks_like_one_object(F.col("_json")) & ~tokens.has_text_after_first_value("_json")
+    keys = tokens.top_level_keys("payload")
+    one_object = (tokens.looks_like_one_object(F.col("payload")) & ~tokens.has_text_after_first_value("payload")
                   & F.coalesce(F.size(keys) == F.size(F.array_distinct(keys)), F.lit(False)))
     top = tp.parse_texts(F.col("_marked"), root)
     json_texts = {}

@@ -12,8 +12,9 @@ import json
 from decimal import Decimal
 
 import pytest
+from pyspark.sql import functions as F
 
-from glue_jobs import datasets
+from glue_jobs import datasets, strict_json
 from glue_jobs.typed_contract import validate
 from tests.spark.streaming_support import json_envelope
 
@@ -146,6 +147,30 @@ def test_a_valid_record_is_stored_typed_at_every_depth(spark, strict):
     assert row.ts.isoformat() == "2023-11-14T22:13:20.123000" and row.us.isoformat() == "2023-11-14T22:13:20.123456"
     assert row.e == "red" and row.one.e == "red"  # normalize applies to the top-level path only
     assert row.counts == {"k": 1} and row.two.rows[0].counts == {"k": 1} and row.opt is None
+
+
+def test_the_jvm_function_makes_the_decoded_records_checks(spark, strict):
+    """What the JVM proof answers needs no further type check (glue_jobs/strict_json.value_checks): it proves the
+    valid record (an enum normalized first), and none that the checks of a decoded record would flag, at any depth."""
+    name = strict_json.register(spark, strict)
+    assert name, "the functions jar is not on the test session's classpath"
+    payloads = {
+        "valid": json.dumps(_record(e=" RED ")),
+        "enum normalized only where its rules say": json.dumps(_record(**{"one.e": " RED "})),
+        "enum not a symbol": json.dumps(_record(**{"two.rows.0.e": "blue"})),
+        "blank required string": json.dumps(_record(**{"two.rows.0.s": " "})),
+        "blank array element": json.dumps(_record(**{"one.tags": ["a", "\t"]})),
+        "not a calendar day": json.dumps(_record(**{"one.day": "2023-02-29"})),
+        "a date with more than its ten characters": json.dumps(_record(day="2024-02-29\n")),
+        "timestamp past Spark's range": _payload(None, "two.rows.0.ts", "253402300800000"),
+        "timestamp before it": _payload(None, "us", "-62135596800000001"),
+    }
+    proven = {key: row.p for key, row in zip(payloads, json_envelope(spark, list(payloads.values())).select(
+        F.expr(f"{name}(payload)").isNotNull().alias("p")).collect(), strict=True)}
+    assert proven == {key: key == "valid" for key in payloads}
+    rows = _run(spark, strict, list(payloads.values()))
+    assert [r.reason for r in rows] == [None, "out_of_range", "out_of_range", "missing_required_field",
+                                        "missing_required_field", "out_of_range", None, "out_of_range", "out_of_range"]
 
 
 @pytest.mark.parametrize("depth", [0, 1, 2])

@@ -71,6 +71,16 @@ CASES = [
     (_text() + ',"k":1', False, False),
     (_text(customer_id='c\\"9'), False, True),  # a backslash: the screen needs quote-free strings, Jackson reads escapes
     (_text().replace('"customer_id":', '"customer_id" :'), False, True),  # a space before ':'
+    # The value checks a proven record passes in the JVM function (the screen proves the shape; its checks flag these).
+    (_text(customer_id="  "), True, False),  # a blank required string
+    (_raw(items='[{"sku":"a","quantity":2,"unit_price":1},{"sku":"","quantity":1,"unit_price":1}]'), True, False),
+    (_raw(shipping='{"country":" ","city":"Bonn"}'), True, False),  # blank in an optional record's required field
+    (_text(status=" PAID "), True, True),  # trim, then lower: "paid", a symbol
+    (_text(status=" PAID\n"), False, True),  # likewise (an escape: the screen leaves it to the strict path)
+    (_text(status="refunded"), True, False),  # not a symbol
+    # A case step meets a non-ASCII character: the JVM function leaves it to the strict path (the screen too: \u escape).
+    (_text(status="PA\u0130D"), False, False),
+    (_text(shipping={"country": "DE", "city": " "}), True, True),  # city is optional: a blank one is not checked
     (" " + _text(), False, False),  # not written from its first character to its last
     ("[1]", False, False),
     ("", False, False),

@@ -4,10 +4,12 @@ import java.io.IOException;
 import java.math.BigDecimal;
 import java.math.RoundingMode;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import java.util.Set;
 
@@ -46,14 +48,19 @@ import org.apache.spark.sql.types.StructType;
  * unknown or repeated key, a value of another JSON type, syntax, text after the object, a required value missing, an
  * inexact decimal, a json_text field present) answers null: the record then takes the strict path, which finds its
  * reason and field path; so the result never decides validity by itself. What it answers carries the guarantees of
- * a record the Kafka decoder typed (RegistryFrameDecoder), so the contract checks it as one (typed_checks.suspect
- * with decoded=True: strings and timestamps only). The values are those Spark's plain parse gives for the same tokens
+ * a record the Kafka decoder typed (RegistryFrameDecoder), and it also makes the checks the contract makes on such a
+ * record (typed_checks.suspect with decoded=True), each at the field paths the dataset's value checks name: a required
+ * string is not blank, an enum's value after its normalize steps is one of its symbols, a date is a calendar day
+ * written YYYY-MM-DD, a timestamp number lies in Spark's range; so a record it answers needs no further type check.
+ * It is stricter than those checks where matching Spark exactly would be subtle (a non-ASCII value to lower or upper
+ * case, a date with anything but its ten characters): such a record takes the strict path. The values are those Spark's plain parse gives for the same tokens
  * (its JacksonParser: getText, getIntValue, getLongValue, getFloatValue, getDoubleValue, getDecimalValue), as Java
  * values its UDF API converts: a record a Row, an array an Object[], a map a LinkedHashMap, a decimal a BigDecimal.
  *
  * <p>Constructed on the driver with the dataset's schema as a Spark type (glue_jobs/strict_json.py: a field, element
  * or map value that is not nullable is required; decimals with their declared precision and scale) and the dataset's
- * json_text field paths ("a.b", "items[]"); Spark serializes the function to the executors, which build the readers
+ * json_text field paths ("a.b", "items[]") and value checks (glue_jobs/strict_json.value_checks: one line per field
+ * path); Spark serializes the function to the executors, which build the readers
  * once per instance.
  * Compiled for Java 8 against Spark's Java UDF API and jackson-core, both on every Spark line's classpath.
  */
@@ -64,15 +71,18 @@ public final class StrictJsonRecord implements UDF1<String, Row> {
 
     private final String typeJson;
     private final String jsonTextPaths;
+    private final String valueChecks;
     private transient volatile Reader root;
 
     /**
      * @param typeJson the dataset's schema as a Spark type's JSON (see the class doc)
      * @param jsonTextPaths the json_text field paths, '\n'-separated ("" for none)
+     * @param valueChecks the value checks, one '\n'-separated line per field path (see {@link #checks})
      */
-    public StrictJsonRecord(String typeJson, String jsonTextPaths) {
+    public StrictJsonRecord(String typeJson, String jsonTextPaths, String valueChecks) {
         this.typeJson = typeJson;
         this.jsonTextPaths = jsonTextPaths;
+        this.valueChecks = valueChecks;
         reader();  // a type this class cannot read fails here, on the driver
     }
 
@@ -112,12 +122,47 @@ public final class StrictJsonRecord implements UDF1<String, Row> {
             if (!(type instanceof StructType)) {
                 throw new IllegalArgumentException("the record type is not a struct: " + typeJson);
             }
-            built = root = reader(type, "", texts);
+            built = root = reader(type, "", texts, checks(valueChecks));
         }
         return built;
     }
 
-    private static Reader reader(DataType type, String path, Set<String> texts) {
+    /**
+     * The value checks by field path. A line is tab-separated: {@code text <path> <required 0|1> <date 0|1>
+     * <normalize steps, comma-separated> <enum symbols, comma-separated, empty when not an enum>} for a string, enum or
+     * date, or {@code range <path> <lowest> <highest>} for a timestamp number.
+     */
+    static Map<String, String[]> checks(String lines) {
+        Map<String, String[]> checks = new HashMap<String, String[]>();
+        for (String line : lines.split("\n")) {
+            if (line.isEmpty()) {
+                continue;
+            }
+            String[] parts = line.split("\t", -1);
+            int expected = "text".equals(parts[0]) ? 6 : "range".equals(parts[0]) ? 4 : -1;
+            if (parts.length != expected || checks.put(parts[1], parts) != null) {
+                throw new IllegalArgumentException("bad value check line: " + line);
+            }
+        }
+        return checks;
+    }
+
+    private static Reader reader(DataType type, String path, Set<String> texts, Map<String, String[]> checks) {
+        String[] check = checks.get(path);
+        Reader plain = plainReader(type, path, texts, checks);
+        if (check == null) {
+            return plain;
+        }
+        if ("text".equals(check[0]) && type instanceof StringType) {
+            return new CheckedString(check);
+        }
+        if ("range".equals(check[0]) && type instanceof LongType) {
+            return new RangeLong(Long.parseLong(check[2]), Long.parseLong(check[3]));
+        }
+        throw new IllegalArgumentException("value check " + check[0] + " on " + type.simpleString() + " at " + path);
+    }
+
+    private static Reader plainReader(DataType type, String path, Set<String> texts, Map<String, String[]> checks) {
         if (type instanceof StructType) {
             StructField[] fields = ((StructType) type).fields();
             Reader[] readers = new Reader[fields.length];
@@ -126,7 +171,7 @@ public final class StrictJsonRecord implements UDF1<String, Row> {
             Map<String, Integer> index = new HashMap<String, Integer>();
             for (int i = 0; i < fields.length; i++) {
                 String child = path.isEmpty() ? fields[i].name() : path + "." + fields[i].name();
-                readers[i] = reader(fields[i].dataType(), child, texts);
+                readers[i] = reader(fields[i].dataType(), child, texts, checks);
                 text[i] = texts.contains(child);
                 required[i] = !fields[i].nullable();
                 index.put(fields[i].name(), i);
@@ -135,14 +180,14 @@ public final class StrictJsonRecord implements UDF1<String, Row> {
         }
         if (type instanceof ArrayType) {
             ArrayType array = (ArrayType) type;
-            return new ArrayReader(reader(array.elementType(), path + "[]", texts), !array.containsNull());
+            return new ArrayReader(reader(array.elementType(), path + "[]", texts, checks), !array.containsNull());
         }
         if (type instanceof MapType) {
             MapType map = (MapType) type;
             if (!(map.keyType() instanceof StringType)) {
                 throw new IllegalArgumentException("a map's keys are not strings at " + path);
             }
-            return new MapReader(reader(map.valueType(), path + "[]", texts), !map.valueContainsNull());
+            return new MapReader(reader(map.valueType(), path + "[]", texts, checks), !map.valueContainsNull());
         }
         if (type instanceof DecimalType) {
             return new DecimalReader(((DecimalType) type).precision(), ((DecimalType) type).scale());
@@ -256,6 +301,106 @@ public final class StrictJsonRecord implements UDF1<String, Row> {
             return value;
         }
     };
+
+    /** Java's \\s characters, which typed_checks.is_blank and its trim step know as blank. */
+    private static boolean isSpace(char c) {
+        return c == ' ' || c == '\t' || c == '\n' || c == '\u000B' || c == '\f' || c == '\r';
+    }
+
+    /** A string token that typed_checks.suspect(decoded=True) would not flag (see {@link #checks}). */
+    private static final class CheckedString implements Reader {
+        private final boolean required;
+        private final boolean date;
+        private final String[] normalize;
+        private final Set<String> symbols;
+
+        CheckedString(String[] check) {
+            required = "1".equals(check[2]);
+            date = "1".equals(check[3]);
+            normalize = check[4].isEmpty() ? new String[0] : check[4].split(",");
+            symbols = check[5].isEmpty() ? null : new HashSet<String>(Arrays.asList(check[5].split(",")));
+        }
+
+        public Object read(JsonParser parser) throws IOException, NotProven {
+            String text = (String) SCALAR_STRING.read(parser);
+            if (required && isBlank(text) || date && !isDate(text) || symbols != null && !symbols.contains(normalized(text))) {
+                throw NOT_PROVEN;
+            }
+            return text;
+        }
+
+        private static boolean isBlank(String text) {
+            for (int i = 0; i < text.length(); i++) {
+                if (!isSpace(text.charAt(i))) {
+                    return false;
+                }
+            }
+            return true;
+        }
+
+        /** YYYY-MM-DD naming a day of the proleptic Gregorian calendar, years 1-9999 (typed_checks.valid_date). */
+        private static boolean isDate(String text) {
+            if (text.length() != 10 || text.charAt(4) != '-' || text.charAt(7) != '-') {
+                return false;
+            }
+            for (int i = 0; i < 10; i++) {
+                if (i != 4 && i != 7 && (text.charAt(i) < '0' || text.charAt(i) > '9')) {
+                    return false;
+                }
+            }
+            int year = Integer.parseInt(text.substring(0, 4));
+            int month = Integer.parseInt(text.substring(5, 7));
+            int day = Integer.parseInt(text.substring(8, 10));
+            boolean leap = year % 4 == 0 && year % 100 != 0 || year % 400 == 0;
+            int days = month == 2 ? (leap ? 29 : 28) : month == 4 || month == 6 || month == 9 || month == 11 ? 30 : 31;
+            return year >= 1 && month >= 1 && month <= 12 && day >= 1 && day <= days;
+        }
+
+        /** The value after the normalize steps; null (no symbol) where a case step meets a non-ASCII character. */
+        private String normalized(String text) {
+            String value = text;
+            for (String step : normalize) {
+                if ("trim".equals(step)) {
+                    int start = 0;
+                    int end = value.length();
+                    while (start < end && isSpace(value.charAt(start))) {
+                        start++;
+                    }
+                    while (end > start && isSpace(value.charAt(end - 1))) {
+                        end--;
+                    }
+                    value = value.substring(start, end);
+                } else {
+                    for (int i = 0; i < value.length(); i++) {
+                        if (value.charAt(i) > 127) {
+                            return null;  // Spark's case mapping of other characters is not copied here
+                        }
+                    }
+                    value = "lower".equals(step) ? value.toLowerCase(Locale.ROOT) : value.toUpperCase(Locale.ROOT);
+                }
+            }
+            return value;
+        }
+    }
+
+    /** A timestamp number within Spark's range (typed_checks._INTEGER_BOUNDS). */
+    private static final class RangeLong implements Reader {
+        private final long lowest;
+        private final long highest;
+
+        RangeLong(long lowest, long highest) {
+            this.lowest = lowest;
+            this.highest = highest;
+        }
+
+        public Object read(JsonParser parser) throws IOException, NotProven {
+            long value = (Long) SCALAR_LONG.read(parser);
+            if (value < lowest || value > highest) {
+                throw NOT_PROVEN;
+            }
+            return value;
+        }
+    }
 
     private static final class DecimalReader implements Reader {
         private final int precision;
