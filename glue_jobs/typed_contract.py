@@ -29,7 +29,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from glue_jobs import json_tokens as tokens
-from glue_jobs import strict_json
+from glue_jobs import strict_json, typed_rules
 from glue_jobs import typed_checks as tc
 from glue_jobs import typed_parse as tp
 from glue_jobs import typed_screen as screen
@@ -43,7 +43,6 @@ MALFORMED_JSON = "malformed_json"
 _LATEST_MS = "_latest_ms"
 _CARRIED = (*ENVELOPE_COLUMNS, _LATEST_MS)
 _ISO = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T([0-9]{2}):([0-9]{2}):([0-9]{2})(\.[0-9]{1,6})?(Z|[+-]([0-9]{2}):([0-9]{2}))$"
-_RULE_ORDER = ("min", "max", "enum", "pattern", "min_length", "max_length", "min_items", "max_items")
 stored = "_v_{}".format  # a field's stored value (stage 3 on)
 
 
@@ -112,49 +111,6 @@ def _event_time(dataset: Dataset) -> tuple[Column, Column, Column]:
     millis = value * (1000 // per_second) if per_second == 1000 else F.when(form, value * 1000)
     out_of_range = ~form | (millis < F.lit(spec.not_before_ms)) | (millis > latest)
     return fits, stamp, tc.when(out_of_range, tc.problem(tc.OUT_OF_RANGE, where))
-
-
-def _broken(rule: str, value: Column, limit) -> Column:
-    """Whether a stored value breaks one rule (null when the value is null: a missing value is not a rule's business)."""
-    if rule == "min":
-        return value < F.lit(limit)
-    if rule == "max":
-        return value > F.lit(limit)
-    if rule == "enum":
-        return ~value.isin(*limit)
-    if rule == "pattern":
-        return ~value.rlike(limit)
-    if rule in ("min_length", "max_length"):
-        return F.length(value) < limit if rule == "min_length" else F.length(value) > limit
-    size = F.when(value.isNotNull(), F.size(value))  # size(null) is -1 outside ANSI mode
-    return size < limit if rule == "min_items" else size > limit
-
-
-def _rule_checks(dataset: Dataset, node: Node, value: Column, path: str, where: Column) -> Column | None:
-    """The first rule a stored value breaks, at rule path `path` (`items[].x`), or None if no rule lies below."""
-    if not any(r.path == path or r.path.startswith(f"{path}.") or r.path.startswith(f"{path}[]") for r in dataset.rules):
-        return None
-    checks: list[Column] = []
-    rule = dataset.rule(path)
-    for name in _RULE_ORDER:
-        limit = getattr(rule, name, None) if rule else None
-        if limit is None:
-            continue
-        broken = _broken(name, value, limit)
-        shown = list(limit) if name == "enum" else limit
-        detail = F.concat(where, F.lit(f": value out of range ({name} {shown})"))
-        checks.append(tc.when(broken, F.struct(F.lit(tc.OUT_OF_RANGE).alias("reason"), detail.alias("detail"))))
-    if node.kind == "record":
-        for f in node.fields:
-            inner = _rule_checks(dataset, f.type, value.getField(f.name), f"{path}.{f.name}", F.concat(where, F.lit(f".{f.name}")))
-            if inner is not None:
-                checks.append(inner)
-    elif node.kind == "array":
-        element = lambda x, i: _rule_checks(dataset, node.items, x, f"{path}[]",  # noqa: E731
-                                            F.concat(where, F.lit("["), i.cast("string"), F.lit("]")))
-        if _rule_checks(dataset, node.items, F.lit(None), f"{path}[]", where) is not None:
-            checks.append(tc.first_of(F.transform(value, element)))
-    return tc.first(checks)
 
 
 def _stages(dataset: Dataset, proof: str | None = None) -> list[dict[str, Column | None]]:
@@ -242,7 +198,7 @@ def _stages(dataset: Dataset, proof: str | None = None) -> list[dict[str, Column
     for f in root.fields:
         if f.name == time_field:
             rules.append(time_problem)
-        found = _rule_checks(dataset, f.type, F.col(stored(f.name)), f.name, F.lit(f.name))
+        found = typed_rules.checks(dataset, f.type, F.col(stored(f.name)), f.name, F.lit(f.name))
         if found is not None:
             rules.append(found)
     # An optimizer barrier (spark_partition_id is nondeterministic, so a filter on the result stays above this
