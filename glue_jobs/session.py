@@ -169,7 +169,7 @@ def local_session(app_name: str, *, master: str, settings: dict[str, str] | None
     if jars:
         builder = builder.config("spark.jars", ",".join(jars))
     settings = {**local_fs_settings(functions_jar()), **(settings or {})}
-    for key, value in (settings or {}).items():
+    for key, value in settings.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")

@@ -13,7 +13,7 @@ Order of the checks, first problem wins:
 A record a decoder already typed (the envelope's `record`, Kafka: glue_jobs/registry_frames.py) skips step 1
 and the parse of step 2; the checks no parse makes (blank, enum, date, decimal digits, ...) run on it as on a
 parsed record, and a record they flag is diagnosed from its payload (its JSON) as a JSON record is. A JSON record
-the JVM proof (glue_jobs/strict_json.py) answers is checked the same way.
+the JVM proof (glue_jobs/strict_json.py) answers has passed those checks there.
 
 Strings are normalized (dataset.json `normalize`) before the enum and the rules see them. Known limits:
 a key repeated inside a nested object or map keeps its last value (Spark's parser; only top-level keys are
