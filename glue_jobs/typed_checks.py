@@ -29,7 +29,8 @@ WHAT = {MISSING: "required field absent, null or empty", INVALID_TYPE: "wrong JS
 PROBLEM_DDL = "struct<reason:string,detail:string>"
 _INTEGER = r"^-?(0|[1-9][0-9]*)$"
 _NUMBER = r"^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?$"
-_DATE = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
+# \z, not $: Java's $ also matches before a final line terminator, and a cast then ignores it ("2024-02-29\n").
+_DATE = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}\z"
 _INTEGER_BOUNDS = {"int": (-(2**31), 2**31 - 1), "long": (-(2**63), 2**63 - 1),
                    # Spark timestamps: 0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999999Z
                    "timestamp-millis": (-62_135_596_800_000, 253_402_300_799_999),

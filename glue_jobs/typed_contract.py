@@ -42,7 +42,7 @@ from glue_jobs.schema import ENVELOPE_COLUMNS
 MALFORMED_JSON = "malformed_json"
 _LATEST_MS = "_latest_ms"
 _CARRIED = (*ENVELOPE_COLUMNS, _LATEST_MS)
-_ISO = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T([0-9]{2}):([0-9]{2}):([0-9]{2})(\.[0-9]{1,6})?(Z|[+-]([0-9]{2}):([0-9]{2}))$"
+_ISO = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T([0-9]{2}):([0-9]{2}):([0-9]{2})(\.[0-9]{1,6})?(Z|[+-]([0-9]{2}):([0-9]{2}))\z"  # \z: see typed_checks._DATE
 stored = "_v_{}".format  # a field's stored value (stage 3 on)
 
 
