@@ -53,7 +53,8 @@ import org.apache.spark.sql.types.StructType;
  * string is not blank, an enum's value after its normalize steps is one of its symbols, a date is a calendar day
  * written YYYY-MM-DD, a timestamp number lies in Spark's range; so a record it answers needs no further type check.
  * It is stricter than those checks where matching Spark exactly would be subtle (a non-ASCII value to lower or upper
- * case, a date with anything but its ten characters): such a record takes the strict path. The values are those Spark's plain parse gives for the same tokens
+ * case, a date with anything but its ten characters): such a record takes the strict path. The values are those
+ * Spark's plain parse gives for the same tokens
  * (its JacksonParser: getText, getIntValue, getLongValue, getFloatValue, getDoubleValue, getDecimalValue), as Java
  * values its UDF API converts: a record a Row, an array an Object[], a map a LinkedHashMap, a decimal a BigDecimal.
  *
@@ -149,9 +150,8 @@ public final class StrictJsonRecord implements UDF1<String, Row> {
 
     private static Reader reader(DataType type, String path, Set<String> texts, Map<String, String[]> checks) {
         String[] check = checks.get(path);
-        Reader plain = plainReader(type, path, texts, checks);
         if (check == null) {
-            return plain;
+            return plainReader(type, path, texts, checks);
         }
         if ("text".equals(check[0]) && type instanceof StringType) {
             return new CheckedString(check);
