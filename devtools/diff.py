@@ -375,10 +375,13 @@ def render_environment(env: str, changes: list[ResourceChange], old: CostRange |
 
 def schema_check() -> tuple[str, list[str]]:
     """The committed event schema versions, each checked as the registry would be asked to accept it: against
-    the latest version before it and against the checkpoint version (operations/avro_compat.evolution_problems)."""
-    from glue_jobs import schema
+    the latest version before it and against the checkpoint version (operations/avro_compat.evolution_problems).
+    A project without datasets/clickstream has no event schema: every dataset's are dataset_check's."""
+    from glue_jobs import datasets, schema
     from operations import avro_compat
 
+    if schema.DATASET not in datasets.names():
+        return f"Event schema: none (no datasets/{schema.DATASET})", []
     versions = schema.schema_versions()
     parsed = [avro_compat.parse(schema.schema_text(n), where=schema.schema_file(n)) for n in versions]
     problems = []

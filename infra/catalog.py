@@ -1,10 +1,10 @@
 """Data Catalog and Schema Registry of one environment, all generated from the datasets' files
 (datasets/<name>/schema.v<N>.avsc; clickstream's through glue_jobs/schema.py).
 
-- Schema Registry: one registry, the event schema `EventSchema` (clickstream's, Avro, BACKWARD): version 1 is the
-  AWS::Glue::Schema (datasets/clickstream/schema.v1.avsc, unchanged since creation, so the schema is never
-  replaced), every later committed file an AWS::Glue::SchemaVersion, registered in order; every other dataset
-  gets a schema of its own the same way (`_register`); the Kafka jobs look the versions up by number at start
+- Schema Registry: one registry and a schema (Avro, BACKWARD) per dataset some source carries (`_register`):
+  version 1 is the AWS::Glue::Schema (datasets/<name>/schema.v1.avsc, unchanged since creation, so the schema is
+  never replaced), every later committed file an AWS::Glue::SchemaVersion, registered in order. clickstream's
+  keeps the logical id `EventSchema` it had before datasets; the Kafka jobs look the versions up by number at start
   (glue_jobs/registry_frames.py). Versions are create-only (Schema, SchemaDefinition) and files never change, so
   an evolution deploys as "added", with no replacement.
 - Source tables the streaming jobs read: one per Kinesis stream (JSON, typeOfData=kinesis). Kafka jobs read the
@@ -107,41 +107,15 @@ class Catalog(Construct):
         )
         self.registry.apply_removal_policy(removal_policy)
         self.registry_arn = self.registry.attr_arn
-        self.schema_name = schema.avro_full_name()
-        self.schema = glue.CfnSchema(
-            self,
-            "EventSchema",
-            name=self.schema_name,
-            registry=glue.CfnSchema.RegistryProperty(arn=self.registry.attr_arn),
-            data_format="AVRO",
-            compatibility=SCHEMA_COMPATIBILITY,
-            schema_definition=schema.avro_schema_definition(1),
-            description="Generated from schemas/event.avsc",  # its text at creation, kept so the template does not change
-        )
-        self.schema.apply_removal_policy(removal_policy)
-        self.schema_arn = self.schema.attr_arn
-        # Later versions, registered one after the other: the registry numbers them in creation order and
-        # checks each against the schema's compatibility mode (a refused one fails the deploy).
-        self.schema_versions: dict[int, glue.CfnSchemaVersion] = {}
-        previous: cdk.CfnResource = self.schema
-        for number in schema.schema_versions()[1:]:
-            version = glue.CfnSchemaVersion(
-                self,
-                f"EventSchemaVersion{number}",
-                schema=glue.CfnSchemaVersion.SchemaProperty(schema_arn=self.schema.attr_arn),
-                schema_definition=schema.avro_schema_definition(number),
-            )
-            version.apply_removal_policy(removal_policy)
-            version.node.add_dependency(previous)
-            self.schema_versions[number] = version
-            previous = version
-        self._latest_schema_resource = previous
         # {dataset: (schema name, schema ARN, newest version number, the resource that registers it)}
-        self.dataset_schemas: dict[str, tuple[str, str, int, cdk.CfnResource]] = {
-            "clickstream": (self.schema_name, self.schema_arn, schema.latest_version(), previous)}
+        self.dataset_schemas: dict[str, tuple[str, str, int, cdk.CfnResource]] = {}
+        # One registry schema per dataset a source carries; clickstream's (`EventSchema`) like any other, so a
+        # project without datasets/clickstream synthesizes without it.
+        self.schema: glue.CfnSchema | None = None
+        self.schema_name: str | None = None
+        self.schema_arn: str | None = None
         for dataset in datasets:
-            if dataset.name != "clickstream":
-                self._register(dataset, removal_policy)
+            self._register(dataset, removal_policy)
 
         # {source name: table name} of every Kinesis source (its job reads the stream through it). A Kafka job
         # reads the topic with Spark's Kafka source and decodes frames itself (docs/kafka.md): no table.
@@ -184,25 +158,35 @@ class Catalog(Construct):
 
     def _register(self, dataset: Dataset, removal_policy: cdk.RemovalPolicy) -> None:
         """The dataset's registry schema: version 1 as the AWS::Glue::Schema, each later committed version an
-        AWS::Glue::SchemaVersion in order (create-only and never changed, so an evolution deploys as added)."""
+        AWS::Glue::SchemaVersion in order (create-only and never changed, so an evolution deploys as added).
+        clickstream's keeps the logical ids, name and description it had before datasets (`EventSchema`,
+        `EventSchemaVersion<N>`, read through glue_jobs/schema.py), so an existing registry schema is never replaced."""
+        kept = dataset.name == "clickstream"
+        logical_id = "EventSchema" if kept else f"Schema{pascal(dataset.name)}"
+        name = schema.avro_full_name() if kept else dataset.avro_full_name
+        definition = schema.avro_schema_definition if kept else dataset.registry_definition
         resource = glue.CfnSchema(
-            self, f"Schema{pascal(dataset.name)}", name=dataset.avro_full_name,
+            self, logical_id, name=name,
             registry=glue.CfnSchema.RegistryProperty(arn=self.registry.attr_arn), data_format="AVRO",
-            compatibility=SCHEMA_COMPATIBILITY, schema_definition=dataset.registry_definition(1),
-            description=f"Dataset {dataset.name} (datasets/{dataset.name}/schema.v1.avsc)",
+            compatibility=SCHEMA_COMPATIBILITY, schema_definition=definition(1),
+            # clickstream's: its text at creation, kept so the template does not change
+            description="Generated from schemas/event.avsc" if kept else f"Dataset {dataset.name} (datasets/{dataset.name}/schema.v1.avsc)",
         )
         resource.apply_removal_policy(removal_policy)
         previous: cdk.CfnResource = resource
-        for number in dataset.versions[1:]:
+        for number in (schema.schema_versions() if kept else dataset.versions)[1:]:
             version = glue.CfnSchemaVersion(
-                self, f"Schema{pascal(dataset.name)}Version{number}",
+                self, f"{logical_id}Version{number}",
                 schema=glue.CfnSchemaVersion.SchemaProperty(schema_arn=resource.attr_arn),
-                schema_definition=dataset.registry_definition(number),
+                schema_definition=definition(number),
             )
             version.apply_removal_policy(removal_policy)
             version.node.add_dependency(previous)
             previous = version
-        self.dataset_schemas[dataset.name] = (dataset.avro_full_name, resource.attr_arn, dataset.latest_version, previous)
+        latest = schema.latest_version() if kept else dataset.latest_version
+        self.dataset_schemas[dataset.name] = (name, resource.attr_arn, latest, previous)
+        if kept:  # the names the stack's outputs and tools read from before datasets
+            self.schema, self.schema_name, self.schema_arn = resource, name, resource.attr_arn
 
     # ---- tables -------------------------------------------------------------------------------
 

@@ -266,8 +266,9 @@ class StreamingLakeStack(cdk.Stack):
             "DataKeyArn": (storage.data_key.key_arn, "KMS key for data at rest"),
             "CatalogDatabaseName": (catalog.database_name, "Data Catalog database"),
             "SchemaRegistryName": (catalog.registry_name, "Glue Schema Registry"),
-            "EventSchemaName": (catalog.schema_name, "event schema in the registry"),
         }
+        if catalog.schema_name is not None:  # clickstream's schema, under the key the tools read before datasets
+            outputs["EventSchemaName"] = (catalog.schema_name, "event schema in the registry")
         if "clickstream" in catalog.lake_table_names:  # the key the tools read before datasets
             outputs["LakeTableName"] = (catalog.lake_table_names["clickstream"], "lake table (partition projection)")
         for dataset, (schema_name, *_) in catalog.dataset_schemas.items():

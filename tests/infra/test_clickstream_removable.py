@@ -93,3 +93,35 @@ def test_the_flat_contract_checks_its_field_names_when_it_is_built(monkeypatch):
     monkeypatch.setattr(contract, "contract_fields", lambda: renamed)
     with pytest.raises(ValueError, match=r"^a contract field starts with '_', which the stages' own columns use"):
         contract._fields()
+
+
+def test_an_environment_without_the_clickstream_dataset_synthesizes_and_diffs(tmp_path, monkeypatch):
+    """A project whose datasets/ has no clickstream, its streams bound to orders: every environment synthesizes
+    (cdk-nag enforced), with orders' registry schema and lake table and none of clickstream's resources, and `make
+    diff`'s schema checks run on the datasets that are there."""
+    import json
+
+    from devtools import diff
+    from devtools.snapshot import synth_templates
+    from infra.config import DEFAULT_CONFIG_PATH, parse_config
+
+    root = tmp_path / "datasets"
+    shutil.copytree(REPO_ROOT / "datasets", root)
+    shutil.rmtree(root / "clickstream")
+    monkeypatch.setenv(datasets.ROOT_VARIABLE, str(root))
+    config = json.loads(DEFAULT_CONFIG_PATH.read_text())
+    for block in (config["defaults"], *config["environments"].values()):
+        if "kinesis_streams" in block:
+            block["kinesis_streams"] = [{**stream, "dataset": "orders"} for stream in block["kinesis_streams"]]
+    template = synth_templates(["dev"], config=parse_config(config))["dev"]
+    resources = template["Resources"]
+    schemas = [r["Properties"]["Name"] for r in resources.values() if r["Type"] == "AWS::Glue::Schema"]
+    assert schemas == [datasets.load("orders").avro_full_name]
+    assert not [i for i in resources if i.startswith("EventSchema")]
+    tables = {r["Properties"]["TableInput"]["Name"] for r in resources.values() if r["Type"] == "AWS::Glue::Table"}
+    assert "orders" in tables and "events" not in tables
+    assert "EventSchemaName" not in template["Outputs"] and "LakeTableName" not in template["Outputs"]
+    assert "SchemaNameOrders" in template["Outputs"]
+    assert diff.schema_check() == ("Event schema: none (no datasets/clickstream)", [])
+    line, problems = diff.dataset_check()
+    assert problems == [] and line.startswith("Datasets: orders v"), line
