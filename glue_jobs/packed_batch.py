@@ -13,6 +13,8 @@ Packing (why, with figures: docs/streaming-job.md, "Benchmark history"):
   the columnar cache costs per cached value, and a valid row's payload is never read again;
 - the reason as a number and a 64-bit hash of event_id: the counts group by fixed-width keys only, and
   only rows whose hash occurs twice are ranked (glue_jobs/survivors.py says which copy survives);
+- read through the cache alone (`_cached_leaf`): every query the batch builds on it is planned on one node, the
+  cache, not on the validation's plan beneath it;
 - not sorted before it is cached: the partitioned lake write sorts its rows by hour anyway, and sorting
   the whole batch by slot and time first cost more than it saved the write (docs/streaming-job.md).
 
@@ -26,8 +28,11 @@ writing its share of every hour, which keeps all cores busy when a batch holds o
 from __future__ import annotations
 
 import functools
+import logging
 from dataclasses import dataclass
 
+from py4j.java_gateway import JavaPackage
+from py4j.protocol import Py4JError
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -97,11 +102,12 @@ class PackedBatch:
         # Without columnar compression (compressing the payload strings cost more than the validation); the
         # flag is read when the cache is defined, so it is restored right after.
         with session_conf(self._frame.sparkSession, {_CACHE_COMPRESSED: "false"}):
-            self._frame = self._frame.persist(CACHE_LEVEL)
+            self._persisted = self._frame.persist(CACHE_LEVEL)
+        self._frame = _cached_leaf(self._persisted)
         return self
 
     def __exit__(self, *exc) -> None:
-        self._frame.unpersist()
+        self._persisted.unpersist()
 
     def counts(self) -> BatchCounts:
         """The batch's counts, in one aggregation over (reason number, event_id hash): only longs and counts
@@ -169,6 +175,37 @@ class PackedBatch:
         """The rejected rows as dead letters, in `tasks` partitions (see lake_layout.dead_letter_write_columns)."""
         rejected = self._frame.filter(F.col(_CODE) != 0).select(f"{_DEAD}.*")
         return dead_letter_write_columns(rejected, batch_id=batch_id, processing_date=processing_date).coalesce(self.tasks)
+
+
+def _cached_leaf(persisted: DataFrame) -> DataFrame:
+    """The persisted frame as a plan of one node, its cache: Spark's InMemoryRelation, found as the CacheManager finds
+    it for any query (`lookupCachedData(Dataset)`; apache/spark sql/core .../execution/CacheManager.scala) and made a
+    DataFrame with `Dataset.ofRows(session, plan)` (org.apache.spark.sql.Dataset in Spark 3,
+    org.apache.spark.sql.classic.Dataset in Spark 4). A query on the persisted frame itself carries the validation's
+    plan, thousands of expressions, which every DataFrame operation analyzes again and every query matches against
+    the cache; on the leaf it does not. The relation keeps the plan that fills it, so a lost cached partition is
+    computed again from the batch, as before. These are Spark internals: where they are missing (another Spark), the
+    batch reads the persisted frame, logged once, with the same rows."""
+    session = persisted.sparkSession
+    jss, jvm = session._jsparkSession, session._jvm
+    try:
+        cached = jss.sharedState().cacheManager().lookupCachedData(persisted._jdf)
+        if cached.isDefined():
+            relation = cached.get().cachedRepresentation()
+            for name in ("org.apache.spark.sql.classic.Dataset", "org.apache.spark.sql.Dataset"):
+                holder = getattr(jvm, name)
+                if not isinstance(holder, JavaPackage):  # a class of this Spark
+                    return DataFrame(holder.ofRows(jss, relation), session)
+    except Py4JError as error:
+        _warn_once(f"the batch cache's plan node is not reachable on Spark {session.version} ({error}); reading the persisted frame")
+        return persisted
+    _warn_once(f"no cache entry or Dataset.ofRows on Spark {session.version}; reading the persisted frame")
+    return persisted
+
+
+@functools.cache
+def _warn_once(message: str) -> None:
+    logging.getLogger("glue_jobs.packed_batch").warning(message)
 
 
 def _lake_rows_by_slot(valid: DataFrame, tasks: int) -> DataFrame:

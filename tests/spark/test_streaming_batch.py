@@ -474,3 +474,23 @@ def test_a_batch_reports_how_long_its_oldest_record_waited_in_the_source(spark, 
     assert lag["Dimensions"] == [{"Name": "Source", "Value": "clicks"}, {"Name": "Environment", "Value": "dev"}]
     empty = BatchStats(source="clicks", batch_id=5, records_in=0, records_written=0, dead_letters=0, duplicates_collapsed=0)
     assert "ArrivalLagMs" not in {d["MetricName"] for d in metric_data(empty, "dev")}
+
+
+def test_the_batch_reads_its_cache_as_one_plan_node(spark):
+    """PackedBatch's queries (counts, lake rows, dead letters) are planned on the cache's own node, not on the
+    validation's plan beneath it, on every Spark line the project runs; the rows are the persisted frame's."""
+    from glue_jobs.contract import validate
+    from glue_jobs.packed_batch import PackedBatch
+
+    validated = validate(json_envelope(spark, [*PAYLOADS, "not json"]), now_ms=int(NOW * 1000))
+    rejected = validated.filter("reason IS NOT NULL").count()
+    assert rejected >= 1
+    with PackedBatch(validated, tasks=2) as batch:
+        analyzed = batch._frame._jdf.queryExecution().analyzed()
+        assert analyzed.getClass().getSimpleName() == "InMemoryRelation"
+        assert analyzed.children().isEmpty()
+        assert sorted(map(repr, batch._frame.collect())) == sorted(map(repr, batch._persisted.collect()))
+        counts = batch.counts()
+        assert (counts.records_in, counts.rejected) == (len(PAYLOADS) + 1, rejected)
+        assert batch._persisted.storageLevel.useMemory
+    assert not batch._persisted.is_cached
