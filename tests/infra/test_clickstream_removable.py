@@ -96,8 +96,8 @@ def test_the_flat_contract_checks_its_field_names_when_it_is_built(monkeypatch):
 
 
 def test_an_environment_without_the_clickstream_dataset_synthesizes_and_diffs(tmp_path, monkeypatch):
-    """A project whose datasets/ has no clickstream, its streams bound to orders: every environment synthesizes
-    (cdk-nag enforced), with orders' registry schema and lake table and none of clickstream's resources, and `make
+    """A project whose datasets/ has no clickstream, its streams bound to orders: dev synthesizes (cdk-nag
+    enforced), with orders' registry schema and lake table and none of clickstream's resources, and `make
     diff`'s schema checks run on the datasets that are there."""
     import json
 
