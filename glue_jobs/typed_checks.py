@@ -86,8 +86,18 @@ def valid_date(text: Column) -> Column:
 
 
 def decimal_exact(wide: Column, node: Node) -> Column:
-    """The wide-parsed decimal has no fraction digit beyond the scale (comparing decimals compares values)."""
-    return wide == wide.cast(f"decimal({node.precision},{node.scale})")
+    """The wide-parsed decimal has no fraction digit beyond the scale and fits the declared type (comparing decimals
+    compares values); null when `wide` is. A value above the declared type's largest (99999999.99 for decimal(10,2))
+    but within the wide type's integer digits has fraction digits beyond the scale, so it is not exact; only a value
+    within it is cast to the declared type, where rounding cannot carry into a new digit. Cast without that guard,
+    99999999.999 rounds to 100000000.00: the cast overflows (null outside ANSI mode, so the record passed with a
+    null value; an error in ANSI mode, Spark 4's default, so the batch failed), and so does the comparison's common
+    type."""
+    from decimal import Decimal
+
+    largest = F.lit(Decimal(10 ** node.precision - 1).scaleb(-node.scale))
+    return F.when(wide.isNull(), F.lit(None)).when(
+        F.abs(wide) <= largest, wide == wide.cast(f"decimal({node.precision},{node.scale})")).otherwise(F.lit(False))
 
 
 def integer_in_range(text: Column, kind: str) -> Column:

@@ -91,6 +91,14 @@ def _store(node: Node, value: Column, normalize: dict, path: str) -> Column:
     return F.transform_values(value, lambda _, x: _store(node.items, x, normalize, f"{path}[]"))
 
 
+def _has_decimal(node: Node) -> bool:
+    if node.kind == "decimal":
+        return True
+    if node.kind == "record":
+        return any(_has_decimal(f.type) for f in node.fields)
+    return node.kind in ("array", "map") and _has_decimal(node.items)
+
+
 def _event_time(dataset: Dataset) -> tuple[Column, Column, Column]:
     """The event time in three steps, each a column of its own stage (each is read more than once after it):
     whether the field's value has the format (`_et_form`, from `_et_in`), the stored timestamp, and the problem
@@ -187,7 +195,10 @@ def _stages(dataset: Dataset, proof: str | None = None) -> list[dict[str, Column
         elif f.name in json_text:
             values[stored(f.name)] = F.col(f"_jt_{f.name}")
         else:
-            values[stored(f.name)] = _store(f.type, p.getField(f.name), normalize, f.name)
+            value = _store(f.type, p.getField(f.name), normalize, f.name)
+            # A flagged record's decimal may round past its declared digits (99999999.999 as decimal(10,2)): the cast
+            # to the stored type is an error in ANSI mode (Spark 4's default), so only an unflagged record is cast.
+            values[stored(f.name)] = F.when(F.col("_problem").isNull(), value) if _has_decimal(f.type) else value
     form, stamp, time_problem = _event_time(dataset)
     others = dict.fromkeys(stored(n) for n in names if n != time_field)
     stage(_problem=None, **values)

@@ -113,6 +113,10 @@ TABLE = [
     ("m", "12.345", "out_of_range", "value out of range"),
     ("m", '"12.5"', "invalid_type", "wrong JSON type"),
     ("m", "123456789.5", "out_of_range", "value out of range"),
+    # Rounded to the scale these carry into a ninth integer digit: the declared type cannot hold them (a null that
+    # passed outside ANSI mode, an error failing the batch in it, before 2026-11-27).
+    ("m", "99999999.999", "out_of_range", "value out of range"),
+    ("m", "-99999999.995", "out_of_range", "value out of range"),
     ("day", '"2024-02-30"', "out_of_range", "value out of range"),
     ("day", '"2024/02/01"', "invalid_type", "wrong JSON type"),
     ("day", "19000", "invalid_type", "wrong JSON type"),
@@ -147,6 +151,16 @@ def test_a_valid_record_is_stored_typed_at_every_depth(spark, strict):
     assert row.ts.isoformat() == "2023-11-14T22:13:20.123000" and row.us.isoformat() == "2023-11-14T22:13:20.123456"
     assert row.e == "red" and row.one.e == "red"  # normalize applies to the top-level path only
     assert row.counts == {"k": 1} and row.two.rows[0].counts == {"k": 1} and row.opt is None
+
+
+def test_the_largest_decimals_are_valid_and_exact_at_every_depth(spark, strict):
+    payloads = [_payload(None, _leaf_path(depth, "m"), wire) for depth in AT_DEPTH for wire in ("99999999.99", "-99999999.990")]
+    rows = _run(spark, strict, payloads)
+    assert [(r.reason, r.detail) for r in rows] == [(None, None)] * len(payloads)
+    assert [(r.m, r.one.m, r.two.rows[0].m) for r in rows] == [
+        (Decimal("99999999.99"), Decimal("12.50"), Decimal("12.50")), (Decimal("-99999999.99"), Decimal("12.50"), Decimal("12.50")),
+        (Decimal("12.50"), Decimal("99999999.99"), Decimal("12.50")), (Decimal("12.50"), Decimal("-99999999.99"), Decimal("12.50")),
+        (Decimal("12.50"), Decimal("12.50"), Decimal("99999999.99")), (Decimal("12.50"), Decimal("12.50"), Decimal("-99999999.99"))]
 
 
 def test_the_jvm_function_makes_the_decoded_records_checks(spark, strict):
