@@ -127,10 +127,12 @@ def function_name(source_name: str) -> str:
 
 
 def record_type(dataset: Dataset):
-    """The Spark type of a decoded record: the contract's plain parse of the dataset's JSON (typed_parse.wire_type)."""
+    """The Spark type of a decoded record: the contract's plain parse of the dataset's JSON (typed_parse.wire_type),
+    its decimals at their declared precision and scale, which hold a decoded decimal exactly (the decoder answers
+    no record otherwise) and are the lake's stored types: no conversion to a wider type and back."""
     from glue_jobs.typed_parse import wire_type
 
-    return wire_type(dataset.schema, "")
+    return wire_type(dataset.schema, "", declared_decimals=True)
 
 
 def decoded_type(dataset: Dataset):

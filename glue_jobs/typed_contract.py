@@ -29,7 +29,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from glue_jobs import json_tokens as tokens
-from glue_jobs import strict_json, typed_rules
+from glue_jobs import registry_frames, strict_json, typed_rules
 from glue_jobs import typed_checks as tc
 from glue_jobs import typed_parse as tp
 from glue_jobs import typed_screen as screen
@@ -146,12 +146,13 @@ def _stages(dataset: Dataset, proof: str | None = None) -> list[dict[str, Column
     for name in json_text:
         texts_absent = texts_absent & record.getField(name).isNull()
     if proof:  # the JVM function (glue_jobs/strict_json.py): the record when proven, else null
+        # What the function answers has a decoded record's type (strict_json.answer_type).
         stage(_wv=F.when(is_json, F.expr(f"{proof}(`payload`)")).otherwise(record))
         stage(_wv=None, _fast=F.when(is_json, F.col("_wv").isNotNull()).otherwise(texts_absent))
     else:
         stage(_w=F.when(is_json, screen.parse_wrapped(F.col("payload"), root)))
         stage(_w=None, **{n: F.when(is_json, c) for n, c in screen.counts("payload", wrapped, root, json_text).items()})
-        stage(_wv=F.when(is_json, screen.record(wrapped)).otherwise(record),
+        stage(_wv=F.when(is_json, screen.record(wrapped)).otherwise(record.cast(tp.wire_type(root, ""))),  # wide decimals
               _fast=F.when(is_json, screen.proven("payload", wrapped)).otherwise(texts_absent))
     # A proven record is flagged only by the value checks the parse does not make (blank, enum, NaN, scale, ...).
     # The JVM function makes a decoded record's checks itself (glue_jobs/strict_json.py): its records need none. For
@@ -176,7 +177,9 @@ def _stages(dataset: Dataset, proof: str | None = None) -> list[dict[str, Column
             value = tp.field(mp, name)
             json_texts[f"_jt_{name}"] = F.when(tp.is_string_token(value), tokens.json_string_literal(tp.unmarked(value))).otherwise(
                 tp.rendered_json(value))
-    stage(_marked=None, _p=F.when(fast, F.col("_wv")).otherwise(tp.to_plain(root, mp)),
+    # The proven value (`_wv`) and the strict path's (`_p`) stay apart until each field is stored: a proven decimal
+    # already has its stored type (strict_json.answer_type), the strict path's is wide.
+    stage(_marked=None, _wv=None, _fast=None, _p=F.when(~fast, tp.to_plain(root, mp)),
           _malformed=F.when(fast, F.lit(False)).otherwise(~one_object | top.getField(tokens.CORRUPT).isNotNull()),
           _flagged=F.when(fast, F.col("_sus")).otherwise(corrupt | tc.suspect(root, mp, normalize=normalize)), **json_texts)
 
@@ -185,23 +188,31 @@ def _stages(dataset: Dataset, proof: str | None = None) -> list[dict[str, Column
         F.struct(F.lit(tc.INVALID_TYPE).alias("reason"), F.lit("payload: does not match the schema").alias("detail")))
     malformed = F.struct(F.lit(MALFORMED_JSON).alias("reason"), F.lit("payload is not one JSON object").alias("detail"))
     kept_texts = dict.fromkeys(json_texts)
-    stage(_p=None, _problem=F.when(F.col("_malformed"), malformed).when(F.col("_flagged"), diagnosis), **kept_texts)
+    stage(_p=None, _wv=None, _fast=None, _problem=F.when(F.col("_malformed"), malformed).when(F.col("_flagged"), diagnosis),
+          **kept_texts)
 
-    p = F.col("_p")
+    p, wv = F.col("_p"), F.col("_wv")
     values: dict[str, Column | None] = {}
     for f in root.fields:
+        either = F.when(fast, wv.getField(f.name)).otherwise(p.getField(f.name))
         if f.name == time_field:
-            values["_et_in"] = p.getField(f.name)
+            values["_et_in"] = either
         elif f.name in json_text:
             values[stored(f.name)] = F.col(f"_jt_{f.name}")
+        elif not _has_decimal(f.type):
+            values[stored(f.name)] = _store(f.type, either, normalize, f.name)
         else:
-            value = _store(f.type, p.getField(f.name), normalize, f.name)
-            # A flagged record's decimal may round past its declared digits (99999999.999 as decimal(10,2)): the cast
-            # to the stored type is an error in ANSI mode (Spark 4's default), so only an unflagged record is cast.
-            values[stored(f.name)] = F.when(F.col("_problem").isNull(), value) if _has_decimal(f.type) else value
+            # A proven decimal has its stored type already (the cast is the identity, which Spark drops) where the JVM
+            # proof answered it. A flagged record's decimal may round past its declared digits (99999999.999 as
+            # decimal(10,2)): the cast to the stored type is an error in ANSI mode (Spark 4's default), so only an
+            # unflagged record is cast.
+            proven = (wv.getField(f.name).cast(f.type.stored_ddl()) if proof and not _walk_needed(f.type, normalize, f.name)
+                      else _store(f.type, wv.getField(f.name), normalize, f.name))
+            values[stored(f.name)] = F.when(F.col("_problem").isNull(), F.when(fast, proven).otherwise(
+                _store(f.type, p.getField(f.name), normalize, f.name)))
     form, stamp, time_problem = _event_time(dataset)
     others = dict.fromkeys(stored(n) for n in names if n != time_field)
-    stage(_problem=None, **values)
+    stage(_problem=None, _wv=None, _fast=None, **values)
     stage(_problem=None, **others, _et_in=None, _et_form=form)
     stage(_problem=None, **others, _et_in=None, _et_form=None, **{stored(time_field): stamp})
 
@@ -240,7 +251,7 @@ def validate(envelope: DataFrame, dataset: Dataset, *, now_ms: int) -> DataFrame
     payload (see the module doc). Successive selects, so each parse runs once per row."""
     from pyspark import SparkContext
 
-    record_type = tp.wire_type(dataset.schema, "")
+    record_type = registry_frames.record_type(dataset)
     if envelope.schema["record"].dataType != record_type:
         # Only a decoder gives typed records (glue_jobs/registry_frames.py), in this shape; other sources carry a
         # null of another type. A record is a shortcut, never the only copy: the payload holds its JSON.

@@ -47,17 +47,19 @@ def marked(payload: Column) -> Column:
     return F.regexp_replace(payload, _STRING_LITERAL, _MARKED_LITERAL)
 
 
-def wire_type(node: Node, mark: str = MARK) -> T.DataType:
+def wire_type(node: Node, mark: str = MARK, *, declared_decimals: bool = False) -> T.DataType:
     """The Spark type the marked payload is parsed with (field names carry the marker); with `mark=""`, the
-    type of the plain parse (glue_jobs/typed_screen.py) and of `to_plain`."""
+    type of the plain parse (glue_jobs/typed_screen.py) and of `to_plain`. `declared_decimals`: decimals at their
+    declared precision and scale instead of the wide parse's (what the JVM proof answers, exact by then)."""
     if node.kind == "record":
-        return T.StructType([T.StructField(mark + f.name, wire_type(f.type, mark)) for f in node.fields])
+        return T.StructType([T.StructField(mark + f.name, wire_type(f.type, mark, declared_decimals=declared_decimals))
+                             for f in node.fields])
     if node.kind == "array":
-        return T.ArrayType(wire_type(node.items, mark))
+        return T.ArrayType(wire_type(node.items, mark, declared_decimals=declared_decimals))
     if node.kind == "map":
-        return T.MapType(T.StringType(), wire_type(node.items, mark))
+        return T.MapType(T.StringType(), wire_type(node.items, mark, declared_decimals=declared_decimals))
     if node.kind == "decimal":
-        return T.DecimalType(*node.wide_decimal())
+        return T.DecimalType(node.precision, node.scale) if declared_decimals else T.DecimalType(*node.wide_decimal())
     return _PRIMITIVE[node.kind]
 
 
