@@ -46,15 +46,6 @@ def spec_type(node: Node):
     return tp.wire_type(node, "")
 
 
-def answer_type(dataset: Dataset):
-    """The Spark type of what the function answers: a decoded record's (registry_frames.record_type), the plain
-    parse's shape with every decimal at its declared precision and scale (it answers only decimals that type holds
-    exactly), so the lake's stored type needs no cast of them (docs/datasets.md "Performance")."""
-    from glue_jobs.registry_frames import record_type
-
-    return record_type(dataset)
-
-
 def value_checks(dataset: Dataset) -> str:
     """The checks typed_checks.suspect(decoded=True) makes, as the function reads them (its `checks` doc): one line
     per field path of a string, enum or date with a check (required: not blank; enum: its symbols after the
@@ -110,7 +101,11 @@ def _function(dataset: Dataset, jvm):
         log.info("typed contract: proving JSON records with %s", way)
     if not isinstance(found, JavaClass):
         return None
-    returns = jvm.org.apache.spark.sql.types.DataType.fromJson(answer_type(dataset).json())
+    # It answers a decoded record's type: decimals at their declared precision and scale, which hold every decimal it
+    # answers exactly and are the lake's stored types (docs/datasets.md "Performance").
+    from glue_jobs.registry_frames import record_type
+
+    returns = jvm.org.apache.spark.sql.types.DataType.fromJson(record_type(dataset).json())
     return found(*_arguments(dataset)), returns
 
 

@@ -146,7 +146,7 @@ def _stages(dataset: Dataset, proof: str | None = None) -> list[dict[str, Column
     for name in json_text:
         texts_absent = texts_absent & record.getField(name).isNull()
     if proof:  # the JVM function (glue_jobs/strict_json.py): the record when proven, else null
-        # What the function answers has a decoded record's type (strict_json.answer_type).
+        # What the function answers has a decoded record's type (registry_frames.record_type).
         stage(_wv=F.when(is_json, F.expr(f"{proof}(`payload`)")).otherwise(record))
         stage(_wv=None, _fast=F.when(is_json, F.col("_wv").isNotNull()).otherwise(texts_absent))
     else:
@@ -178,7 +178,7 @@ def _stages(dataset: Dataset, proof: str | None = None) -> list[dict[str, Column
             json_texts[f"_jt_{name}"] = F.when(tp.is_string_token(value), tokens.json_string_literal(tp.unmarked(value))).otherwise(
                 tp.rendered_json(value))
     # The proven value (`_wv`) and the strict path's (`_p`) stay apart until each field is stored: a proven decimal
-    # already has its stored type (strict_json.answer_type), the strict path's is wide.
+    # already has its stored type (registry_frames.record_type), the strict path's is wide.
     stage(_marked=None, _wv=None, _fast=None, _p=F.when(~fast, tp.to_plain(root, mp)),
           _malformed=F.when(fast, F.lit(False)).otherwise(~one_object | top.getField(tokens.CORRUPT).isNotNull()),
           _flagged=F.when(fast, F.col("_sus")).otherwise(corrupt | tc.suspect(root, mp, normalize=normalize)), **json_texts)
@@ -194,13 +194,13 @@ def _stages(dataset: Dataset, proof: str | None = None) -> list[dict[str, Column
     p, wv = F.col("_p"), F.col("_wv")
     values: dict[str, Column | None] = {}
     for f in root.fields:
-        either = F.when(fast, wv.getField(f.name)).otherwise(p.getField(f.name))
         if f.name == time_field:
-            values["_et_in"] = either
+            values["_et_in"] = F.when(fast, wv.getField(f.name)).otherwise(p.getField(f.name))
         elif f.name in json_text:
             values[stored(f.name)] = F.col(f"_jt_{f.name}")
         elif not _has_decimal(f.type):
-            values[stored(f.name)] = _store(f.type, either, normalize, f.name)
+            values[stored(f.name)] = _store(f.type, F.when(fast, wv.getField(f.name)).otherwise(p.getField(f.name)),
+                                            normalize, f.name)
         else:
             # A proven decimal has its stored type already (the cast is the identity, which Spark drops) where the JVM
             # proof answered it. A flagged record's decimal may round past its declared digits (99999999.999 as
