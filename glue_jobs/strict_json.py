@@ -25,6 +25,9 @@ from glue_jobs.dataset_types import Node
 from glue_jobs.datasets import Dataset
 
 STRICT_JSON_CLASS = "com.streamlake.glue.StrictJsonRecord"
+# Registered beside it for a dataset with a decimal: the path of a record's first decimal its declared type does not
+# hold exactly (its class doc), for the records the proof does not answer.
+INEXACT_DECIMAL_CLASS = "com.streamlake.glue.InexactDecimal"
 log = logging.getLogger(__name__)
 _LOGGED: set[str] = set()
 
@@ -109,11 +112,32 @@ def _function(dataset: Dataset, jvm):
     return found(*_arguments(dataset)), returns
 
 
+def inexact_decimal_name(proof: str) -> str:
+    """The SQL name of the InexactDecimal function registered beside the proof named `proof`."""
+    return f"{proof}_inexact_decimal"
+
+
 def register(session, dataset: Dataset) -> str | None:
-    """Register the dataset's function on `session`; its SQL name, or None when the class is not on the classpath."""
-    found = _function(dataset, session.sparkContext._jvm)
+    """Register the dataset's function on `session` (and, for a dataset with a decimal, its InexactDecimal function
+    as `inexact_decimal_name`); its SQL name, or None when the class is not on the classpath."""
+    jvm = session.sparkContext._jvm
+    found = _function(dataset, jvm)
     if found is None:
         return None
     name = function_name(dataset)
     session._jsparkSession.udf().register(name, *found)
+    inexact = _inexact_decimal(dataset, jvm)
+    if inexact is not None:
+        session._jsparkSession.udf().register(inexact_decimal_name(name), inexact, jvm.org.apache.spark.sql.types.DataTypes.StringType)
     return name
+
+
+@cache
+def _inexact_decimal(dataset: Dataset, jvm):
+    """The dataset's InexactDecimal function (None without a decimal field); built once per JVM."""
+    if '"decimal(' not in spec_type(dataset.schema).json():
+        return None
+    found = jvm
+    for part in INEXACT_DECIMAL_CLASS.split("."):
+        found = getattr(found, part)
+    return found(spec_type(dataset.schema).json())

@@ -17,7 +17,8 @@ the JVM proof (glue_jobs/strict_json.py) answers has passed those checks there.
 
 Strings are normalized (dataset.json `normalize`) before the enum and the rules see them. Known limits:
 a key repeated inside a nested object or map keeps its last value (Spark's parser; only top-level keys are
-checked), and a decimal's fraction digits beyond the 38-digit wide parse are not seen.
+checked). A decimal's fraction digits beyond the 38-digit wide parse are seen only with the jar (the JVM reads
+an unproven record's decimals as written: strict_json.INEXACT_DECIMAL_CLASS); the Spark-expression path rounds them.
 """
 
 from __future__ import annotations
@@ -163,7 +164,12 @@ def _stages(dataset: Dataset, proof: str | None = None) -> list[dict[str, Column
         fast & is_json, tc.suspect(root, F.col("_wv"), normalize=normalize, marked=False)).when(fast, decoded)
     stage(_wv=None, _fast=None, _sus=sus)
     stage(_wv=None, _fast=None, _sus=None, _marked=F.when(~fast | F.col("_sus"), tp.marked(F.col("payload"))))
-    stage(_wv=None, _fast=None, _sus=None, _marked=None, _mp=F.when(~fast, tp.parse(F.col("_marked"), root)))
+    # The strict parse rounds fraction digits beyond its wide type's scale away and the diagnosis reads numbers through a
+    # double: where the jar is there, the JVM reads each decimal of an unproven record as written
+    # (strict_json.INEXACT_DECIMAL_CLASS), and a value its declared type does not hold exactly is out of range at its path.
+    inexact = {"_dec": F.when(~fast, F.expr(f"{strict_json.inexact_decimal_name(proof)}(`payload`)"))} if (
+        proof and _has_decimal(root)) else {}
+    stage(_wv=None, _fast=None, _sus=None, _marked=None, _mp=F.when(~fast, tp.parse(F.col("_marked"), root)), **inexact)
 
     mp = F.col("_mp")
     corrupt = mp.isNull() | mp.getField(tokens.CORRUPT).isNotNull()
@@ -181,10 +187,12 @@ def _stages(dataset: Dataset, proof: str | None = None) -> list[dict[str, Column
     # already has its stored type (registry_frames.record_type), the strict path's is wide.
     stage(_marked=None, _wv=None, _fast=None, _p=F.when(~fast, tp.to_plain(root, mp)),
           _malformed=F.when(fast, F.lit(False)).otherwise(~one_object | top.getField(tokens.CORRUPT).isNotNull()),
-          _flagged=F.when(fast, F.col("_sus")).otherwise(corrupt | tc.suspect(root, mp, normalize=normalize)), **json_texts)
+          _flagged=F.when(fast, F.col("_sus")).otherwise(corrupt | tc.suspect(root, mp, normalize=normalize) | (
+              F.col("_dec").isNotNull() if inexact else F.lit(False))), **json_texts, **dict.fromkeys(inexact))
 
     diagnosis = F.coalesce(
         tc.diagnose(root, F.col("_marked"), F.lit(""), normalize=normalize, json_text=json_text),
+        *([tc.when(F.col("_dec").isNotNull(), tc.problem(tc.OUT_OF_RANGE, F.col("_dec")))] if inexact else []),
         F.struct(F.lit(tc.INVALID_TYPE).alias("reason"), F.lit("payload: does not match the schema").alias("detail")))
     malformed = F.struct(F.lit(MALFORMED_JSON).alias("reason"), F.lit("payload is not one JSON object").alias("detail"))
     kept_texts = dict.fromkeys(json_texts)

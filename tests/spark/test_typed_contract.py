@@ -117,6 +117,12 @@ TABLE = [
     # passed outside ANSI mode, an error failing the batch in it, before 2026-11-27).
     ("m", "99999999.999", "out_of_range", "value out of range"),
     ("m", "-99999999.995", "out_of_range", "value out of range"),
+    # Fraction digits the strict parse's wide type (decimal(38,30) here) rounds away, and 30 of them, which it keeps but
+    # the diagnosis reads through a double: the JVM reads them as written (InexactDecimal; stored as 1.00, and dead-
+    # lettered without a path, before 2026-11-27).
+    ("m", "1.0000000000000000000000000000001", "out_of_range", "value out of range"),
+    ("m", "-1." + "0" * 40 + "1", "out_of_range", "value out of range"),
+    ("m", "1.000000000000000000000000000001", "out_of_range", "value out of range"),
     ("day", '"2024-02-30"', "out_of_range", "value out of range"),
     ("day", '"2024/02/01"', "invalid_type", "wrong JSON type"),
     ("day", "19000", "invalid_type", "wrong JSON type"),
@@ -185,6 +191,33 @@ def test_the_jvm_function_makes_the_decoded_records_checks(spark, strict):
     rows = _run(spark, strict, list(payloads.values()))
     assert [r.reason for r in rows] == [None, "out_of_range", "out_of_range", "missing_required_field",
                                         "missing_required_field", "out_of_range", "invalid_type", "out_of_range", "out_of_range"]
+
+
+def test_the_jvm_reads_decimals_as_written(spark):
+    """InexactDecimal (jvm/glue-functions) names the first decimal, in the order written, that its declared type does not
+    hold exactly, at the path the diagnosis writes; other values and unknown keys are not its to judge."""
+    from pyspark.sql import types as T
+
+    price = T.DecimalType(10, 2)
+    line = T.StructType([T.StructField("sku", T.StringType()), T.StructField("unit_price", price)])
+    schema = T.StructType([T.StructField("total", price), T.StructField("items", T.ArrayType(line)),
+                           T.StructField("fees", T.MapType(T.StringType(), price)), T.StructField("note", T.StringType())])
+    function = spark._jvm.com.streamlake.glue.InexactDecimal(schema.json())
+    long_tail = "1." + "0" * 40 + "1"
+    cases = {
+        '{"total": 1.50, "items": [{"unit_price": 2}], "fees": {"EUR": 0.5}}': None,
+        '{"total": 1.505}': "total",
+        '{"total": 123456789}': "total",
+        '{"total": 99999999.999}': "total",
+        f'{{"items": [{{"unit_price": 1}}, {{"sku": "a", "unit_price": {long_tail}}}], "total": 1.001}}': "items[1].unit_price",
+        '{"fees": {"EUR": 1, "US\\"D": 1e-3}}': 'fees["US"D"]',  # the key decoded, as the diagnosis writes it
+        f'{{"note": {long_tail}, "other": {long_tail}, "total": "1.001", "items": 7}}': None,
+        '{"total": 1.001': None,
+        "[1.001]": None,
+    }
+    assert {text: function.call(text) for text in cases} == cases
+    with pytest.raises(Exception, match="not a struct"):
+        spark._jvm.com.streamlake.glue.InexactDecimal(price.json())
 
 
 @pytest.mark.parametrize("depth", [0, 1, 2])
