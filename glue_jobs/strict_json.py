@@ -2,7 +2,8 @@
 payload once with Jackson and answers the record in the plain parse's shape only when no token was coerced, else
 null (its class doc says exactly when). glue_jobs/typed_contract.py uses it where the jar is on the classpath
 (--extra-jars on Glue, spark.jars locally) and proves the same with Spark expressions (glue_jobs/typed_screen.py)
-where it is not; either way a record it does not prove takes the strict path, so the results are the same.
+where it is not; either way a record it does not prove takes the strict path, so the results are the same. A json_text
+field's value (any JSON value) it answers as the JSON text the strict path stores.
 
 What it answers carries the guarantees of a record the Kafka decoder typed (a value for every required field, no NaN
 or infinity, exact decimals) and passes the checks the contract makes on such a record (typed_checks.suspect with

@@ -109,17 +109,21 @@ def integer_in_range(text: Column, kind: str) -> Column:
 
 
 def suspect(node: Node, value: Column, *, normalize: dict[str, tuple[str, ...]], path: str = "", marked: bool = True,
-            decoded: bool = False) -> Column:
+            decoded: bool = False, json_text: frozenset[str] = frozenset()) -> Column:
     """True when the typed value may break a type rule that the parse itself does not enforce (or is null
     where required). False negatives would let a bad record through; false positives only cost a diagnosis.
     `marked`: a value of the marked parse (a string's token type is checked); else of the plain parse, whose
     string tokens glue_jobs/typed_screen.py has proven. `decoded`: a record the Kafka decoder typed
     (jvm/glue-functions RegistryFrameDecoder), which has a value for every required field (Avro reads no null
     where the type is not a union with null), no NaN or infinity and only exact decimals (it returns no typed
-    record otherwise): those checks are skipped."""
+    record otherwise): those checks are skipped. `json_text`: the dataset's json_text paths, whose value may be any JSON
+    value (diagnose checks them for presence only, so flagging more would dead-letter a valid record with the
+    generic reason)."""
     if decoded and node.kind in ("float", "double", "decimal"):
         return F.lit(False)
     missing = value.isNull() if node.required and not decoded else F.lit(False)
+    if path in json_text:
+        return missing
     if node.kind in ("string", "enum", "date"):
         text = tp.unmarked(value) if marked else value
         bad = ~tp.is_string_token(value) if marked else F.lit(False)
@@ -138,7 +142,7 @@ def suspect(node: Node, value: Column, *, normalize: dict[str, tuple[str, ...]],
         low, high = _INTEGER_BOUNDS[node.kind]
         return missing | (value < F.lit(low)) | (value > F.lit(high))
     name = tp.field if marked else (lambda struct, n: struct.getField(n))
-    flags = {"normalize": normalize, "marked": marked, "decoded": decoded}
+    flags = {"normalize": normalize, "marked": marked, "decoded": decoded, "json_text": json_text}
     if node.kind == "record":
         inner = [suspect(f.type, name(value, f.name), path=_child(path, f.name), **flags) for f in node.fields]
         return missing | (value.isNotNull() & _any(inner))
@@ -211,24 +215,24 @@ def diagnose(node: Node, text: Column, where: Column, *, normalize: dict[str, tu
             checks.append((~fits | ~decimal_exact(wide, node), problem(OUT_OF_RANGE, where)))
     else:
         checks.append((~text.startswith("[" if kind == "array" else "{"), problem(INVALID_TYPE, where)))
-        nested = _diagnose_children(node, text, where, normalize=normalize, path=path)
+        nested = _diagnose_children(node, text, where, normalize=normalize, path=path, json_text=json_text)
     # An absent token ends the checks (nothing below it to check): its problem, or none when it is optional.
     present = first([when(c, p) for c, p in checks[1:]] + ([nested] if nested is not None else []))
     return F.when(absent, checks[0][1]).otherwise(present)
 
 
-def _diagnose_children(node: Node, text: Column, where: Column, *, normalize, path: str) -> Column:
+def _diagnose_children(node: Node, text: Column, where: Column, *, normalize, path: str, json_text: frozenset[str]) -> Column:
     parsed = tp.parse_texts(text, node)
     if node.kind == "record":
         children = [diagnose(f.type, tp.field(parsed, f.name), F.concat(where, F.lit(f".{f.name}")) if path else F.lit(f.name),
-                             normalize=normalize, path=_child(path, f.name)) for f in node.fields]
+                             normalize=normalize, path=_child(path, f.name), json_text=json_text) for f in node.fields]
         return F.when(parsed.getField(CORRUPT).isNotNull(), problem(INVALID_TYPE, where)).otherwise(F.coalesce(*children))
     if node.kind == "array":
         element = lambda x, i: diagnose(node.items, x, F.concat(where, F.lit("["), i.cast("string"), F.lit("]")),  # noqa: E731
-                                        normalize=normalize, path=f"{path}[]")
+                                        normalize=normalize, path=f"{path}[]", json_text=json_text)
         return first_of(F.transform(parsed, element))
     entries = F.map_entries(parsed)
     entry = lambda e: diagnose(node.items, e.getField("value"),  # noqa: E731
                                F.concat(where, F.lit('["'), tp.unmarked(e.getField("key")), F.lit('"]')), normalize=normalize,
-                               path=f"{path}[]")
+                               path=f"{path}[]", json_text=json_text)
     return first_of(F.transform(entries, entry))

@@ -187,7 +187,7 @@ def _stages(dataset: Dataset, proof: str | None = None) -> list[dict[str, Column
     # already has its stored type (registry_frames.record_type), the strict path's is wide.
     stage(_marked=None, _wv=None, _fast=None, _p=F.when(~fast, tp.to_plain(root, mp)),
           _malformed=F.when(fast, F.lit(False)).otherwise(~one_object | top.getField(tokens.CORRUPT).isNotNull()),
-          _flagged=F.when(fast, F.col("_sus")).otherwise(corrupt | tc.suspect(root, mp, normalize=normalize) | (
+          _flagged=F.when(fast, F.col("_sus")).otherwise(corrupt | tc.suspect(root, mp, normalize=normalize, json_text=json_text) | (
               F.col("_dec").isNotNull() if inexact else F.lit(False))), **json_texts, **dict.fromkeys(inexact))
 
     diagnosis = F.coalesce(
@@ -205,7 +205,10 @@ def _stages(dataset: Dataset, proof: str | None = None) -> list[dict[str, Column
         if f.name == time_field:
             values["_et_in"] = F.when(fast, wv.getField(f.name)).otherwise(p.getField(f.name))
         elif f.name in json_text:
-            values[stored(f.name)] = F.col(f"_jt_{f.name}")
+            # The JVM proof answers a json_text field as the text the strict path renders (StrictJsonRecord.jsonText);
+            # the screen proves no record with one present.
+            values[stored(f.name)] = F.when(fast, wv.getField(f.name)).otherwise(F.col(f"_jt_{f.name}")) if proof else F.col(
+                f"_jt_{f.name}")
         elif not _has_decimal(f.type):
             values[stored(f.name)] = _store(f.type, F.when(fast, wv.getField(f.name)).otherwise(p.getField(f.name)),
                                             normalize, f.name)

@@ -142,3 +142,49 @@ def test_the_screen_never_changes_a_result(spark, orders, tmp_path, monkeypatch)
     assert shipped == strict
     assert screened == strict
     assert {r["reason"] for r in shipped} > {None, "malformed_json", "invalid_type"}
+
+
+CLICK = {"event_id": "e-1", "event_type": "click", "event_time": NOW_MS - 3_600_000, "user_id": "u-1", "amount": 1.5,
+         "currency": "EUR"}
+# json_text values as raw JSON text: every JSON type, nesting, escapes, number spellings, spacing, a repeated nested key.
+METADATA = [
+    '{"page":"/p/1","ab":true}', '{ "page" : "/p/2" , "ab" : [ 1 , 2 ] }', "{}", "[]", "true", "false", "0", "-0",
+    "-0.0", "3.14", "1E3", "1e-7", "0.1e-7", "1.50", "12345678901234567890", "123456789012345678901234567890.5",
+    "1e400", '"plain"', '""', '"with \\"quote\\" and \\\\ backslash"', '"\\u00e9 \\u2713 \\ud83d\\ude00"',
+    '"\\u0001 control \\n \\t"', '"\\/ slash"', '"caf\u00e9 \u2713 \U0001F600"', '{"a\\"b":1,"c":{"d":[null,{"e":[]}]}}',
+    '{"a":1,"a":2}', '[1,"x",null,{"k":[1.0,2e2]}]', '{"x":NaN}', "NaN", '{"x":01}', '{"x":1',
+]
+
+
+def test_json_text_fields_are_proven_and_stored_as_the_strict_path_stores_them(spark, tmp_path, monkeypatch):
+    """A json_text field holds any JSON value, stored as its JSON text, on the typed contract too (clickstream's files
+    read as a typed dataset: the runner gives clickstream itself the flat contract). Every metadata value above and
+    600 generated events come out equal column by column through the shipped contract (the JVM proof answers the
+    field's text: StrictJsonRecord.jsonText), the screen's Spark expressions and the strict path alone; the valid ones
+    are proven. Before 2026-11-27 the strict path dead-lettered every non-string value as invalid_type."""
+    clickstream = datasets.load("clickstream")
+    generate_dataset(clickstream, tmp_path, records=600, files=1, bad_ratio=0.05, seed=5, hours=24,
+                     end=datetime(2027, 1, 15, 7, tzinfo=timezone.utc))
+    generated = [line for f in sorted(tmp_path.iterdir()) for line in f.read_text().splitlines() if line]
+    base = json.dumps(CLICK, separators=(",", ":"))
+    table = [base[:-1] + f',"metadata":{text}}}' for text in METADATA]
+    proven = _proven_by_jvm(spark, clickstream, table + generated)
+    assert proven[:len(table)] == [text not in ('{"x":NaN}', "NaN", '{"x":01}', '{"x":1') for text in METADATA]
+    assert sum(proven[len(table):]) > 0.9 * len(generated)
+    envelope = json_envelope(spark, table + generated)
+    shipped = [r.asDict(recursive=True) for r in validate(envelope, clickstream, now_ms=NOW_MS).collect()]
+    monkeypatch.setattr(strict_json, "register", lambda session, dataset: None)
+    try:
+        typed_contract._selects.cache_clear()
+        screened = [r.asDict(recursive=True) for r in validate(envelope, clickstream, now_ms=NOW_MS).collect()]
+        monkeypatch.setattr(typed_screen, "proven", lambda text_name, wrapped: F.lit(False))
+        typed_contract._selects.cache_clear()
+        strict = [r.asDict(recursive=True) for r in validate(envelope, clickstream, now_ms=NOW_MS).collect()]
+    finally:
+        typed_contract._selects.cache_clear()
+    assert shipped == strict
+    assert screened == strict
+    stored = [r["metadata"] for r in shipped[:len(table)]]
+    assert stored[:3] == ['{"page":"/p/1","ab":true}', '{"page":"/p/2","ab":[1,2]}', "{}"]
+    assert stored[METADATA.index('"\\/ slash"')] == '"/ slash"'
+    assert {r["reason"] for r in shipped[:len(table)]} == {None, "malformed_json"}

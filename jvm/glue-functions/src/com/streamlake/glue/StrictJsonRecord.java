@@ -1,8 +1,11 @@
 package com.streamlake.glue;
 
+import java.io.ByteArrayOutputStream;
 import java.io.IOException;
+import java.io.StringWriter;
 import java.math.BigDecimal;
 import java.math.RoundingMode;
+import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
@@ -13,7 +16,9 @@ import java.util.Locale;
 import java.util.Map;
 import java.util.Set;
 
+import com.fasterxml.jackson.core.JsonEncoding;
 import com.fasterxml.jackson.core.JsonFactory;
+import com.fasterxml.jackson.core.JsonGenerator;
 import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.core.JsonToken;
 import org.apache.spark.sql.Row;
@@ -44,9 +49,10 @@ import org.apache.spark.sql.types.StructType;
  * number token with a finite value, a decimal a number token its declared precision and scale hold exactly, a record
  * an object whose keys are its fields, each once, a map an object whose keys are distinct, an array an array; and a
  * value for every required field, array element and map value (not null, not absent). JSON null is null where the type
- * allows it. The payload must be exactly one object, written from its first to its last character. Anything else (an
+ * allows it. A json_text field holds any JSON value and is answered as its JSON text ({@link #jsonText}). The
+ * payload must be exactly one object, written from its first to its last character. Anything else (an
  * unknown or repeated key, a value of another JSON type, syntax, text after the object, a required value missing, an
- * inexact decimal, a json_text field present) answers null: the record then takes the strict path, which finds its
+ * inexact decimal) answers null: the record then takes the strict path, which finds its
  * reason and field path; so the result never decides validity by itself. What it answers carries the guarantees of
  * a record the Kafka decoder typed (RegistryFrameDecoder), and it also makes the checks the contract makes on such a
  * record (typed_checks.suspect with decoded=True), each at the field paths the dataset's value checks name: a required
@@ -453,10 +459,8 @@ public final class StrictJsonRecord implements UDF1<String, Row> {
                 }
                 seen[at] = true;
                 parser.nextToken();
-                if (jsonText[at] && parser.currentToken() != JsonToken.VALUE_NULL) {
-                    throw NOT_PROVEN;  // its text is rendered by the strict path
-                }
-                values[at] = value(fields[at], parser, required[at]);
+                values[at] = jsonText[at] && parser.currentToken() != JsonToken.VALUE_NULL ? jsonText(parser)
+                        : value(fields[at], parser, required[at]);
             }
             if (token != JsonToken.END_OBJECT) {
                 throw NOT_PROVEN;
@@ -468,6 +472,35 @@ public final class StrictJsonRecord implements UDF1<String, Row> {
             }
             return RowFactory.create(values);
         }
+    }
+
+    /**
+     * A json_text field's value (any JSON value; the parser on its first token) as the JSON text the strict path
+     * stores (glue_jobs/typed_contract.py): a string token as {@code to_json} writes a string (Spark's StructsToJson: a
+     * generator over a character writer), any other value as Spark's parse renders a non-string token into a string
+     * field (apache/spark JacksonParser, StringType: {@code copyCurrentStructure} into a UTF-8 generator over bytes).
+     * Both are Jackson generators from a default factory, as Spark's are (Spark configures only read features);
+     * tests/spark/test_typed_screen.py compares the two paths' texts on every Spark line.
+     */
+    private static String jsonText(JsonParser parser) throws IOException {
+        if (parser.currentToken() == JsonToken.VALUE_STRING) {
+            StringWriter out = new StringWriter();
+            JsonGenerator generator = FACTORY.createGenerator(out);
+            try {
+                generator.writeString(parser.getText());
+            } finally {
+                generator.close();
+            }
+            return out.toString();
+        }
+        ByteArrayOutputStream out = new ByteArrayOutputStream();
+        JsonGenerator generator = FACTORY.createGenerator(out, JsonEncoding.UTF8);
+        try {
+            generator.copyCurrentStructure(parser);
+        } finally {
+            generator.close();
+        }
+        return new String(out.toByteArray(), StandardCharsets.UTF_8);
     }
 
     /** An array's elements or a map's values: each read by {@code items}, required or not. */
