@@ -116,6 +116,26 @@ def test_which_records_the_jvm_function_proves(spark, orders):
     assert _proven_by_jvm(spark, orders, payloads) == [expected for _, _, expected in CASES]
 
 
+def _three_ways(envelope, dataset, monkeypatch) -> tuple[list[dict], list[dict], list[dict]]:
+    """The envelope's validated rows through the shipped contract (the JVM function proving), through the screen's
+    Spark expressions proving, and through the strict path alone."""
+    def rows():
+        return [r.asDict(recursive=True) for r in validate(envelope, dataset, now_ms=NOW_MS).collect()]
+
+    shipped = rows()
+    # The stages are built once per dataset and function: cleared to build them again with the JVM function off
+    # (the screen's Spark expressions prove), then with the screen off too (the strict path alone).
+    monkeypatch.setattr(strict_json, "register", lambda session, dataset: None)
+    try:
+        typed_contract._selects.cache_clear()
+        screened = rows()
+        monkeypatch.setattr(typed_screen, "proven", lambda text_name, wrapped: F.lit(False))
+        typed_contract._selects.cache_clear()
+        return shipped, screened, rows()
+    finally:
+        typed_contract._selects.cache_clear()
+
+
 def test_the_screen_never_changes_a_result(spark, orders, tmp_path, monkeypatch):
     """The table's payloads and 600 generated orders (5% bad, duplicates), through the shipped contract (the JVM
     function proving), through the screen's Spark expressions proving, and through the strict path alone: every
@@ -127,17 +147,7 @@ def test_the_screen_never_changes_a_result(spark, orders, tmp_path, monkeypatch)
     assert sum(_proven_by_jvm(spark, orders, generated)) > 0.9 * len(generated)
     payloads = [p for p, _, _ in CASES] + generated
     envelope = json_envelope(spark, payloads)
-    shipped = [r.asDict(recursive=True) for r in validate(envelope, orders, now_ms=NOW_MS).collect()]
-    # The stages are built once per dataset and function: cleared to build them again with the JVM function off
-    # (the screen's Spark expressions prove), then with the screen off too (the strict path alone).
-    monkeypatch.setattr(strict_json, "register", lambda session, dataset: None)
-    try:
-        screened = [r.asDict(recursive=True) for r in validate(envelope, orders, now_ms=NOW_MS).collect()]
-        monkeypatch.setattr(typed_screen, "proven", lambda text_name, wrapped: F.lit(False))
-        typed_contract._selects.cache_clear()
-        strict = [r.asDict(recursive=True) for r in validate(envelope, orders, now_ms=NOW_MS).collect()]
-    finally:
-        typed_contract._selects.cache_clear()
+    shipped, screened, strict = _three_ways(envelope, orders, monkeypatch)
     assert len(shipped) == len(payloads)
     assert shipped == strict
     assert screened == strict
@@ -172,16 +182,7 @@ def test_json_text_fields_are_proven_and_stored_as_the_strict_path_stores_them(s
     assert proven[:len(table)] == [text not in ('{"x":NaN}', "NaN", '{"x":01}', '{"x":1') for text in METADATA]
     assert sum(proven[len(table):]) > 0.9 * len(generated)
     envelope = json_envelope(spark, table + generated)
-    shipped = [r.asDict(recursive=True) for r in validate(envelope, clickstream, now_ms=NOW_MS).collect()]
-    monkeypatch.setattr(strict_json, "register", lambda session, dataset: None)
-    try:
-        typed_contract._selects.cache_clear()
-        screened = [r.asDict(recursive=True) for r in validate(envelope, clickstream, now_ms=NOW_MS).collect()]
-        monkeypatch.setattr(typed_screen, "proven", lambda text_name, wrapped: F.lit(False))
-        typed_contract._selects.cache_clear()
-        strict = [r.asDict(recursive=True) for r in validate(envelope, clickstream, now_ms=NOW_MS).collect()]
-    finally:
-        typed_contract._selects.cache_clear()
+    shipped, screened, strict = _three_ways(envelope, clickstream, monkeypatch)
     assert shipped == strict
     assert screened == strict
     stored = [r["metadata"] for r in shipped[:len(table)]]

@@ -84,7 +84,7 @@ public final class InexactDecimal implements UDF1<String, String> {
         JsonToken token = parser.currentToken();
         if (type instanceof DecimalType && (token == JsonToken.VALUE_NUMBER_INT || token == JsonToken.VALUE_NUMBER_FLOAT)) {
             DecimalType decimal = (DecimalType) type;
-            return exact(parser.getDecimalValue(), decimal.precision(), decimal.scale()) ? null : path;
+            return scaled(parser.getDecimalValue(), decimal.precision(), decimal.scale()) != null ? null : path;
         }
         if (type instanceof StructType && token == JsonToken.START_OBJECT) {
             StructType struct = (StructType) type;
@@ -142,15 +142,16 @@ public final class InexactDecimal implements UDF1<String, String> {
         return null;
     }
 
-    /** Whether the declared precision and scale hold the value with no digit lost (DecimalReader's rule in
-     * StrictJsonRecord). */
-    static boolean exact(BigDecimal value, int precision, int scale) {
+    /** The value at the declared scale, or null when the declared precision and scale cannot hold it with no digit
+     * lost: more fraction digits than the scale (the cast would round them away) or more integer digits than the type
+     * holds. StrictJsonRecord answers a decimal only through this. */
+    static BigDecimal scaled(BigDecimal value, int precision, int scale) {
         BigDecimal scaled;
         try {
             scaled = value.setScale(scale, RoundingMode.UNNECESSARY);
         } catch (ArithmeticException inexact) {
-            return false;
+            return null;
         }
-        return scaled.precision() <= precision;
+        return scaled.precision() <= precision ? scaled : null;
     }
 }

@@ -4,7 +4,6 @@ import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.StringWriter;
 import java.math.BigDecimal;
-import java.math.RoundingMode;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -421,14 +420,9 @@ public final class StrictJsonRecord implements UDF1<String, Row> {
             if (!isNumber(parser.currentToken())) {
                 throw NOT_PROVEN;
             }
-            BigDecimal value;
-            try {
-                value = parser.getDecimalValue().setScale(scale, RoundingMode.UNNECESSARY);
-            } catch (ArithmeticException inexact) {
-                throw NOT_PROVEN;  // more fraction digits than the scale (the cast would round them away)
-            }
-            if (value.precision() > precision) {
-                throw NOT_PROVEN;  // more integer digits than the type holds
+            BigDecimal value = InexactDecimal.scaled(parser.getDecimalValue(), precision, scale);
+            if (value == null) {
+                throw NOT_PROVEN;  // more fraction digits than the scale, or more integer digits than the type holds
             }
             return value;
         }
