@@ -23,8 +23,9 @@ import org.apache.spark.sql.types.StructType;
  * rounds fraction digits beyond that type's scale away, and its diagnosis reads a number's text as Spark renders it
  * (through a double), which hides digits beyond a double's: so {@code 1.0000000000000000000000000000001} for a
  * decimal(10,2) parsed as 1.00 and was stored, and a value with 30 fraction digits was dead-lettered without its path.
- * This function reads the number as written (Jackson's {@code getDecimalValue}, the value Spark's parser reads before
- * rounding it: apache/spark JacksonParser, DecimalType) and is asked only about records the JVM proof
+ * This function reads the number as written (Jackson's {@code getDecimalValue}; that Spark's parser rounds this value to
+ * the type's scale is what tests/spark/test_typed_contract.py's strictness rows showed on 3.3, 3.5 and 4.1, and
+ * unverified against apache/spark's JacksonParser source) and is asked only about records the JVM proof
  * ({@link StrictJsonRecord}) did not answer (glue_jobs/typed_contract.py). The path is written as the diagnosis
  * writes it (glue_jobs/typed_checks.diagnose): {@code total}, {@code shipping.fee}, {@code items[3].unit_price}
  * (array indexes from 0), {@code prices["EUR"]}. Everything but decimal numbers at the schema's decimal fields is
