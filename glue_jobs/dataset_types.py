@@ -57,6 +57,15 @@ class Node:
     def is_leaf(self) -> bool:
         return self.kind not in ("record", "array", "map")
 
+    @property
+    def has_decimal(self) -> bool:
+        """Whether a decimal is anywhere in this type (a record's fields, array elements, map values)."""
+        if self.kind == "decimal":
+            return True
+        if self.kind == "record":
+            return any(f.type.has_decimal for f in self.fields)
+        return self.kind in ("array", "map") and self.items.has_decimal
+
     def stored_ddl(self) -> str:
         """Spark DDL (and Hive/Athena type) of the stored value: struct<...>, array<...>, decimal(p,s), ..."""
         return self._ddl(_STORED_DDL, stored=True)

@@ -136,7 +136,7 @@ def register(session, dataset: Dataset) -> str | None:
 @cache
 def _inexact_decimal(dataset: Dataset, jvm):
     """The dataset's InexactDecimal function (None without a decimal field); built once per JVM."""
-    if '"decimal(' not in spec_type(dataset.schema).json():
+    if not dataset.schema.has_decimal:
         return None
     found = jvm
     for part in INEXACT_DECIMAL_CLASS.split("."):

@@ -92,14 +92,6 @@ def _store(node: Node, value: Column, normalize: dict, path: str) -> Column:
     return F.transform_values(value, lambda _, x: _store(node.items, x, normalize, f"{path}[]"))
 
 
-def _has_decimal(node: Node) -> bool:
-    if node.kind == "decimal":
-        return True
-    if node.kind == "record":
-        return any(_has_decimal(f.type) for f in node.fields)
-    return node.kind in ("array", "map") and _has_decimal(node.items)
-
-
 def _event_time(dataset: Dataset) -> tuple[Column, Column, Column]:
     """The event time in three steps, each a column of its own stage (each is read more than once after it):
     whether the field's value has the format (`_et_form`, from `_et_in`), the stored timestamp, and the problem
@@ -168,7 +160,7 @@ def _stages(dataset: Dataset, proof: str | None = None) -> list[dict[str, Column
     # double: where the jar is there, the JVM reads each decimal of an unproven record as written
     # (strict_json.INEXACT_DECIMAL_CLASS), and a value its declared type does not hold exactly is out of range at its path.
     inexact = {"_dec": F.when(~fast, F.expr(f"{strict_json.inexact_decimal_name(proof)}(`payload`)"))} if (
-        proof and _has_decimal(root)) else {}
+        proof and root.has_decimal) else {}
     stage(_wv=None, _fast=None, _sus=None, _marked=None, _mp=F.when(~fast, tp.parse(F.col("_marked"), root)), **inexact)
 
     mp = F.col("_mp")
@@ -209,7 +201,7 @@ def _stages(dataset: Dataset, proof: str | None = None) -> list[dict[str, Column
             # the screen proves no record with one present.
             values[stored(f.name)] = F.when(fast, wv.getField(f.name)).otherwise(F.col(f"_jt_{f.name}")) if proof else F.col(
                 f"_jt_{f.name}")
-        elif not _has_decimal(f.type):
+        elif not f.type.has_decimal:
             values[stored(f.name)] = _store(f.type, F.when(fast, wv.getField(f.name)).otherwise(p.getField(f.name)),
                                             normalize, f.name)
         else:
