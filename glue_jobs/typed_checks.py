@@ -221,6 +221,20 @@ def diagnose(node: Node, text: Column, where: Column, *, normalize: dict[str, tu
     return F.when(absent, checks[0][1]).otherwise(present)
 
 
+def diagnose_typed(node: Node, value: Column, *, path: str = "") -> Column:
+    """The first problem a typed record shows in its values alone: a required field null (missing) or a float that
+    is NaN or infinite (out of range), in records at any depth. For a typed record not from the decoder, whose JSON
+    (Spark's to_json) may hold a bare NaN that no JSON diagnosis reads; the rest is diagnosed from that JSON."""
+    where = F.lit(path)
+    found = [when(value.isNull(), problem(MISSING, where))] if node.required else []
+    if node.kind in ("float", "double"):
+        found.append(when(F.isnan(value) | (F.abs(value) == float("inf")), problem(OUT_OF_RANGE, where)))
+    elif node.kind == "record":
+        found.append(F.when(value.isNotNull(), first([diagnose_typed(f.type, value.getField(f.name), path=_child(path, f.name))
+                                                      for f in node.fields])))
+    return first(found)
+
+
 def _diagnose_children(node: Node, text: Column, where: Column, *, normalize, path: str, json_text: frozenset[str]) -> Column:
     parsed = tp.parse_texts(text, node)
     if node.kind == "record":

@@ -35,12 +35,11 @@ from glue_jobs import typed_checks as tc
 from glue_jobs import typed_parse as tp
 from glue_jobs import typed_screen as screen
 from glue_jobs.batch_constants import with_batch_constants
-from glue_jobs.contract import VALIDATED_EXTRA_COLUMNS, VALIDATED_INGESTION_COLUMNS
+from glue_jobs.contract import MALFORMED_JSON, VALIDATED_EXTRA_COLUMNS, VALIDATED_INGESTION_COLUMNS
 from glue_jobs.dataset_types import Node
 from glue_jobs.datasets import Dataset
 from glue_jobs.schema import ENVELOPE_COLUMNS
 
-MALFORMED_JSON = "malformed_json"
 _LATEST_MS = "_latest_ms"
 _CARRIED = (*ENVELOPE_COLUMNS, _LATEST_MS)
 _ISO = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T([0-9]{2}):([0-9]{2}):([0-9]{2})(\.[0-9]{1,6})?(Z|[+-]([0-9]{2}):([0-9]{2}))\z"  # \z: see typed_checks._DATE
@@ -114,13 +113,14 @@ def _event_time(dataset: Dataset) -> tuple[Column, Column, Column]:
     return fits, stamp, tc.when(out_of_range, tc.problem(tc.OUT_OF_RANGE, where))
 
 
-def _stages(dataset: Dataset, proof: str | None = None) -> list[dict[str, Column | None]]:
+def _stages(dataset: Dataset, proof: str | None = None, trusted: bool = True) -> list[dict[str, Column | None]]:
     """The projections `validate` applies in order (a None keeps a column of the stage before). An expression read
     more than once gets a column of its own stage: inside a CASE branch or a coalesce Spark evaluates a repeated
     expression once per use. Expensive ones sit in a CASE branch, so they run only for the records that need
     them: the proof for all (`proof`, the JVM function's SQL name, glue_jobs/strict_json.py; without it
     the plain parse and glue_jobs/typed_screen.py's counts), the strict (marked) parse for those not proven, the
-    diagnosis for flagged ones."""
+    diagnosis for flagged ones. `trusted`: whether a decoded record comes from the decoder, whose guarantees spare
+    it some checks (glue_jobs/typed_checks.suspect); a typed record from anywhere else has every check made."""
     root, normalize = dataset.schema, {r.path: r.normalize for r in dataset.rules if r.normalize}
     names = [f.name for f in root.fields]
     json_text = frozenset(dataset.json_text)
@@ -134,24 +134,22 @@ def _stages(dataset: Dataset, proof: str | None = None) -> list[dict[str, Column
 
     fast, wrapped, record = F.col("_fast"), F.col("_w"), F.col("record")
     # A decoded record (Kafka) is already typed: it skips the parse and its proof, and is flagged like a proven one.
-    # One with a json_text field present takes the strict path, on its payload, as a JSON record does.
-    texts_absent = F.lit(True)
-    for name in json_text:
-        texts_absent = texts_absent & record.getField(name).isNull()
+    # Its json_text fields are Avro strings that hold the JSON text: stored as they are (a JSON record's json_text
+    # field holds the JSON value itself, stored as its text).
     if proof:  # the JVM function (glue_jobs/strict_json.py): the record when proven, else null
         # What the function answers has a decoded record's type (registry_frames.record_type).
         stage(_wv=F.when(is_json, F.expr(f"{proof}(`payload`)")).otherwise(record))
-        stage(_wv=None, _fast=F.when(is_json, F.col("_wv").isNotNull()).otherwise(texts_absent))
+        stage(_wv=None, _fast=F.when(is_json, F.col("_wv").isNotNull()).otherwise(F.lit(True)))
     else:
         stage(_w=F.when(is_json, screen.parse_wrapped(F.col("payload"), root)))
         stage(_w=None, **{n: F.when(is_json, c) for n, c in screen.counts("payload", wrapped, root, json_text).items()})
         stage(_wv=F.when(is_json, screen.record(wrapped)).otherwise(record.cast(tp.wire_type(root, ""))),  # wide decimals
-              _fast=F.when(is_json, screen.proven("payload", wrapped)).otherwise(texts_absent))
+              _fast=F.when(is_json, screen.proven("payload", wrapped)).otherwise(F.lit(True)))
     # A proven record is flagged only by the value checks the parse does not make (blank, enum, NaN, scale, ...).
     # The JVM function makes a decoded record's checks itself (glue_jobs/strict_json.py): its records need none. For
     # a source without decoded records `is_json` folds to true, and the checks (lambdas over arrays, which Spark
     # cannot compile into the stage's code) leave the plan.
-    decoded = tc.suspect(root, F.col("_wv"), normalize=normalize, marked=False, decoded=True)
+    decoded = tc.suspect(root, F.col("_wv"), normalize=normalize, marked=False, decoded=trusted, json_text=json_text)
     sus = F.when(fast, F.when(is_json, F.lit(False)).otherwise(decoded)) if proof else F.when(
         fast & is_json, tc.suspect(root, F.col("_wv"), normalize=normalize, marked=False)).when(fast, decoded)
     stage(_wv=None, _fast=None, _sus=sus)
@@ -182,7 +180,10 @@ def _stages(dataset: Dataset, proof: str | None = None) -> list[dict[str, Column
           _flagged=F.when(fast, F.col("_sus")).otherwise(corrupt | tc.suspect(root, mp, normalize=normalize, json_text=json_text) | (
               F.col("_dec").isNotNull() if inexact else F.lit(False))), **json_texts, **dict.fromkeys(inexact))
 
+    untrusted = [] if trusted else [F.when(~is_json, tc.first([tc.diagnose_typed(f.type, record.getField(f.name), path=f.name)
+                                                              for f in root.fields]))]
     diagnosis = F.coalesce(
+        *untrusted,
         tc.diagnose(root, F.col("_marked"), F.lit(""), normalize=normalize, json_text=json_text),
         *([tc.when(F.col("_dec").isNotNull(), tc.problem(tc.OUT_OF_RANGE, F.col("_dec")))] if inexact else []),
         F.struct(F.lit(tc.INVALID_TYPE).alias("reason"), F.lit("payload: does not match the schema").alias("detail")))
@@ -197,10 +198,9 @@ def _stages(dataset: Dataset, proof: str | None = None) -> list[dict[str, Column
         if f.name == time_field:
             values["_et_in"] = F.when(fast, wv.getField(f.name)).otherwise(p.getField(f.name))
         elif f.name in json_text:
-            # The JVM proof answers a json_text field as the text the strict path renders (StrictJsonRecord.jsonText);
-            # the screen proves no record with one present.
-            values[stored(f.name)] = F.when(fast, wv.getField(f.name)).otherwise(F.col(f"_jt_{f.name}")) if proof else F.col(
-                f"_jt_{f.name}")
+            # The JVM proof answers a json_text field as the text the strict path renders (StrictJsonRecord.jsonText),
+            # a decoded record holds the text already; the screen proves no JSON record with one present.
+            values[stored(f.name)] = F.when(fast, wv.getField(f.name)).otherwise(F.col(f"_jt_{f.name}"))
         elif not f.type.has_decimal:
             values[stored(f.name)] = _store(f.type, F.when(fast, wv.getField(f.name)).otherwise(p.getField(f.name)),
                                             normalize, f.name)
@@ -243,10 +243,11 @@ def _stages(dataset: Dataset, proof: str | None = None) -> list[dict[str, Column
 
 
 @cache
-def _selects(dataset: Dataset, jvm, proof: str | None) -> list[list[Column]]:
-    """The stages' columns, built once per dataset and JVM like glue_jobs/contract.py's: building them is thousands
-    of py4j calls (about a second per batch for orders), so a batch only plans the selects."""
-    return [[F.col(f"`{n}`") if c is None else c.alias(n) for n, c in stage.items()] for stage in _stages(dataset, proof)]
+def _selects(dataset: Dataset, jvm, proof: str | None, trusted: bool = True) -> list[list[Column]]:
+    """The stages' columns, built once per dataset and JVM: building them is thousands of py4j calls (about a second
+    per batch for orders), so a batch only plans the selects."""
+    return [[F.col(f"`{n}`") if c is None else c.alias(n) for n, c in stage.items()]
+            for stage in _stages(dataset, proof, trusted)]
 
 
 def validate(envelope: DataFrame, dataset: Dataset, *, now_ms: int) -> DataFrame:
@@ -255,12 +256,18 @@ def validate(envelope: DataFrame, dataset: Dataset, *, now_ms: int) -> DataFrame
     from pyspark import SparkContext
 
     record_type = registry_frames.record_type(dataset)
-    if envelope.schema["record"].dataType != record_type:
+    given, trusted = envelope.schema["record"].dataType, True
+    if given != record_type and given.simpleString() == record_type.simpleString():
+        # The dataset's record with other nullability: typed, but not by the decoder (whose guarantees `_stages` relies
+        # on), so every check is made on it.
+        envelope, trusted = envelope.withColumn("record", F.col("record").cast(record_type)), False
+    elif given != record_type:
         # Only a decoder gives typed records (glue_jobs/registry_frames.py), in this shape; other sources carry a
         # null of another type. A record is a shortcut, never the only copy: the payload holds its JSON.
         envelope = envelope.withColumn("record", F.lit(None).cast(record_type))
     frame = with_batch_constants(envelope, {_LATEST_MS: now_ms + dataset.event_time.max_future_ms})
-    for columns in _selects(dataset, SparkContext._jvm, strict_json.register(envelope.sparkSession, dataset)):
+    proof = strict_json.register(envelope.sparkSession, dataset)
+    for columns in _selects(dataset, SparkContext._jvm, proof, trusted):
         frame = frame.select(*columns)
     if tuple(frame.columns[-len(VALIDATED_EXTRA_COLUMNS):]) != VALIDATED_EXTRA_COLUMNS:
         raise AssertionError(f"typed contract columns drifted: {frame.columns}")

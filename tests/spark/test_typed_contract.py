@@ -193,6 +193,40 @@ def test_the_jvm_function_makes_the_decoded_records_checks(spark, strict):
                                         "missing_required_field", "out_of_range", "invalid_type", "out_of_range", "out_of_range"]
 
 
+def test_a_typed_record_not_from_the_decoder_gets_every_check(spark, strict):
+    """A record of the dataset's type but for nullability (a source other than the decoder) is typed without its
+    guarantees: every check is made on it, and each gets the verdict and row its JSON gets; a NaN (which JSON cannot
+    carry: Spark's to_json writes it bare) is out of range at its path."""
+    from glue_jobs import registry_frames
+
+    payloads = [
+        json.dumps(_record()),
+        json.dumps(_record(s=None)),
+        json.dumps(_record(**{"one.s": None})),
+        json.dumps(_record(**{"two.rows.0.b": None})),
+        json.dumps(_record(opt=dict(GOOD_LEAVES, s=None))),
+        json.dumps(_record(opt=None)),
+        json.dumps(_record(**{"one.s": " "})),
+        json.dumps(_record(**{"two.rows.0.e": "blue"})),
+    ]
+    as_json = [(r.reason, r.detail, r.one, r.two, r.opt) for r in _run(spark, strict, payloads)]
+    assert [reason for reason, *_ in as_json] == [None, "missing_required_field", "missing_required_field",
+                                                   "missing_required_field", "missing_required_field", None,
+                                                   "missing_required_field", "out_of_range"]
+    # The decoder's type with `id` not nullable (a coalesce of a value never null here): another source's record.
+    record_type = registry_frames.record_type(strict)
+    parsed = F.from_json("payload", record_type)
+    typed = json_envelope(spark, payloads).withColumn("record", F.struct(*(
+        F.coalesce(parsed.getField(n), F.lit("")).alias(n) if n == "id" else parsed.getField(n).alias(n) for n in record_type.names)))
+    assert typed.schema["record"].dataType != record_type
+    got = [(r.reason, r.detail, r.one, r.two, r.opt) for r in validate(typed, strict, now_ms=NOW_MS).collect()]
+    assert got == as_json
+    nan = typed.limit(1).withColumn("record", F.col("record").withField("one", F.col("record.one").withField(
+        "d", F.lit(float("nan"))))).withColumn("payload", F.to_json("record"))
+    [row] = validate(nan, strict, now_ms=NOW_MS).collect()
+    assert (row.reason, row.detail) == ("out_of_range", "one.d: value out of range")
+
+
 def test_the_jvm_reads_decimals_as_written(spark):
     """InexactDecimal (jvm/glue-functions) names the first decimal, in the order written, that its declared type does not
     hold exactly, at the path the diagnosis writes; other values and unknown keys are not its to judge."""
