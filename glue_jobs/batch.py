@@ -4,7 +4,7 @@
 top to bottom as the batch happens; each step lives in its own module:
 - the exactly-once protocol (committed?, discard partial output, staging, publish, commit marker):
   glue_jobs/commit.py, file operations only;
-- the event contract (which records are valid, why the others are not): glue_jobs/contract.py;
+- the dataset's contract (which records are valid, why the others are not): glue_jobs/typed_contract.py;
 - the packed cache every later step reads (counts, duplicate collapse, the rows to write):
   glue_jobs/packed_batch.py;
 - the columns the writes add (batch_id, partitions): glue_jobs/lake_layout.py.

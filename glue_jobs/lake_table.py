@@ -1,11 +1,7 @@
-"""One dataset's lake table as the jobs see it: its columns and types, event time, key, and which contract
-validates it. Built from a glue_jobs.datasets.Dataset (`LakeTable.of`); the batch writer, the packed batch,
-the lake layout and the compaction take one instead of naming fields.
-
-Which contract: glue_jobs/contract.py is a hand-tuned implementation of clickstream's contract (flat
-fields, counted one-object checks; its figures are in docs/streaming-job.md). It validates a dataset only
-when that dataset's files say exactly what it implements (`implements_flat_contract`); every other dataset,
-and clickstream once its files change, runs on glue_jobs/typed_contract.py, which handles any schema.
+"""One dataset's lake table as the jobs see it: its columns and types, event time, key, and its contract
+(glue_jobs/typed_contract.py, the one contract of every dataset). Built from a glue_jobs.datasets.Dataset
+(`LakeTable.of`); the batch writer, the packed batch, the lake layout and the compaction take one instead of naming
+fields.
 """
 
 from __future__ import annotations
@@ -13,19 +9,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 
-from glue_jobs.datasets import Dataset, EventTime, Rule, load
+from glue_jobs.datasets import Dataset, load
 from glue_jobs.schema import INGESTION_COLUMNS, PARTITION_COLUMNS
 
 DEFAULT_DATASET = "clickstream"
 # Ingestion columns with few distinct values per file: Parquet dictionary encoding pays for them.
 _DICTIONARY_INGESTION = ("source", "source_partition", "arrival_time", "batch_id")
-_FLAT_DICTIONARY_FIELDS = ("event_type", "currency")  # clickstream's low-cardinality fields
 
 
 @dataclass(frozen=True)
 class LakeTable:
     dataset: Dataset
-    flat: bool  # validated by glue_jobs/contract.py (see the module doc)
 
     @classmethod
     def of(cls, dataset: Dataset | str | None = None) -> LakeTable:
@@ -63,21 +57,15 @@ class LakeTable:
         return T._parse_datatype_string(ddl)
 
     def dictionary_columns(self) -> tuple[str, ...]:
-        """Columns written with Parquet dictionary encoding: few distinct values per file."""
-        if self.flat:
-            fields = _FLAT_DICTIONARY_FIELDS
-        else:
-            normalized = {r.path for r in self.dataset.rules if r.normalize or r.enum}
-            fields = tuple(f.name for f in self.dataset.schema.fields
-                           if f.type.kind == "enum" or (f.type.kind == "string" and f.name in normalized))
+        """Columns written with Parquet dictionary encoding: few distinct values per file (enums, and the strings a
+        rule normalizes or lists the values of)."""
+        normalized = {r.path for r in self.dataset.rules if r.normalize or r.enum}
+        fields = tuple(f.name for f in self.dataset.schema.fields
+                       if f.type.kind == "enum" or (f.type.kind == "string" and f.name in normalized))
         return (*fields, *_DICTIONARY_INGESTION)
 
     def validate(self, envelope, *, now_ms: int):
-        """The dataset's contract over an envelope frame (see the module doc for which one)."""
-        if self.flat:
-            from glue_jobs.contract import validate
-
-            return validate(envelope, now_ms=now_ms)
+        """The dataset's contract over an envelope frame (glue_jobs/typed_contract.py)."""
         from glue_jobs.typed_contract import validate
 
         return validate(envelope, self.dataset, now_ms=now_ms)
@@ -85,26 +73,4 @@ class LakeTable:
 
 @cache
 def _table(dataset: Dataset) -> LakeTable:
-    return LakeTable(dataset=dataset, flat=implements_flat_contract(dataset))
-
-
-def implements_flat_contract(dataset: Dataset) -> bool:
-    """Whether glue_jobs/contract.py implements exactly this dataset's contract: its schema is the flat
-    contract's newest event schema and its dataset.json says what the contract's constants say."""
-    from glue_jobs import contract, schema
-    from glue_jobs.datasets import DatasetError
-
-    try:
-        flat_schema = schema.avro_schema()
-    except DatasetError:  # the project carries no clickstream dataset: nothing implements the flat contract
-        return False
-    normalized = ("trim", "lower")
-    expected_rules = {Rule(path=name, min_length=1, normalize=normalized if name in contract.NORMALIZED_FIELDS else ())
-                      for name in ("event_id", "event_type")}
-    return (
-        dataset.avro() == flat_schema
-        and dataset.key == ("event_id",)
-        and dataset.event_time == EventTime(contract.EVENT_TIME_FIELD, "epoch_millis", contract.MIN_EVENT_TIME_MS, contract.MAX_FUTURE_MS)
-        and dataset.json_text == contract.JSON_TEXT_FIELDS
-        and set(dataset.rules) == expected_rules
-    )
+    return LakeTable(dataset=dataset)

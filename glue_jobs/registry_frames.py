@@ -147,7 +147,8 @@ def decoded_type(dataset: Dataset):
 class FrameDecoding:
     """The decoder as a Spark function for one source: `column(value)` -> decoded_type struct. `refresh(ids)` looks new
     UUIDs up in the registry and re-registers the function (a plan built after it sees the new map and reasons).
-    `typed_records`: fill the result's `record` (see the module doc); the typed contract uses it, the flat one not."""
+    `typed_records`: fill the result's `record` (see the module doc), which spares the contract the payload's parse;
+    the jobs set it, the tests run both ways."""
 
     def __init__(self, spark, dataset: Dataset, versions: RegistryVersions | dict[str, int], *, name: str,
                  typed_records: bool = False) -> None:

@@ -9,7 +9,7 @@ newest, so the jobs and the registry cannot disagree about the schema (docs/oper
 glue_jobs.datasets reads with importlib.resources-style Traversables: Glue imports the package from the
 `--extra-py-files` zip in place (the zip is on sys.path, nothing is extracted, `datasets/` sits beside the
 packages), where a path built from `__file__` points inside the zip and cannot be opened. Derived here from
-the newest version: the contract fields (for glue_jobs/contract.py), the Glue Schema Registry definition, the
+the newest version: its flat fields (the bench's bare parse), the Glue Schema Registry definition, the
 Data Catalog columns of clickstream's lake and source tables, and the Spark schemas the jobs read and write
 with. Nothing reads the dataset at import: a team may delete datasets/clickstream, and every job imports this
 module. pyspark is imported lazily so the CDK app can use the Glue column lists without a JVM.
@@ -23,8 +23,8 @@ from functools import cache
 
 from glue_jobs import datasets
 
-# The dataset whose schema this module derives from: the one glue_jobs/contract.py implements by hand, registered
-# as the registry's EventSchema, stored in the `events` table (infra/catalog.py).
+# The dataset whose schema this module derives from: registered as the registry's EventSchema, stored in the `events`
+# table (infra/catalog.py).
 DATASET = "clickstream"
 
 # Avro primitive -> (Glue/Hive column type, Spark type name)
@@ -123,7 +123,7 @@ def avro_schema_definition(version: int | None = None) -> str:
 
 
 def contract_fields() -> tuple[ContractField, ...]:
-    """The newest version's fields (flat: a primitive or ['null', primitive] each) as the flat contract sees them."""
+    """The newest version's fields (flat: a primitive or ['null', primitive] each)."""
     return _contract_fields(_dataset())
 
 
@@ -192,15 +192,12 @@ def spark_source_schema():
 
 
 def source_record_type():
-    """The type of the envelope's `record` (a JSON source's is null): clickstream's source schema, which
-    glue_jobs/contract.py reads fields of, or a string when the project carries no clickstream dataset (the typed
-    contract casts a record of another type to its own: glue_jobs/typed_contract.py `validate`)."""
+    """The type of the envelope's `record` where a source decodes none (JSON from Kinesis or files): a null string.
+    A decoder's records have their dataset's type (glue_jobs/registry_frames.record_type), which the contract
+    trusts; a null of any other type it replaces with a null of that one (glue_jobs/typed_contract.py `validate`)."""
     from pyspark.sql import types as T
 
-    try:
-        return spark_source_schema()
-    except datasets.DatasetError:
-        return T.StringType()
+    return T.StringType()
 
 
 def envelope_schema():

@@ -24,7 +24,6 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from glue_jobs.datasets import Dataset
-from glue_jobs.lake_table import implements_flat_contract
 from glue_jobs.metrics import METRICS_NAMESPACE
 from glue_jobs.schema import ICEBERG_TABLE_FOLDER
 from infra import job_assets
@@ -165,9 +164,9 @@ class StreamingJob(Construct):
             role=self.role,
             default_arguments=self.default_arguments,
             connections=list(kafka.connections) if kafka is not None else None,
-            # jvm/glue-functions, loaded by Glue from --extra-jars (the L2 sets it): the Kafka job's frame decoder, and
-            # the typed contract's JSON proof (glue_jobs/strict_json.py), which clickstream's flat contract does not use.
-            extra_jars=[job_assets.functions_jar(self)] if kafka is not None or not implements_flat_contract(dataset) else None,
+            # jvm/glue-functions, loaded by Glue from --extra-jars (the L2 sets it): the Kafka job's frame decoder and
+            # the contract's JSON proof (glue_jobs/strict_json.py).
+            extra_jars=[job_assets.functions_jar(self)],
             **job_assets.common_job_props(
                 self,
                 "glue_jobs",

@@ -31,7 +31,7 @@ def check(name: str, sample: Path, *, show: int = 10, out=print) -> dict[str, in
     validated = table.validate(from_local_files(raw, "sample", int(time.time() * 1000)), now_ms=int(time.time() * 1000)).cache()
     try:
         counts = {row["reason"] or "valid": row["count"] for row in validated.groupBy("reason").count().collect()}
-        out(f"dataset {name} ({'flat contract' if table.flat else 'typed contract'}), {sum(counts.values())} record(s) from {sample}:")
+        out(f"dataset {name}, {sum(counts.values())} record(s) from {sample}:")
         for reason, count in sorted(counts.items(), key=lambda item: (item[0] != "valid", item[0])):
             out(f"  {reason:24} {count}")
         rows = validated.where("reason IS NOT NULL").limit(show).select("source_offset", "reason", "detail", "payload").collect()

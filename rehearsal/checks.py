@@ -60,10 +60,9 @@ def problems(result: EnvironmentResult, spark, s3: LocalS3) -> list[str]:
         for run in source.runs:
             if not run.events("job_init"):
                 found.append(f"{name}: the streaming job never called Job.init")
-        # A typed dataset's JSON records were proven by the JVM function of the job's --extra-jars, not by the Spark
-        # expressions that stand in without it (glue_jobs/strict_json.py logs which way it took).
-        arguments = source.runs[-1].job.arguments
-        if arguments.get("--source_type") == "kinesis" and not LakeTable.of(arguments["--dataset"]).flat:
+        # JSON records were proven by the JVM function of the job's --extra-jars, not by the Spark expressions that
+        # stand in without it (glue_jobs/strict_json.py logs which way it took).
+        if source.runs[-1].job.arguments.get("--source_type") == "kinesis":
             from glue_jobs.strict_json import STRICT_JSON_CLASS
 
             if not any(f"proving JSON records with {STRICT_JSON_CLASS}:" in run.stderr for run in source.runs):

@@ -1,11 +1,8 @@
 """clickstream is a dataset like any other: a team may delete datasets/clickstream. Its schema has one home, that
-folder (glue_jobs.schema reads it through glue_jobs.datasets), and its hand-written contract (glue_jobs/contract.py,
-imported by every job through typed_contract and packed_batch) reads it only when clickstream's contract is built,
-never at import."""
+folder (glue_jobs.schema reads it through glue_jobs.datasets), read when asked for, never at import."""
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import shutil
 import subprocess
@@ -27,10 +24,10 @@ for package in (glue_jobs, compaction):
         if module.name != "__main__":
             importlib.import_module(f"{package.__name__}.{module.name}")
 import glue_jobs.typed_contract, glue_jobs.packed_batch, glue_jobs.glue_entry, compaction.glue_entry
-from glue_jobs import contract, datasets, schema
+from glue_jobs import datasets, schema
 assert datasets.names() == ("orders",), datasets.names()
 assert sorted(datasets.load_all()) == ["orders"]
-for ask in (schema.contract_fields, schema.avro_full_name, contract._fields):
+for ask in (schema.contract_fields, schema.avro_full_name):
     try:
         ask()
     except datasets.DatasetError as error:
@@ -50,7 +47,6 @@ from glue_jobs.dataset_generate import generate_dataset
 from glue_jobs.lake_table import LakeTable
 from glue_jobs.local_runner import run_local
 work = Path(sys.argv[1])
-assert not LakeTable.of("orders").flat
 expect = generate_dataset(datasets.load("orders"), work / "in", records=200, files=2, bad_ratio=0.05, seed=3)
 totals = run_local(input_dir=str(work / "in"), lake_dir=str(work / "lake"), dead_letter_dir=str(work / "dead"),
                    checkpoint_dir=str(work / "cp"), once=True, dataset="orders", out=io.StringIO()).totals()
@@ -76,23 +72,6 @@ def test_every_job_module_imports_and_orders_runs_without_the_clickstream_datase
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip().endswith("ran")
-
-
-def test_the_flat_contract_checks_its_field_names_when_it_is_built(monkeypatch):
-    """The names glue_jobs/contract.py gives rules to must be clickstream's fields: checked when its stages are built
-    (contract._fields), with the message the import-time check had."""
-    from glue_jobs import contract, schema
-
-    fields = schema.contract_fields()
-    assert [f.name for f in contract._fields()] == [f.name for f in fields]
-    monkeypatch.setattr(contract, "contract_fields", lambda: tuple(f for f in fields if f.name != "metadata"))
-    with pytest.raises(ValueError, match=r"^glue_jobs.contract names field 'metadata', which the newest "
-                                         r"datasets/clickstream/schema.v<N>.avsc does not define$"):
-        contract._fields()
-    renamed = tuple(dataclasses.replace(f, name="_private") if f.name == "user_id" else f for f in fields)
-    monkeypatch.setattr(contract, "contract_fields", lambda: renamed)
-    with pytest.raises(ValueError, match=r"^a contract field starts with '_', which the stages' own columns use"):
-        contract._fields()
 
 
 def test_an_environment_without_the_clickstream_dataset_synthesizes_and_diffs(tmp_path, monkeypatch):

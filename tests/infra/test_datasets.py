@@ -45,7 +45,7 @@ def test_shipped_datasets(monkeypatch):
     assert sorted(found) == ["clickstream", "orders"]
     clickstream, orders = found["clickstream"], found["orders"]
     # clickstream is today's event, byte for byte
-    # its versions have one home, datasets/clickstream/: glue_jobs.schema (the flat contract, the registry's
+    # its versions have one home, datasets/clickstream/: glue_jobs.schema (the registry's
     # EventSchema, the Catalog's clickstream tables) reads every version there, byte for byte
     shipped = sorted(p.name for p in (REPO_ROOT / "datasets/clickstream").glob("schema.v*.avsc"))
     assert shipped == [f"schema.v{n}.avsc" for n in clickstream.versions]

@@ -352,8 +352,10 @@ def test_monitoring_alarms_use_the_metric_names_the_job_emits():
 def test_dead_letter_ingest_date_is_the_utc_arrival_date_or_else_the_processing_date(spark):
     from pyspark.sql import functions as F
 
-    from glue_jobs.contract import validate
+    from glue_jobs.lake_table import LakeTable
     from glue_jobs.packed_batch import PackedBatch
+
+    validate = LakeTable.of("clickstream").validate
 
     last_ms_of_day = 1_700_006_399_999  # 2023-11-14T23:59:59.999Z
     envelope = json_envelope(spark, ["not json", "{}"], arrival_ms=last_ms_of_day)
@@ -479,8 +481,10 @@ def test_a_batch_reports_how_long_its_oldest_record_waited_in_the_source(spark, 
 def test_the_batch_reads_its_cache_as_one_plan_node(spark):
     """PackedBatch's queries (counts, lake rows, dead letters) are planned on the cache's own node, not on the
     validation's plan beneath it, on every Spark line the project runs; the rows are the persisted frame's."""
-    from glue_jobs.contract import validate
+    from glue_jobs.lake_table import LakeTable
     from glue_jobs.packed_batch import PackedBatch
+
+    validate = LakeTable.of("clickstream").validate
 
     validated = validate(json_envelope(spark, [*PAYLOADS, "not json"]), now_ms=int(NOW * 1000))
     rejected = validated.filter("reason IS NOT NULL").count()

@@ -6,11 +6,16 @@ from __future__ import annotations
 import pytest
 from pyspark.sql import functions as F
 
-from glue_jobs.contract import VALIDATED_EXTRA_COLUMNS, VALIDATED_INGESTION_COLUMNS, validate
+from glue_jobs.contract import VALIDATED_EXTRA_COLUMNS, VALIDATED_INGESTION_COLUMNS
 from glue_jobs.lake_layout import lake_write_columns
+from glue_jobs.lake_table import LakeTable
 from glue_jobs.schema import PROBLEM_DDL, contract_fields, envelope_schema, spark_source_schema
 
 from .streaming_support import json_envelope, literal_frame
+
+
+def validate(envelope, *, now_ms):
+    return LakeTable.of("clickstream").validate(envelope, now_ms=now_ms)
 
 NOW_MS = 1_700_000_000_000  # 2023-11-14T22:13:20Z
 T = 1_699_999_200_123  # 2023-11-14T22:00:00.123Z
@@ -155,31 +160,6 @@ def test_one_object_with_unique_top_level_keys_stays_valid(spark, payload):
     assert (row.reason, row.event_id) == (None, "e")
 
 
-def test_counting_characters_spares_the_second_parse_only_when_it_proves_one_object(spark):
-    """json_tokens.surely_one_object: True only when colons and closing braces are all accounted for."""
-    from glue_jobs import json_tokens
-
-    rows = [  # payload, the string values the parse returned (each contract field it returned: s1, s2)
-        ('{"a": "x:y", "m": {"k": 1}}', ["x:y", '{"k":1}'], 2, True),
-        ('{"a":"x","a":"y"}', ["y"], 1, False),  # a repeated key: one colon too many
-        ('{"a":"x"} {"b":1}', ["x"], 1, False),
-        ('{"a":"x"}{}', ["x"], 1, False),  # text after the object without a colon: a closing brace too many
-        ('{"a":"x","b":1}', ["x"], 1, False),  # a key the contract does not read
-        ('{"a":"\\u003a"}', [":"], 1, False),  # escaped: never trusted
-        ('{"a":"x","b":"}"}', ["x", "}"], 2, True),  # a brace inside a value is accounted for
-        ('{"a":"x","b":"}"}{}', ["x", "}"], 2, False),
-        ('{"a":"x"}', ["x"], 1, True),
-        ('{"a":"x"}}', ["x"], 1, False),  # a stray closing brace (the parse would reject it; the count must too)
-    ]
-    literal = spark.range(1).select(F.explode(F.array(*(
-        F.struct(F.lit(p).alias("payload"), F.lit(v[0]).alias("s1"), F.lit(v[1] if len(v) > 1 else None).cast("string").alias("s2"),
-                 ) for p, v, n, _ in rows))).alias("r")).select("r.*")
-    assert all(len(v) == n for _, v, n, _ in rows)  # every field returned is one of s1, s2: present is their non-nulls
-    escaped = json_tokens.has_escape(F.col("payload")).alias("escaped")
-    got = literal.select("*", escaped).select(json_tokens.surely_one_object("payload", "escaped", ["s1", "s2"], ["s1", "s2"]).alias("ok")).collect()
-    assert [r.ok for r in got] == [expected for *_, expected in rows]
-
-
 def test_reason_priority_missing_before_type_before_range(spark):
     rows = _validate(spark, [
         '{"event_type":"x","event_time":"1","amount":1e400}',
@@ -214,16 +194,15 @@ def test_metadata_is_stored_as_its_json_text(spark, metadata, stored):
     assert (row.reason, row.metadata) == (None, stored)
 
 
-def test_an_unescaped_string_token_is_written_as_to_json_writes_it(spark):
-    """json_tokens.string_token_literal quotes the text when the payload has no backslash; to_json (Jackson)
-    must agree for every text such a token can hold: no '"', no backslash, no control character."""
+def test_a_string_s_json_literal_is_written_as_to_json_writes_it(spark):
+    """json_tokens.json_string_literal (a json_text field holding a string): the text in quotes for every text without
+    '"', backslash or control character (Jackson's generator leaves non-ASCII and '/' as they are)."""
     from glue_jobs import json_tokens
 
     texts = ["", "plain", "café", "/p/1 <b>&amp;</b>", "\u2028\u2029", "☃ 𝄞", "\x7f", "'single'", "{not: json}"]
     frame = spark.range(1).select(F.explode(F.array(*(F.lit(t) for t in texts))).alias("t"))
-    got = frame.select(json_tokens.string_token_literal(F.col("t"), F.lit(False)).alias("quoted"),
-                       json_tokens.json_string_literal(F.col("t")).alias("jackson")).collect()
-    assert [r.quoted for r in got] == [r.jackson for r in got] == ['"%s"' % t for t in texts]
+    got = frame.select(json_tokens.json_string_literal(F.col("t")).alias("jackson")).collect()
+    assert [r.jackson for r in got] == ['"%s"' % t for t in texts]
 
 
 def test_integral_amount_is_a_number(spark):
@@ -281,7 +260,7 @@ def test_decoded_avro_records_are_validated_without_json_parsing(spark):
 def test_per_batch_values_leave_the_generated_code_unchanged(spark, tmp_path, monkeypatch):
     """Processing time, batch id and arrival time reach the rows as data (glue_jobs.batch_constants), so a
     new micro-batch reuses the compiled stages. Control: the same values as literals compile anew."""
-    from glue_jobs import contract, lake_layout, sources
+    from glue_jobs import lake_layout, sources, typed_contract
 
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "a.json").write_text('{"event_id":"e1","event_type":"x","event_time":%d}\nnot json\n' % T)
@@ -311,7 +290,7 @@ def test_per_batch_values_leave_the_generated_code_unchanged(spark, tmp_path, mo
     def as_literals(frame, values):
         return frame.select("*", *(F.lit(int(v)).cast("long").alias(k) for k, v in values.items()))
 
-    for module in (contract, lake_layout, sources):
+    for module in (typed_contract, lake_layout, sources):
         monkeypatch.setattr(module, "with_batch_constants", as_literals)
     compiled_by(4)
     assert compiled_by(5) > 0

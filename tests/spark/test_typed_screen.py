@@ -167,9 +167,8 @@ METADATA = [
 
 
 def test_json_text_fields_are_proven_and_stored_as_the_strict_path_stores_them(spark, tmp_path, monkeypatch):
-    """A json_text field holds any JSON value, stored as its JSON text, on the typed contract too (clickstream's files
-    read as a typed dataset: the runner gives clickstream itself the flat contract). Every metadata value above and
-    600 generated events come out equal column by column through the shipped contract (the JVM proof answers the
+    """A json_text field (clickstream's metadata) holds any JSON value, stored as its JSON text. Every metadata value
+    above and 600 generated events come out equal column by column through the shipped contract (the JVM proof answers the
     field's text: StrictJsonRecord.jsonText), the screen's Spark expressions and the strict path alone; the valid ones
     are proven. Before 2026-11-27 the strict path dead-lettered every non-string value as invalid_type."""
     clickstream = datasets.load("clickstream")
