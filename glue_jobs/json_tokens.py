@@ -18,6 +18,7 @@ JSON_OPTIONS = {
     "allowSingleQuotes": "false",
 }
 
+
 def struct_ddl(types: dict[str, str]) -> str:
     return "struct<" + ",".join(f"`{name}`:{ddl}" for name, ddl in types.items()) + ">"
 

@@ -1,4 +1,6 @@
-"""The event contract: strict types, every reason code, normalization, UTC partitions (glue_jobs.contract)."""
+"""clickstream's event contract: strict types, every reason code, normalization, UTC partitions. Written for the
+hand-tuned flat contract, which clickstream ran until 2026-11-27; since then every assertion holds through the
+typed contract every dataset runs (LakeTable.validate)."""
 # ruff: noqa: UP031 - JSON payload literals read better with %-formatting than with doubled f-string braces
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from .streaming_support import json_envelope, literal_frame
 
 
 def validate(envelope, *, now_ms):
+    """clickstream's contract, as the jobs run it."""
     return LakeTable.of("clickstream").validate(envelope, now_ms=now_ms)
 
 NOW_MS = 1_700_000_000_000  # 2023-11-14T22:13:20Z
