@@ -156,7 +156,7 @@ def kafka_batches(spark, args: dict[str, str], writer, table):
     registry = RegistryVersions(boto3.client("glue", region_name=args["metrics_region"]), registry_name=args["registry_name"],
                                 schema_name=args["schema_name"], dataset=table.dataset)
     registry.load()
-    decoding = FrameDecoding(spark, table.dataset, registry, name=function_name(args["source_name"]), typed_records=True)
+    decoding = FrameDecoding(spark, table.dataset, registry, name=function_name(args["source_name"]))
     raw = spark.readStream.format("kafka").options(**kafka_reader_options(args)).load()
     return raw, KafkaBatches(writer, decoding, args["source_name"])
 

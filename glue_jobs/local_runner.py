@@ -239,7 +239,7 @@ def run_local_kafka(
         dead_letter_path=str(Path(dead_letter_dir).resolve()), checkpoint_path=str(Path(checkpoint_dir).resolve()),
         metrics=LogMetricsSink(), dataset=dataset, iceberg=iceberg,
     )
-    decoding = FrameDecoding(spark, writer.table.dataset, registry, name=function_name(source_name), typed_records=True)
+    decoding = FrameDecoding(spark, writer.table.dataset, registry, name=function_name(source_name))
     batches = KafkaBatches(writer, decoding, source_name)
     summary, started = RunSummary(), time.time()
     printed = _batch_printer(summary, started, out)

@@ -147,11 +147,11 @@ def decoded_type(dataset: Dataset):
 class FrameDecoding:
     """The decoder as a Spark function for one source: `column(value)` -> decoded_type struct. `refresh(ids)` looks new
     UUIDs up in the registry and re-registers the function (a plan built after it sees the new map and reasons).
-    `typed_records`: fill the result's `record` (see the module doc), which spares the contract the payload's parse;
-    the jobs set it, the tests run both ways."""
+    `typed_records` (the jobs' default): fill the result's `record` (see the module doc), which spares the contract the
+    payload's parse; off, the contract parses every payload (tests/spark/test_registry_frames.py runs both ways)."""
 
     def __init__(self, spark, dataset: Dataset, versions: RegistryVersions | dict[str, int], *, name: str,
-                 typed_records: bool = False) -> None:
+                 typed_records: bool = True) -> None:
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
             raise ValueError(f"decoder function name {name!r} is not a SQL identifier (see function_name)")
         self.spark, self.dataset, self.name, self.typed_records = spark, dataset, name, typed_records
