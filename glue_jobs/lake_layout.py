@@ -17,10 +17,13 @@ session or JVM time zone.
 
 from __future__ import annotations
 
+from functools import cache, lru_cache
+
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from glue_jobs.batch_constants import with_batch_constants
+from glue_jobs.column_seq import ColumnSeq, select
 from glue_jobs.lake_table import LakeTable
 from glue_jobs.schema import DEAD_LETTER_COLUMNS, DEAD_LETTER_PARTITION_COLUMNS, PARTITION_COLUMNS
 
@@ -51,26 +54,46 @@ def partition_values(event_time_ms: Column) -> dict[str, Column]:
 
 def event_time_ms(table: LakeTable) -> Column:
     """The table's event time (a timestamp column) as epoch milliseconds."""
-    return F.expr(f"unix_millis(`{table.event_time}`)")  # exact: milliseconds, whatever the session time zone
+    return epoch_millis(table.event_time)
+
+
+def epoch_millis(column: str) -> Column:
+    """A timestamp column, by name, as epoch milliseconds."""
+    return F.expr(f"unix_millis(`{column}`)")  # exact: milliseconds, whatever the session time zone
 
 
 def lake_write_columns(valid: DataFrame, *, batch_id: int, table: LakeTable | None = None) -> DataFrame:
     """Valid rows (the lake columns validate() returns) -> the table's columns (default: clickstream's), in
     its order, with batch_id and the hour partition added."""
+    from pyspark import SparkContext
+
     table = table or LakeTable.of()
     with_id = with_batch_constants(valid, {BATCH_ID: batch_id})
-    added = {"batch_id": F.col(BATCH_ID), **partition_values(event_time_ms(table))}
-    return with_id.select(*(added[name].alias(name) if name in added else F.col(f"`{name}`")
-                            for name in table.column_names()))
+    return select(with_id, _lake_columns(tuple(table.column_names()), table.event_time, SparkContext._jvm))
+
+
+@cache
+def _lake_columns(names: tuple[str, ...], event_time: str, jvm) -> ColumnSeq:
+    """`lake_write_columns`' select, built once per JVM (glue_jobs/column_seq.py)."""
+    added = {"batch_id": F.col(BATCH_ID), **partition_values(epoch_millis(event_time))}
+    return ColumnSeq([added[name].alias(name) if name in added else F.col(f"`{name}`") for name in names])
 
 
 def dead_letter_write_columns(rejected: DataFrame, *, batch_id: int, processing_date: str) -> DataFrame:
     """Rejected rows (payload, reason, detail and the ingestion columns) -> the dead-letter columns with
     batch_id and ingest_date: the UTC arrival date, or `processing_date` (YYYY-MM-DD) without an arrival time."""
+    from pyspark import SparkContext
+
+    with_id = with_batch_constants(rejected, {BATCH_ID: batch_id})
+    return select(with_id, _dead_letter_columns(processing_date, SparkContext._jvm))
+
+
+@lru_cache(maxsize=4)
+def _dead_letter_columns(processing_date: str, jvm) -> ColumnSeq:
+    """`dead_letter_write_columns`' select for one processing date, built once per date and JVM."""
     (partition,) = (name for name, _, _ in DEAD_LETTER_PARTITION_COLUMNS)
     arrival_date = utc_date(F.expr("unix_millis(arrival_time)"))
-    with_id = with_batch_constants(rejected, {BATCH_ID: batch_id})
-    return with_id.select(
+    return ColumnSeq([
         *(F.col(BATCH_ID).alias(name) if name == "batch_id" else F.col(name) for name, _, _ in DEAD_LETTER_COLUMNS),
         F.coalesce(arrival_date, F.lit(processing_date).cast("date")).alias(partition),
-    )
+    ])

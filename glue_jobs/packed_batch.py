@@ -37,8 +37,9 @@ from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from glue_jobs.column_seq import ColumnSeq, aggregate, select
 from glue_jobs.contract import REASON_CODES
-from glue_jobs.lake_layout import dead_letter_write_columns, event_time_ms, hour_modulo, lake_write_columns
+from glue_jobs.lake_layout import dead_letter_write_columns, epoch_millis, hour_modulo, lake_write_columns
 from glue_jobs.lake_table import LakeTable
 from glue_jobs.registry_frames import UNKNOWN_SCHEMA_VERSION, version_id_of
 from glue_jobs.schema import DEAD_LETTER_COLUMNS
@@ -112,27 +113,10 @@ class PackedBatch:
     def counts(self) -> BatchCounts:
         """The batch's counts, in one aggregation over (reason number, event_id hash): only longs and counts
         are shuffled, never ids or payloads. The one action that materializes the batch and fills the cache."""
-        is_valid = F.col(_CODE) == 0
-        event_ms = F.expr(f"unix_millis(`{_LAKE}`.`{self.table.event_time}`)")  # null on rejected rows
-        newest, earliest = F.max(event_ms), F.min(event_ms)
-        oldest = F.min(F.expr(f"unix_millis(`{_LAKE}`.`arrival_time`)"))
-        per_key = self._frame.groupBy(_CODE, _KEY).agg(F.count(F.lit(1)).alias("_n"), F.min(_SLOT).alias(_SLOT),
-                                                        newest.alias("_newest"), earliest.alias("_earliest"),
-                                                        oldest.alias("_oldest"))
+        from pyspark import SparkContext
 
-        def total(condition: Column | None = None) -> Column:
-            return F.coalesce(F.sum(F.col("_n") if condition is None else F.when(condition, F.col("_n"))), F.lit(0))
-
-        row = per_key.agg(
-            total().alias("records_in"),
-            total(is_valid).alias("valid"),
-            *(total(F.col(_CODE) == number).alias(code) for code, number in _REASON_NUMBERS.items()),
-            *(total(is_valid & (F.col(_SLOT) == slot)).alias(f"slot_{slot}") for slot in range(WRITE_SLOTS)),
-            F.to_json(F.collect_list(F.when(is_valid & (F.col("_n") > 1), F.col(_KEY)))).alias("duplicate_keys"),
-            F.max(F.when(is_valid, F.col("_newest"))).alias("newest_event_ms"),
-            F.min(F.when(is_valid, F.col("_earliest"))).alias("oldest_event_ms"),
-            F.min("_oldest").alias("oldest_arrival_ms"),
-        ).collect()[0]
+        by, per_key, totals = _count_columns(self.table.event_time, SparkContext._jvm)
+        row = aggregate(aggregate(self._frame, by, per_key), None, totals).collect()[0]
         return BatchCounts(
             records_in=int(row["records_in"]),
             valid=int(row["valid"]),
@@ -155,26 +139,56 @@ class PackedBatch:
         (only the rows whose hash occurs twice: a collision merely ranks two ids that each keep their own
         winner) and the losers' row ids broadcast and removed, so the other rows are neither shuffled nor
         sorted and each write task keeps its partitions."""
-        valid = self._frame.filter(F.col(_CODE) == 0)
+        from pyspark import SparkContext
+
+        columns = _lake_row_columns(tuple(self.table.key), SparkContext._jvm)
+        valid = self._frame.filter(columns.is_valid)
         if write_by_slot(counts.slot_rows):
-            rows = _lake_rows_by_slot(valid, self.tasks)
+            rows = _lake_rows_by_slot(valid, self.tasks, columns)
         else:
-            rows = _unpacked(valid).coalesce(self.tasks)
+            rows = select(valid, columns.unpacked).coalesce(self.tasks)
         if counts.duplicate_keys != "[]":
             keys = self._frame.sparkSession.range(1).select(
                 F.explode(F.from_json(F.lit(counts.duplicate_keys), "array<bigint>")).alias(_KEY))
             # Candidates straight from the cache, not from the slots' union: Spark pushes the anti join into
             # each branch of a union, and a losers plan built on the union ran once per branch.
-            candidates = _unpacked(valid).coalesce(self.tasks).join(F.broadcast(keys), _KEY, "left_semi")
-            rank = F.row_number().over(survivor_first(_ROW, key=self.table.key))
-            losers = candidates.select(_ROW, rank.alias("_rank")).filter(F.col("_rank") > 1).select(_ROW)
+            candidates = select(valid, columns.unpacked).coalesce(self.tasks).join(F.broadcast(keys), _KEY, "left_semi")
+            losers = select(select(candidates, columns.ranked).filter(columns.is_loser), columns.row_id)
             rows = rows.join(F.broadcast(losers), _ROW, "left_anti")
         return lake_write_columns(rows, batch_id=batch_id, table=self.table)
 
     def dead_letters(self, *, batch_id: int, processing_date: str) -> DataFrame:
         """The rejected rows as dead letters, in `tasks` partitions (see lake_layout.dead_letter_write_columns)."""
-        rejected = self._frame.filter(F.col(_CODE) != 0).select(f"{_DEAD}.*")
+        from pyspark import SparkContext
+
+        columns = _lake_row_columns(tuple(self.table.key), SparkContext._jvm)
+        rejected = select(self._frame.filter(~columns.is_valid), columns.dead_letter)
         return dead_letter_write_columns(rejected, batch_id=batch_id, processing_date=processing_date).coalesce(self.tasks)
+
+
+@functools.cache
+def _count_columns(event_time: str, jvm) -> tuple[ColumnSeq, ColumnSeq, ColumnSeq]:
+    """`counts()`'s grouping, its aggregates per (reason number, key) and its totals, for a table whose event time
+    is `event_time`: built once per JVM (glue_jobs/column_seq.py), as the same ~500 py4j calls each batch otherwise."""
+    is_valid = F.col(_CODE) == 0
+    event_ms = F.expr(f"unix_millis(`{_LAKE}`.`{event_time}`)")  # null on rejected rows
+    per_key = [F.count(F.lit(1)).alias("_n"), F.min(_SLOT).alias(_SLOT), F.max(event_ms).alias("_newest"),
+               F.min(event_ms).alias("_earliest"), F.min(F.expr(f"unix_millis(`{_LAKE}`.`arrival_time`)")).alias("_oldest")]
+
+    def total(condition: Column | None = None) -> Column:
+        return F.coalesce(F.sum(F.col("_n") if condition is None else F.when(condition, F.col("_n"))), F.lit(0))
+
+    totals = [
+        total().alias("records_in"),
+        total(is_valid).alias("valid"),
+        *(total(F.col(_CODE) == number).alias(code) for code, number in _REASON_NUMBERS.items()),
+        *(total(is_valid & (F.col(_SLOT) == slot)).alias(f"slot_{slot}") for slot in range(WRITE_SLOTS)),
+        F.to_json(F.collect_list(F.when(is_valid & (F.col("_n") > 1), F.col(_KEY)))).alias("duplicate_keys"),
+        F.max(F.when(is_valid, F.col("_newest"))).alias("newest_event_ms"),
+        F.min(F.when(is_valid, F.col("_earliest"))).alias("oldest_event_ms"),
+        F.min("_oldest").alias("oldest_arrival_ms"),
+    ]
+    return ColumnSeq([F.col(_CODE), F.col(_KEY)]), ColumnSeq(per_key), ColumnSeq(totals)
 
 
 def _cached_leaf(persisted: DataFrame) -> DataFrame:
@@ -208,31 +222,64 @@ def _warn_once(message: str) -> None:
     logging.getLogger("glue_jobs.packed_batch").warning(message)
 
 
-def _lake_rows_by_slot(valid: DataFrame, tasks: int) -> DataFrame:
+def _lake_rows_by_slot(valid: DataFrame, tasks: int, columns: _LakeRowColumns) -> DataFrame:
     """The one place a batch is written by slot: each of min(tasks, WRITE_SLOTS) partitions holds the valid
     rows of whole slots (slot s in partition s mod that number), read from every cached partition (an IN
     filter on the slot column), so each hour is written by one task into one file. How many tasks
     share the slots follows the cores; which hours share a slot, and so the files, does not."""
     branches = max(1, min(tasks, WRITE_SLOTS))
-    slots = [_unpacked(valid.filter(F.col(_SLOT).isin(list(range(branch, WRITE_SLOTS, branches))))).coalesce(1)
-             for branch in range(branches)]
+    slots = [select(valid.filter(condition), columns.unpacked).coalesce(1) for condition in columns.slot_filters(branches)]
     return functools.reduce(DataFrame.union, slots)
+
+
+@dataclass(frozen=True, eq=False)  # hashed by identity (slot_filters caches by instance)
+class _LakeRowColumns:
+    """`lake_rows`' columns for one key (glue_jobs/column_seq.py): built once per JVM."""
+
+    is_valid: Column
+    unpacked: ColumnSeq  # the cached lake values as columns again, with the row id and key
+    ranked: ColumnSeq  # the row id and its rank among its key's copies (survivors.py: the survivor first)
+    is_loser: Column
+    row_id: ColumnSeq
+    dead_letter: ColumnSeq  # a rejected row's dead-letter columns
+
+    @functools.cache  # noqa: B019 (the instances live as long as the process: _lake_row_columns keeps them)
+    def slot_filters(self, branches: int) -> list[Column]:
+        """`_lake_rows_by_slot`'s filter of each of `branches` branches."""
+        return [F.col(_SLOT).isin(list(range(branch, WRITE_SLOTS, branches))) for branch in range(branches)]
+
+
+@functools.cache
+def _lake_row_columns(key: tuple[str, ...], jvm) -> _LakeRowColumns:
+    rank = F.row_number().over(survivor_first(_ROW, key=key))
+    return _LakeRowColumns(is_valid=F.col(_CODE) == 0, unpacked=ColumnSeq([F.col(f"{_LAKE}.*"), F.col(_ROW), F.col(_KEY)]),
+                           ranked=ColumnSeq([F.col(_ROW), rank.alias("_rank")]), is_loser=F.col("_rank") > 1,
+                           row_id=ColumnSeq([F.col(_ROW)]), dead_letter=ColumnSeq([F.col(f"{_DEAD}.*")]))
 
 
 def _packed(validated: DataFrame, table: LakeTable) -> DataFrame:
     """validate()'s columns packed for the cache (see the module doc); the row id is assigned here: input
     order, the duplicate ranking's last tie-break."""
+    from pyspark import SparkContext
+
+    lake = tuple(name for name in validated.columns if name in set(table.column_names()))
+    return select(validated, _packed_columns(lake, tuple(table.key), table.event_time, SparkContext._jvm))
+
+
+@functools.cache
+def _packed_columns(lake: tuple[str, ...], key: tuple[str, ...], event_time: str, jvm) -> ColumnSeq:
+    """`_packed`'s columns for these lake columns, key and event time, built once per JVM (glue_jobs/column_seq.py)."""
     is_valid = F.col("reason").isNull()
-    lake = [F.col(f"`{name}`") for name in validated.columns if name in set(table.column_names())]
     dead = [name for name, _, _ in DEAD_LETTER_COLUMNS if name != "batch_id"]
-    return validated.select(
-        F.struct(*lake).alias(_LAKE),
+    event_ms = epoch_millis(event_time)
+    return ColumnSeq([
+        F.struct(*(F.col(f"`{name}`") for name in lake)).alias(_LAKE),
         F.when(~is_valid, F.struct(*dead)).alias(_DEAD),
         _reason_number(F.col("reason")).alias(_CODE),
         F.monotonically_increasing_id().alias(_ROW),
-        F.when(is_valid, F.xxhash64(*(F.col(f"`{name}`") for name in table.key))).alias(_KEY),
-        F.when(is_valid, hour_modulo(event_time_ms(table), WRITE_SLOTS).cast("byte")).alias(_SLOT),
-    )
+        F.when(is_valid, F.xxhash64(*(F.col(f"`{name}`") for name in key))).alias(_KEY),
+        F.when(is_valid, hour_modulo(event_ms, WRITE_SLOTS).cast("byte")).alias(_SLOT),
+    ])
 
 
 def _reason_number(reason: Column) -> Column:
@@ -241,8 +288,3 @@ def _reason_number(reason: Column) -> Column:
     for code, value in _REASON_NUMBERS.items():
         number = number.when(reason == code, F.lit(value))
     return number.otherwise(F.lit(_UNKNOWN_REASON)).cast("byte")
-
-
-def _unpacked(cached: DataFrame) -> DataFrame:
-    """The cached lake values as columns again (reading them is a field access), with the row id and key."""
-    return cached.select(f"{_LAKE}.*", _ROW, _KEY)

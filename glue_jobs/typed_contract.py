@@ -35,6 +35,7 @@ from glue_jobs import typed_checks as tc
 from glue_jobs import typed_parse as tp
 from glue_jobs import typed_screen as screen
 from glue_jobs.batch_constants import with_batch_constants
+from glue_jobs.column_seq import ColumnSeq, select
 from glue_jobs.contract import MALFORMED_JSON, VALIDATED_EXTRA_COLUMNS, VALIDATED_INGESTION_COLUMNS
 from glue_jobs.dataset_types import Node
 from glue_jobs.datasets import Dataset
@@ -243,10 +244,10 @@ def _stages(dataset: Dataset, proof: str | None = None, trusted: bool = True) ->
 
 
 @cache
-def _selects(dataset: Dataset, jvm, proof: str | None, trusted: bool = True) -> list[list[Column]]:
-    """The stages' columns, built once per dataset and JVM: building them is thousands of py4j calls (about a second
-    per batch for orders), so a batch only plans the selects."""
-    return [[F.col(f"`{n}`") if c is None else c.alias(n) for n, c in stage.items()]
+def _selects(dataset: Dataset, jvm, proof: str | None, trusted: bool = True) -> list[ColumnSeq]:
+    """The stages' columns, built once per dataset and JVM and kept in the JVM: building them is thousands of py4j
+    calls (about a second per batch for orders), so a batch only plans the selects, one call each."""
+    return [ColumnSeq([F.col(f"`{n}`") if c is None else c.alias(n) for n, c in stage.items()])
             for stage in _stages(dataset, proof, trusted)]
 
 
@@ -268,7 +269,7 @@ def validate(envelope: DataFrame, dataset: Dataset, *, now_ms: int) -> DataFrame
     frame = with_batch_constants(envelope, {_LATEST_MS: now_ms + dataset.event_time.max_future_ms})
     proof = strict_json.register(envelope.sparkSession, dataset)
     for columns in _selects(dataset, SparkContext._jvm, proof, trusted):
-        frame = frame.select(*columns)
+        frame = select(frame, columns)
     if tuple(frame.columns[-len(VALIDATED_EXTRA_COLUMNS):]) != VALIDATED_EXTRA_COLUMNS:
         raise AssertionError(f"typed contract columns drifted: {frame.columns}")
     return frame
