@@ -9,7 +9,6 @@ on single-file operations plus their own journals/markers for correctness, never
 
 from __future__ import annotations
 
-import functools
 import logging
 import re
 from dataclasses import dataclass
@@ -21,6 +20,8 @@ log = logging.getLogger(__name__)
 # most BULK_DELETE_CHUNK paths a call, and at least BULK_DELETE_MIN_CHUNKS calls when there are more paths: callers'
 # progress (on_deleted) moves a chunk at a time, so a small partition's deletes still happen in steps.
 BULK_DELETE_CLASS, BULK_DELETE_CHUNK, BULK_DELETE_MIN_CHUNKS = "com.streamlake.glue.BulkDelete", 250, 8
+# Moves (a batch's publish, compaction's) go to the JVM in one call with this class of jvm/glue-functions.
+BULK_RENAME_CLASS = "com.streamlake.glue.BulkRename"
 _LOGGED: set[str] = set()
 
 
@@ -48,6 +49,7 @@ class HadoopStorage:
         # Looked up once: py4j resolves `jvm.org.apache.hadoop.fs.Path` with a reflection round trip on every
         # access, so a cached class saves one round trip per path (docs/performance.md has the figures).
         self._path_class = self._jvm.org.apache.hadoop.fs.Path
+        self._classes: dict[str, object] = {}  # jvm/glue-functions classes looked up (_bulk_class), None when absent
 
     def _path(self, path: str):
         return self._path_class(path)
@@ -153,21 +155,27 @@ class HadoopStorage:
             raise OSError(f"could not delete {len(failures)} of {len(paths)} file(s), e.g. {failures[0]}")
         return deleted
 
-    @functools.cached_property
+    @property
     def _bulk_delete(self):
-        """The JVM class deleting a chunk of paths in one call, None without its jar; the way taken is logged once."""
-        from py4j.java_gateway import JavaClass
+        return self._bulk_class(BULK_DELETE_CLASS, "deleting files", f"one JVM call per chunk of up to {BULK_DELETE_CHUNK} paths",
+                                "one py4j call per path")
 
-        found = self._jvm
-        for name in BULK_DELETE_CLASS.split("."):
-            found = getattr(found, name)
-        way = (f"{BULK_DELETE_CLASS}: one JVM call per chunk of up to {BULK_DELETE_CHUNK} paths"
-               if isinstance(found, JavaClass) else
-               f"one py4j call per path ({BULK_DELETE_CLASS} is not on the classpath: jvm/glue-functions jar)")
-        if way not in _LOGGED:
-            _LOGGED.add(way)
-            log.info("deleting files with %s", way)
-        return found if isinstance(found, JavaClass) else None
+    def _bulk_class(self, name: str, doing: str, with_class: str, without: str):
+        """The JVM class `name` of jvm/glue-functions (--extra-jars on Glue, spark.jars locally), None without its jar;
+        the way taken is logged once per process."""
+        if name not in self._classes:
+            from py4j.java_gateway import JavaClass
+
+            found = self._jvm
+            for part in name.split("."):
+                found = getattr(found, part)
+            self._classes[name] = found if isinstance(found, JavaClass) else None
+            way = f"{doing} with {name}: {with_class}" if self._classes[name] is not None else (
+                f"{doing} with {without} ({name} is not on the classpath: jvm/glue-functions jar)")
+            if way not in _LOGGED:
+                _LOGGED.add(way)
+                log.info("%s", way)
+        return self._classes[name]
 
     def _delete_each(self, paths: list[str], *, threads: int, on_deleted) -> int:
         fs = self._fs(paths[0])
@@ -182,11 +190,28 @@ class HadoopStorage:
 
     def rename_files(self, moves, *, threads: int = 8) -> None:
         """Move many single files, (src, dst) pairs, `threads` at a time (one request per move on S3): each
-        target directory is created, an existing target refused (FileExistsError, never overwritten), a
-        failed move raised (OSError). The file system is looked up once per scheme and
-        authority and each target directory created once: four py4j round trips a move instead of ten.
-        Raises the first failure once all moves are done."""
+        target directory is created once, an existing target refused (FileExistsError, never overwritten), a
+        failed move raised (OSError). With the JVM functions on the classpath (BULK_RENAME_CLASS) the whole list
+        is one py4j call; else each move is four round trips (the file system looked up once per scheme and
+        authority). Raises the first failure, in the order given, once all moves are done."""
         moves = list(moves)
+        if not moves:
+            return
+        bulk = self._bulk_class(BULK_RENAME_CLASS, "moving files", "one JVM call per list of moves", "four py4j calls per move")
+        if bulk is None or any(_unsafe_in_lines(path) for move in moves for path in move):
+            self._rename_each(moves, threads=threads)
+            return
+        codes, *errors = str(bulk.rename(self._conf, "\n".join(f"{src}\t{dst}" for src, dst in moves), threads)).split("\n")
+        if len(codes) != len(moves) or set(codes) - {"R", "E", "F"}:
+            raise AssertionError(f"{BULK_RENAME_CLASS} answered {codes[:40]!r} for {len(moves)} move(s)")
+        messages = {int(index): message for index, _, message in (e.partition("\t") for e in errors)}
+        for index, code in enumerate(codes):
+            if code == "E":
+                raise FileExistsError(messages.get(index, f"refusing to overwrite {moves[index][1]}"))
+            if code == "F":
+                raise OSError(messages.get(index, f"rename {moves[index][0]} -> {moves[index][1]} failed"))
+
+    def _rename_each(self, moves: list[tuple[str, str]], *, threads: int) -> None:
         path_class = self._path_class
         filesystems: dict[tuple[str, str], object] = {}
 
@@ -281,6 +306,11 @@ def _parse_status_array(text: str, count: int) -> list[tuple[str, bool, int, int
     if not len(matches) == count == text.count("{path=") == text.count("; isDirectory="):
         return None
     return [_status_fields(match) for match in matches]
+
+
+def _unsafe_in_lines(path: str) -> bool:
+    """Whether `path` cannot travel in BulkRename's "<source>\\t<target>" lines."""
+    return "\n" in path or "\t" in path
 
 
 def _bulk_chunk_size(count: int) -> int:

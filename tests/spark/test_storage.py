@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from glue_jobs.storage import FileInfo, HadoopStorage, _parse_status, _parse_status_array, is_hidden
+from glue_jobs.storage import BULK_RENAME_CLASS, FileInfo, HadoopStorage, _parse_status, _parse_status_array, is_hidden
 
 
 def test_list_write_read_rename_delete(spark, tmp_path):
@@ -27,8 +27,15 @@ def test_list_write_read_rename_delete(spark, tmp_path):
     assert fs.qualify(root) == f"file:{root}"
 
 
-def test_rename_files_creates_each_target_directory_and_never_overwrites(spark, tmp_path):
+@pytest.mark.parametrize("way", ["bulk", "per_move"])
+def test_rename_files_creates_each_target_directory_and_never_overwrites(spark, tmp_path, way):
+    """Both ways: the JVM's BulkRename (jvm/glue-functions, on the test session's classpath) and the py4j call per
+    move taken without it."""
     fs = HadoopStorage(spark)
+    if way == "per_move":
+        fs._classes[BULK_RENAME_CLASS] = None  # as without the jar on the classpath
+    else:
+        assert fs._bulk_class(BULK_RENAME_CLASS, "moving files", "", "") is not None, "build/jvm/glue-functions.jar"
     staged = tmp_path / "staged"
     for name in ("a", "b", "c", "d"):
         fs.write_text(str(staged / f"{name}.parquet"), name)
@@ -47,9 +54,31 @@ def test_rename_files_creates_each_target_directory_and_never_overwrites(spark, 
     assert fs.read_text(str(tmp_path / "lake/h=2/deep/c.parquet")) == "c"
     assert fs.read_text(str(tmp_path / "lake/h=1/taken.parquet")) == "earlier"
     assert [f.name for f in fs.list(str(staged), files_only=True)] == ["d.parquet"]
-    # A missing source fails too (Hadoop's local file system raises rather than returning false).
-    with pytest.raises(Exception, match="missing.parquet"):
-        fs.rename_files([(str(staged / "missing.parquet"), str(tmp_path / "lake/h=3/x.parquet"))])
+    # A missing source fails too (Hadoop's local file system raises rather than returning false), after the other
+    # moves of the list are done.
+    fs.write_text(str(staged / "e.parquet"), "e")
+    with pytest.raises(OSError if way == "bulk" else Exception, match="missing.parquet"):
+        fs.rename_files([(str(staged / "missing.parquet"), str(tmp_path / "lake/h=3/x.parquet")),
+                         (str(staged / "e.parquet"), str(tmp_path / "lake/h=3/e.parquet"))])
+    assert fs.read_text(str(tmp_path / "lake/h=3/e.parquet")) == "e"
+    fs.rename_files([])  # nothing to move: nothing done, no call
+
+
+def test_the_jvm_rename_reports_each_move_in_one_string(spark, tmp_path):
+    """BulkRename's answer: a character per move (R renamed, E target exists, F failed), then a line per problem."""
+    fs = HadoopStorage(spark)
+    bulk = fs._bulk_class(BULK_RENAME_CLASS, "moving files", "", "")
+    fs.write_text(str(tmp_path / "s/a"), "a")
+    fs.write_text(str(tmp_path / "t/taken"), "t")
+    fs.write_text(str(tmp_path / "s/b"), "b")
+    moves = [(tmp_path / "s/a", tmp_path / "t/x/a"), (tmp_path / "s/b", tmp_path / "t/taken"), (tmp_path / "s/none", tmp_path / "t/n")]
+    answer = str(bulk.rename(fs._conf, "\n".join(f"{s}\t{d}" for s, d in moves), 2)).split("\n")
+    assert answer[0] == "REF"
+    assert answer[1] == f"1\trefusing to overwrite {tmp_path}/t/taken"
+    assert answer[2].startswith("2\trename ") and "java.io.FileNotFoundException" in answer[2]
+    assert len(answer) == 3
+    with pytest.raises(Exception, match="is not"):
+        bulk.rename(fs._conf, "no tab here", 1)
 
 
 def test_a_glob_lists_visible_matches_at_the_pattern_depth(spark, tmp_path):

@@ -23,7 +23,7 @@ def _files(root: Path, count: int) -> list[str]:
 
 def _per_path(spark) -> HadoopStorage:
     fs = HadoopStorage(spark)
-    fs.__dict__["_bulk_delete"] = None  # as without the jar on the classpath
+    fs._classes[BULK_DELETE_CLASS] = None  # as without the jar on the classpath
     return fs
 
 
