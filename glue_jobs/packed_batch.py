@@ -51,6 +51,8 @@ from glue_jobs.survivors import survivor_first
 WRITE_SLOTS = 8
 # A batch is written one slot per task when its fullest slot holds at most this much more than an even share.
 SLOT_BALANCE = 1.25
+# The largest batch whose duplicates are ranked in one task (ranking_tasks; figures: docs/performance.md).
+RANK_IN_ONE_TASK_UP_TO = 100_000
 # Cached as objects (what Dataset.cache() does): pyspark's MEMORY_AND_DISK is the serialized level, which
 # copies every cached batch through the serializer when it is stored and again for each read.
 CACHE_LEVEL = StorageLevel.MEMORY_AND_DISK_DESER
@@ -80,6 +82,14 @@ class BatchCounts:
     @property
     def rejected(self) -> int:
         return self.records_in - self.valid
+
+
+def ranking_tasks(records_in: int, tasks: int) -> int:
+    """Tasks that read the cache for the duplicate ranking: one for a batch of at most RANK_IN_ONE_TASK_UP_TO records,
+    else `tasks`. In one partition the ranking's window needs no shuffle (a single partition satisfies its clustered
+    distribution, so Spark plans no exchange), which saves a stage on a small batch; a large batch is read by every
+    core (on Glue its cached blocks live on several executors, which one task would fetch)."""
+    return 1 if records_in <= RANK_IN_ONE_TASK_UP_TO else tasks
 
 
 def write_by_slot(slot_rows: tuple[int, ...] | list[int]) -> bool:
@@ -152,7 +162,8 @@ class PackedBatch:
                 F.explode(F.from_json(F.lit(counts.duplicate_keys), "array<bigint>")).alias(_KEY))
             # Candidates straight from the cache, not from the slots' union: Spark pushes the anti join into
             # each branch of a union, and a losers plan built on the union ran once per branch.
-            candidates = select(valid, columns.unpacked).coalesce(self.tasks).join(F.broadcast(keys), _KEY, "left_semi")
+            candidates = select(valid, columns.unpacked).coalesce(ranking_tasks(counts.records_in, self.tasks)).join(
+                F.broadcast(keys), _KEY, "left_semi")
             losers = select(select(candidates, columns.ranked).filter(columns.is_loser), columns.row_id)
             rows = rows.join(F.broadcast(losers), _ROW, "left_anti")
         return lake_write_columns(rows, batch_id=batch_id, table=self.table)

@@ -153,6 +153,28 @@ def test_duplicate_with_copies_in_two_write_slots_is_kept_once(spark, tmp_path):
     assert all(count == 1 for count in _files_per_hour(tmp_path / "lake").values())
 
 
+@pytest.mark.parametrize("one_task", [True, False])
+def test_duplicates_are_ranked_alike_in_one_task_or_in_every_core(spark, tmp_path, monkeypatch, one_task):
+    """A small batch ranks its duplicates in one task, with no shuffle before the window; a large one in every core
+    (packed_batch.ranking_tasks). The same copies survive either way."""
+    from glue_jobs import packed_batch
+    from glue_jobs.lake_table import LakeTable
+    from glue_jobs.packed_batch import PackedBatch
+
+    monkeypatch.setattr(packed_batch, "RANK_IN_ONE_TASK_UP_TO", 10_000 if one_task else 0)
+    payloads = [_event(f"e{i}", hour_offset=i % 3) for i in range(40)]
+    payloads += [_event("e7", event_type="second"), _event("e9", event_type="second"), _event("e9", event_type="third")]
+    envelope = json_envelope(spark, payloads).repartition(3)
+    table = LakeTable.of("clickstream")
+    with PackedBatch(table.validate(envelope, now_ms=int(NOW * 1000)), tasks=2, table=table) as batch:
+        counts = batch.counts()
+        rows = batch.lake_rows(counts, batch_id=0)
+        plan = rows._jdf.queryExecution().executedPlan().toString()
+        kept = sorted((r.event_id, r.event_type, r.source_offset) for r in rows.collect())
+    assert ("Exchange hashpartitioning" in plan) is not one_task
+    assert len(kept) == 40 and [k for k in kept if k[0] in ("e7", "e9")] == [("e7", "click", "8"), ("e9", "click", "10")]
+
+
 @pytest.mark.parametrize(
     ("slot_rows", "expected"),
     [
