@@ -1,14 +1,5 @@
 package com.streamlake.glue;
 
-import java.util.ArrayList;
-import java.util.List;
-import java.util.concurrent.ExecutionException;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
-import java.util.concurrent.Future;
-import java.util.concurrent.ThreadFactory;
-import java.util.concurrent.atomic.AtomicInteger;
-
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
@@ -49,35 +40,12 @@ public final class BulkDelete {
         final String[] items = paths.isEmpty() ? new String[0] : paths.split("\n", -1);
         final char[] outcome = new char[items.length];
         final String[] errors = new String[items.length];
-        int poolSize = Math.max(1, Math.min(threads, items.length));
-        if (poolSize == 1) {
-            for (int i = 0; i < items.length; i++) {
-                deleteOne(conf, items, i, outcome, errors);
+        BulkThreads.run(items.length, threads, "streamlake-bulk-delete", new BulkThreads.Task() {
+            @Override
+            public void run(int index) {
+                deleteOne(conf, items, index, outcome, errors);
             }
-        } else {
-            ExecutorService pool = Executors.newFixedThreadPool(poolSize, daemonThreads());
-            try {
-                List<Future<?>> futures = new ArrayList<Future<?>>(items.length);
-                for (int i = 0; i < items.length; i++) {
-                    final int index = i;
-                    futures.add(pool.submit(new Runnable() {
-                        @Override
-                        public void run() {
-                            deleteOne(conf, items, index, outcome, errors);
-                        }
-                    }));
-                }
-                for (Future<?> future : futures) {
-                    try {
-                        future.get();
-                    } catch (ExecutionException unexpected) {  // deleteOne catches everything it can
-                        throw new IllegalStateException(unexpected.getCause());
-                    }
-                }
-            } finally {
-                pool.shutdownNow();
-            }
-        }
+        });
         StringBuilder result = new StringBuilder(items.length + 16).append(outcome);
         for (int i = 0; i < items.length; i++) {
             if (errors[i] != null) {
@@ -94,20 +62,7 @@ public final class BulkDelete {
             outcome[index] = fs.delete(path, false) ? DELETED : MISSING;
         } catch (Exception | LinkageError failure) {
             outcome[index] = FAILED;
-            String message = failure.getClass().getName() + ": " + failure.getMessage();
-            errors[index] = message.replace('\n', ' ').replace('\t', ' ');
+            errors[index] = BulkThreads.describe(failure);
         }
-    }
-
-    private static ThreadFactory daemonThreads() {
-        final AtomicInteger count = new AtomicInteger();
-        return new ThreadFactory() {
-            @Override
-            public Thread newThread(Runnable task) {
-                Thread thread = new Thread(task, "streamlake-bulk-delete-" + count.incrementAndGet());
-                thread.setDaemon(true);
-                return thread;
-            }
-        };
     }
 }

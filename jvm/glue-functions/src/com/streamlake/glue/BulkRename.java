@@ -4,12 +4,6 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.ExecutionException;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
-import java.util.concurrent.Future;
-import java.util.concurrent.ThreadFactory;
-import java.util.concurrent.atomic.AtomicInteger;
 
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FileSystem;
@@ -70,7 +64,7 @@ public final class BulkRename {
         }
         final List<Path> directories = new ArrayList<Path>(parents.keySet());
         final String[] directoryErrors = new String[directories.size()];
-        run(directories.size(), threads, new Task() {
+        BulkThreads.run(directories.size(), threads, "streamlake-bulk-rename", new BulkThreads.Task() {
             @Override
             public void run(int index) {
                 Path directory = directories.get(index);
@@ -80,11 +74,11 @@ public final class BulkRename {
                         directoryErrors[index] = "mkdirs " + directory + " returned false";
                     }
                 } catch (Exception | LinkageError failure) {
-                    directoryErrors[index] = "mkdirs " + directory + ": " + describe(failure);
+                    directoryErrors[index] = "mkdirs " + directory + ": " + BulkThreads.describe(failure);
                 }
             }
         });
-        run(lines.length, threads, new Task() {
+        BulkThreads.run(lines.length, threads, "streamlake-bulk-rename", new BulkThreads.Task() {
             @Override
             public void run(int index) {
                 String directoryFailure = directoryErrors[parents.get(targets[index].getParent())];
@@ -106,7 +100,7 @@ public final class BulkRename {
                     }
                 } catch (Exception | LinkageError failure) {
                     outcome[index] = FAILED;
-                    errors[index] = "rename " + sources[index] + " -> " + targets[index] + ": " + describe(failure);
+                    errors[index] = "rename " + sources[index] + " -> " + targets[index] + ": " + BulkThreads.describe(failure);
                 }
             }
         });
@@ -117,58 +111,5 @@ public final class BulkRename {
             }
         }
         return result.toString();
-    }
-
-    private interface Task {
-        void run(int index);
-    }
-
-    /** Task 0 .. count-1, {@code threads} at a time (inline for one); each task catches what it can itself. */
-    private static void run(int count, int threads, final Task task) throws InterruptedException {
-        int poolSize = Math.max(1, Math.min(threads, count));
-        if (poolSize == 1) {
-            for (int i = 0; i < count; i++) {
-                task.run(i);
-            }
-            return;
-        }
-        ExecutorService pool = Executors.newFixedThreadPool(poolSize, daemonThreads());
-        try {
-            List<Future<?>> futures = new ArrayList<Future<?>>(count);
-            for (int i = 0; i < count; i++) {
-                final int index = i;
-                futures.add(pool.submit(new Runnable() {
-                    @Override
-                    public void run() {
-                        task.run(index);
-                    }
-                }));
-            }
-            for (Future<?> future : futures) {
-                try {
-                    future.get();
-                } catch (ExecutionException unexpected) {
-                    throw new IllegalStateException(unexpected.getCause());
-                }
-            }
-        } finally {
-            pool.shutdownNow();
-        }
-    }
-
-    private static String describe(Throwable failure) {
-        return failure.getClass().getName() + ": " + failure.getMessage();
-    }
-
-    private static ThreadFactory daemonThreads() {
-        final AtomicInteger count = new AtomicInteger();
-        return new ThreadFactory() {
-            @Override
-            public Thread newThread(Runnable task) {
-                Thread thread = new Thread(task, "streamlake-bulk-rename-" + count.incrementAndGet());
-                thread.setDaemon(true);
-                return thread;
-            }
-        };
     }
 }
