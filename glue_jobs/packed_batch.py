@@ -85,10 +85,9 @@ class BatchCounts:
 
 
 def ranking_tasks(records_in: int, tasks: int) -> int:
-    """Tasks that read the cache for the duplicate ranking: one for a batch of at most RANK_IN_ONE_TASK_UP_TO records,
-    else `tasks`. In one partition the ranking's window needs no shuffle (a single partition satisfies its clustered
-    distribution, so Spark plans no exchange), which saves a stage on a small batch; a large batch is read by every
-    core (on Glue its cached blocks live on several executors, which one task would fetch)."""
+    """Tasks that read the cache for the duplicate ranking: one for a batch of at most RANK_IN_ONE_TASK_UP_TO records
+    (a single partition satisfies the window's clustered distribution: no shuffle, a stage fewer), else `tasks` (on
+    Glue a large batch's cached blocks live on several executors, which one task would fetch)."""
     return 1 if records_in <= RANK_IN_ONE_TASK_UP_TO else tasks
 
 

@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from glue_jobs.status_text import parse_status, parse_status_array
+
 log = logging.getLogger(__name__)
 
 # jvm/glue-functions (infra/jvm_functions.py): deletes a chunk of paths with a few JVM threads in one py4j call. At
@@ -77,7 +79,7 @@ class HadoopStorage:
         directories; suffix keeps only names ending with it.
 
         One listing call and one bulk read of the statuses per listing, whatever the number of entries
-        (see _parse_status_array): thousands of files cost a few py4j round trips, not several per file.
+        (see glue_jobs/status_text.py): thousands of files cost a few py4j round trips, not several per file.
         """
         if _GLOB_CHARACTERS.search(path) is None:
             fs, p = self._fs(path), self._path(path)
@@ -245,10 +247,10 @@ class HadoopStorage:
             return []
         # ArrayUtils.toString(Object) (commons-lang3, on Spark's classpath): py4j cannot pass a FileStatus[]
         # where java.util.Arrays expects Object[].
-        parsed = _parse_status_array(str(self._jvm.org.apache.commons.lang3.ArrayUtils.toString(statuses)),
+        parsed = parse_status_array(str(self._jvm.org.apache.commons.lang3.ArrayUtils.toString(statuses)),
                                      len(statuses))
         if parsed is None:
-            parsed = [_parse_status(str(status.toString())) for status in statuses]
+            parsed = [parse_status(str(status.toString())) for status in statuses]
         out = []
         for i, entry in enumerate(parsed):
             if entry is None:
@@ -264,48 +266,11 @@ class HadoopStorage:
 # A path with one of these is a Hadoop glob (GlobPattern); a literal path lists a directory.
 _GLOB_CHARACTERS = re.compile(r"[*?\[{]")
 
-# The fields of FileStatus.toString(): "...{path=<p>; isDirectory=<b>; length=<n>; ...; modification_time=<t>; ...}"
-# (no length for a directory).
-_STATUS_TEXT = re.compile(
-    r"\{path=(?P<path>.+); isDirectory=(?P<dir>true|false)(?:; length=(?P<len>\d+))?.*?; modification_time=(?P<mtime>\d+)"
-)
-# The same fields, entry after entry, in the text of a whole FileStatus[] (ArrayUtils.toString: "{s1,s2,...}").
-_STATUS_TEXTS = re.compile(
-    r"\{path=(?P<path>[^;]+?); isDirectory=(?P<dir>true|false)(?:; length=(?P<len>\d+))?.*?; modification_time=(?P<mtime>\d+)"
-)
-
-
 def _hidden_below(info: FileInfo, fixed_depth: int | None) -> bool:
     """Whether a listed entry has a hidden name below what the caller named: the entry's own name in a
     directory (fixed_depth None), any level below the first wildcard of a glob."""
     levels = [info.name] if fixed_depth is None else urlsplit(info.path).path.split("/")[fixed_depth:]
     return any(is_hidden(level) for level in levels)
-
-
-def _status_fields(match: re.Match) -> tuple[str, bool, int, int] | None:
-    if match.group("len") is None:
-        return None
-    return match.group("path"), match.group("dir") == "true", int(match.group("len")), int(match.group("mtime"))
-
-
-def _parse_status(text: str) -> tuple[str, bool, int, int] | None:
-    """(path, is_dir, length, modification_ms) from one FileStatus.toString(); None when the text cannot be
-    read exactly (a path holding "; ", a format not known, a directory: no length)."""
-    match = _STATUS_TEXT.search(text)
-    if match is None or "; " in match.group("path"):
-        return None
-    return _status_fields(match)
-
-
-def _parse_status_array(text: str, count: int) -> list[tuple[str, bool, int, int] | None] | None:
-    """Each entry of the text of a FileStatus[] of `count` entries, as _parse_status reads one (None for a
-    directory); None for the whole when the text cannot be split exactly. A name holding "{path=" or
-    "; isDirectory=" could shift or forge fields, so every entry must show each marker once (a name holding
-    ";" cannot match and changes the count)."""
-    matches = list(_STATUS_TEXTS.finditer(text))
-    if not len(matches) == count == text.count("{path=") == text.count("; isDirectory="):
-        return None
-    return [_status_fields(match) for match in matches]
 
 
 def _unsafe_in_lines(path: str) -> bool:

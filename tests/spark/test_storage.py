@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from glue_jobs.storage import BULK_RENAME_CLASS, FileInfo, HadoopStorage, _parse_status, _parse_status_array, is_hidden
+from glue_jobs.status_text import parse_status, parse_status_array
+from glue_jobs.storage import BULK_RENAME_CLASS, FileInfo, HadoopStorage, is_hidden
 
 
 def test_list_write_read_rename_delete(spark, tmp_path):
@@ -164,31 +165,31 @@ def _array(*statuses: str) -> str:
 
 def test_the_status_array_text_gives_each_files_fields_and_leaves_directories_to_their_attributes():
     text = _array(_DIRECTORY, _file_status("file:/lake/a.parquet"), _file_status("s3://bucket/lake/b c.parquet", 7, 9))
-    assert _parse_status_array(text, 3) == [
+    assert parse_status_array(text, 3) == [
         None, ("file:/lake/a.parquet", False, 5, 1795483598132), ("s3://bucket/lake/b c.parquet", False, 7, 9)]
-    assert _parse_status_array("{}", 0) == []
+    assert parse_status_array("{}", 0) == []
 
 
 @pytest.mark.parametrize("odd_name", ["a;b.parquet", "x; isDirectory=false; length=5; modification_time=9.parquet",
                                       "{path=file:/elsewhere.parquet", "y; length=99.parquet"])
 def test_a_status_array_with_an_ambiguous_name_is_not_read_at_all(odd_name):
     text = _array(_file_status("file:/lake/a.parquet"), _file_status(f"file:/lake/{odd_name}"))
-    assert _parse_status_array(text, 2) is None
+    assert parse_status_array(text, 2) is None
 
 
 def test_a_status_array_of_another_length_than_expected_is_not_read():
-    assert _parse_status_array(_array(_file_status("file:/lake/a.parquet")), 2) is None
-    assert _parse_status_array("FileStatus[2]", 2) is None  # a format it does not know
+    assert parse_status_array(_array(_file_status("file:/lake/a.parquet")), 2) is None
+    assert parse_status_array("FileStatus[2]", 2) is None  # a format it does not know
 
 
 def test_one_status_text_is_read_unless_its_path_could_hide_a_field():
-    assert _parse_status(_file_status("file:/lake/a;b.parquet")) == ("file:/lake/a;b.parquet", False, 5, 1795483598132)
+    assert parse_status(_file_status("file:/lake/a;b.parquet")) == ("file:/lake/a;b.parquet", False, 5, 1795483598132)
     # A subclass may print more after the fields (as S3A's status does): the fields are still found.
-    assert _parse_status(_file_status("s3a://b/k.parquet", 3, 4) + " isEmptyDirectory=FALSE eTag=e versionId=null") == (
+    assert parse_status(_file_status("s3a://b/k.parquet", 3, 4) + " isEmptyDirectory=FALSE eTag=e versionId=null") == (
         "s3a://b/k.parquet", False, 3, 4)
-    assert _parse_status(_file_status("file:/lake/x; isDirectory=false; length=5; modification_time=9.parquet")) is None
-    assert _parse_status(_DIRECTORY) is None  # no length: read from the attributes
-    assert _parse_status("FileStatus@1a2b") is None
+    assert parse_status(_file_status("file:/lake/x; isDirectory=false; length=5; modification_time=9.parquet")) is None
+    assert parse_status(_DIRECTORY) is None  # no length: read from the attributes
+    assert parse_status("FileStatus@1a2b") is None
 
 
 def test_hidden_names_follow_spark_and_athena():
