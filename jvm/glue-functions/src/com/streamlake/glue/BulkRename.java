@@ -19,9 +19,12 @@ import org.apache.hadoop.fs.Path;
  * https://hadoop.apache.org/docs/r3.3.6/hadoop-project-dist/hadoop-common/filesystem/filesystem.html):
  * {@code boolean mkdirs(Path p)} makes the directory and its parents and succeeds when it exists already;
  * {@code boolean exists(Path p)}; {@code boolean rename(Path src, Path d)}, whose result false or an IOException both
- * mean the move did not happen as asked ("the outcome ... is undefined" when the destination exists, which is why an
- * existing target is refused before the rename, as the Python side did). Only that API is used (present in Glue 4.0's
- * Hadoop 3.3 and every later line); compiled with {@code javac --release 8}.
+ * mean the move did not happen as asked. "Renaming a file atop an existing file is specified as failing", but "Local
+ * FileSystem: the rename succeeds; the destination file is replaced by the source file" and HDFS returns false (the
+ * specification's "Destination exists and is a file"), so an existing target is refused before the rename, as the
+ * Python side did; a missing source "should" raise FileNotFoundException (HDFS returns false: also a failure here).
+ * Only that API is used (present in Glue 4.0's Hadoop 3.3 and every later line); compiled with
+ * {@code javac --release 8}.
  *
  * <p>Moves and result are plain strings, each one py4j transfer: a Python list would be converted element by element.
  */
