@@ -247,8 +247,7 @@ class HadoopStorage:
             return []
         # ArrayUtils.toString(Object) (commons-lang3, on Spark's classpath): py4j cannot pass a FileStatus[]
         # where java.util.Arrays expects Object[].
-        parsed = parse_status_array(str(self._jvm.org.apache.commons.lang3.ArrayUtils.toString(statuses)),
-                                     len(statuses))
+        parsed = parse_status_array(str(self._jvm.org.apache.commons.lang3.ArrayUtils.toString(statuses)), len(statuses))
         if parsed is None:
             parsed = [parse_status(str(status.toString())) for status in statuses]
         out = []
