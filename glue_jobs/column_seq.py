@@ -32,8 +32,6 @@ class ColumnSeq:
         if SparkContext._jvm is None:
             raise RuntimeError("a ColumnSeq needs a running SparkContext")
         self.size = len(columns)
-        self._first = columns[0]._jc
-        self._rest = SparkContext._jvm.PythonUtils.toSeq([c._jc for c in columns[1:]])
         self.seq = SparkContext._jvm.PythonUtils.toSeq([c._jc for c in columns])
 
 
@@ -45,10 +43,10 @@ def select(frame: DataFrame, columns: ColumnSeq) -> DataFrame:
 
 
 def aggregate(frame: DataFrame, by: ColumnSeq | None, aggregates: ColumnSeq) -> DataFrame:
-    """`frame.groupBy(*by).agg(*aggregates)` (without `by`: `frame.agg(*aggregates)`), planned with two calls:
+    """`frame.groupBy(*by).agg(*aggregates)` (without `by`: `frame.agg(*aggregates)`), planned with a few calls:
     pyspark's `GroupedData.agg` is `self._jgd.agg(<first column>, <Seq of the rest>)` (pyspark/sql/group.py)."""
     grouped = frame._jdf.groupBy(by.seq) if by is not None else frame._jdf.groupBy(_empty_seq())
-    return DataFrame(grouped.agg(aggregates._first, aggregates._rest), frame.sparkSession)
+    return DataFrame(grouped.agg(aggregates.seq.head(), aggregates.seq.tail()), frame.sparkSession)
 
 
 def _empty_seq():

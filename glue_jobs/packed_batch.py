@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 from py4j.java_gateway import JavaPackage
 from py4j.protocol import Py4JError
-from pyspark import StorageLevel
+from pyspark import SparkContext, StorageLevel
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
@@ -122,8 +122,6 @@ class PackedBatch:
     def counts(self) -> BatchCounts:
         """The batch's counts, in one aggregation over (reason number, event_id hash): only longs and counts
         are shuffled, never ids or payloads. The one action that materializes the batch and fills the cache."""
-        from pyspark import SparkContext
-
         by, per_key, totals = _count_columns(self.table.event_time, SparkContext._jvm)
         row = aggregate(aggregate(self._frame, by, per_key), None, totals).collect()[0]
         return BatchCounts(
@@ -148,12 +146,10 @@ class PackedBatch:
         (only the rows whose hash occurs twice: a collision merely ranks two ids that each keep their own
         winner) and the losers' row ids broadcast and removed, so the other rows are neither shuffled nor
         sorted and each write task keeps its partitions."""
-        from pyspark import SparkContext
-
         columns = _lake_row_columns(tuple(self.table.key), SparkContext._jvm)
         valid = self._frame.filter(columns.is_valid)
         if write_by_slot(counts.slot_rows):
-            rows = _lake_rows_by_slot(valid, self.tasks, columns)
+            rows = _lake_rows_by_slot(valid, self.tasks, columns.unpacked)
         else:
             rows = select(valid, columns.unpacked).coalesce(self.tasks)
         if counts.duplicate_keys != "[]":
@@ -169,8 +165,6 @@ class PackedBatch:
 
     def dead_letters(self, *, batch_id: int, processing_date: str) -> DataFrame:
         """The rejected rows as dead letters, in `tasks` partitions (see lake_layout.dead_letter_write_columns)."""
-        from pyspark import SparkContext
-
         columns = _lake_row_columns(tuple(self.table.key), SparkContext._jvm)
         rejected = select(self._frame.filter(~columns.is_valid), columns.dead_letter)
         return dead_letter_write_columns(rejected, batch_id=batch_id, processing_date=processing_date).coalesce(self.tasks)
@@ -232,17 +226,17 @@ def _warn_once(message: str) -> None:
     logging.getLogger("glue_jobs.packed_batch").warning(message)
 
 
-def _lake_rows_by_slot(valid: DataFrame, tasks: int, columns: _LakeRowColumns) -> DataFrame:
+def _lake_rows_by_slot(valid: DataFrame, tasks: int, unpacked: ColumnSeq) -> DataFrame:
     """The one place a batch is written by slot: each of min(tasks, WRITE_SLOTS) partitions holds the valid
     rows of whole slots (slot s in partition s mod that number), read from every cached partition (an IN
     filter on the slot column), so each hour is written by one task into one file. How many tasks
     share the slots follows the cores; which hours share a slot, and so the files, does not."""
     branches = max(1, min(tasks, WRITE_SLOTS))
-    slots = [select(valid.filter(condition), columns.unpacked).coalesce(1) for condition in columns.slot_filters(branches)]
+    slots = [select(valid.filter(condition), unpacked).coalesce(1) for condition in _slot_filters(branches, SparkContext._jvm)]
     return functools.reduce(DataFrame.union, slots)
 
 
-@dataclass(frozen=True, eq=False)  # hashed by identity (slot_filters caches by instance)
+@dataclass(frozen=True)
 class _LakeRowColumns:
     """`lake_rows`' columns for one key (glue_jobs/column_seq.py): built once per JVM."""
 
@@ -253,10 +247,11 @@ class _LakeRowColumns:
     row_id: ColumnSeq
     dead_letter: ColumnSeq  # a rejected row's dead-letter columns
 
-    @functools.cache  # noqa: B019 (the instances live as long as the process: _lake_row_columns keeps them)
-    def slot_filters(self, branches: int) -> list[Column]:
-        """`_lake_rows_by_slot`'s filter of each of `branches` branches."""
-        return [F.col(_SLOT).isin(list(range(branch, WRITE_SLOTS, branches))) for branch in range(branches)]
+
+@functools.cache
+def _slot_filters(branches: int, jvm) -> list[Column]:
+    """`_lake_rows_by_slot`'s filter of each of `branches` branches, built once per JVM."""
+    return [F.col(_SLOT).isin(list(range(branch, WRITE_SLOTS, branches))) for branch in range(branches)]
 
 
 @functools.cache
@@ -270,8 +265,6 @@ def _lake_row_columns(key: tuple[str, ...], jvm) -> _LakeRowColumns:
 def _packed(validated: DataFrame, table: LakeTable) -> DataFrame:
     """validate()'s columns packed for the cache (see the module doc); the row id is assigned here: input
     order, the duplicate ranking's last tie-break."""
-    from pyspark import SparkContext
-
     lake = tuple(name for name in validated.columns if name in set(table.column_names()))
     return select(validated, _packed_columns(lake, tuple(table.key), table.event_time, SparkContext._jvm))
 
