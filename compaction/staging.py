@@ -18,7 +18,13 @@ from compaction.faults import FaultInjector
 from compaction.layout import HourPartition, LakePaths
 from compaction.results import CompactionError
 from compaction.settings import MB
-from compaction.transforms import DUPLICATE_RANK, data_schema, drop_ranked_duplicates, rank_duplicates
+from compaction.transforms import (
+    DUPLICATE_RANK,
+    data_schema,
+    drop_ranked_duplicates,
+    rank_duplicates,
+    rank_duplicates_in_runs,
+)
 from glue_jobs.lake_table import LakeTable
 from glue_jobs.session import session_conf
 from glue_jobs.storage import FileInfo, HadoopStorage
@@ -67,7 +73,7 @@ class Stager:
         ranked = (
             self._read_exactly([f.path for f in inputs])
             .repartition(file_count, *self._key)  # one shuffle: sizes the output and groups each key
-            .transform(lambda rows: rank_duplicates(rows, self.table))
+            .transform(self._rank)
             .observe(observation, F.count(F.lit(1)).alias("rows_in"),
                      F.sum((F.col(DUPLICATE_RANK) > 1).cast("long")).alias("duplicates"))
         )
@@ -106,6 +112,12 @@ class Stager:
                 for i, f in enumerate(files)
             ],
         }
+
+    def _rank(self, rows):
+        """The duplicate ranks of rows grouped by key: in runs (RankInRuns, no window operator) where the jar is
+        loaded, else with the window; both rank the same survivor first (tests/spark/test_compaction_ranks.py)."""
+        in_runs = rank_duplicates_in_runs(rows, self.table)
+        return in_runs if in_runs is not None else rank_duplicates(rows, self.table)
 
     @property
     def _key(self) -> list[str]:

@@ -3,11 +3,18 @@ pickle Python functions on Python 3.11)."""
 
 from __future__ import annotations
 
+import logging
+
 from glue_jobs.lake_table import LakeTable
 from glue_jobs.schema import PARTITION_COLUMNS
-from glue_jobs.survivors import SURVIVOR_ORDER, survivor_first
+from glue_jobs.survivors import SURVIVOR_ORDER, survivor_first, survivor_order
 
 DUPLICATE_RANK = "_duplicate_rank"
+# jvm/glue-functions: the rank from rows sorted survivor first, without Spark's window operator (rank_duplicates_in_runs).
+RANK_IN_RUNS_CLASS = "com.streamlake.glue.RankInRuns"
+_LOGGED: set[str] = set()
+# Key types RankInRuns compares by value (its `comparable`); another key is ranked with the window.
+_RUN_KEY_TYPES = ("string", "bigint", "int", "smallint", "tinyint", "boolean", "date", "timestamp", "decimal(")
 # Spark cannot order rows by a map column; a tie between two rows alike in every other column is an exact copy.
 _UNORDERABLE = ("map<",)
 
@@ -36,12 +43,9 @@ def rank_duplicates(events, table: LakeTable | None = None):
     """
     from pyspark.sql import functions as F
 
+
     table = table or LakeTable.of()
-    schema = data_schema(table)
-    # batch_id, then every other column: the survivor does not depend on the order the files are read in.
-    orderable = [f.name for f in schema.fields if not f.dataType.simpleString().startswith(_UNORDERABLE)]
-    tie_breakers = ["batch_id", *(c for c in orderable if c not in (*SURVIVOR_ORDER, "batch_id", *table.key))]
-    by_key = survivor_first(*(f"`{c}`" for c in tie_breakers), key=tuple(f"`{k}`" for k in table.key))
+    by_key = survivor_first(*(f"`{c}`" for c in _tie_breakers(table)), key=tuple(f"`{k}`" for k in table.key))
     has_key = F.lit(True)
     for name in table.key:
         has_key = has_key & F.col(f"`{name}`").isNotNull()
@@ -49,6 +53,54 @@ def rank_duplicates(events, table: LakeTable | None = None):
         *(F.col(f"`{c}`") for c in data_columns(table)),
         F.when(has_key, F.row_number().over(by_key)).otherwise(F.lit(1)).alias(DUPLICATE_RANK),
     )
+
+
+def rank_duplicates_in_runs(events, table: LakeTable | None = None):
+    """rank_duplicates' ranks for `events` already hash-partitioned by the key, without Spark's window operator: each
+    partition is sorted by the key, then survivor first, and jvm/glue-functions RankInRuns gives the first row of each
+    key's run 1 and the others 2 in one pass (figures: docs/performance.md). None where that class is not loaded or
+    cannot rank this frame (a key of a type it does not compare, Spark internals it does not find); the caller then
+    ranks with rank_duplicates. The reason is logged once."""
+    from py4j.java_gateway import JavaClass
+    from pyspark.sql import DataFrame
+    from pyspark.sql import functions as F
+
+    table = table or LakeTable.of()
+    session = events.sparkSession
+    found = session._jvm
+    for part in RANK_IN_RUNS_CLASS.split("."):
+        found = getattr(found, part)
+    if not isinstance(found, JavaClass):
+        return _window_instead(f"{RANK_IN_RUNS_CLASS} is not on the classpath (jvm/glue-functions jar)")
+    types = {f.name: f.dataType.simpleString() for f in data_schema(table).fields}
+    if any(not types[k].startswith(_RUN_KEY_TYPES) for k in table.key):
+        return _window_instead(f"a key field of {table.name} has a type {RANK_IN_RUNS_CLASS} does not compare: "
+                               f"{[types[k] for k in table.key]}")
+    ordered = events.select(*(F.col(f"`{c}`") for c in data_columns(table))).sortWithinPartitions(
+        *(F.col(f"`{k}`") for k in table.key), *survivor_order(*(f"`{c}`" for c in _tie_breakers(table))))
+    try:
+        ranked = DataFrame(found.rank(ordered._jdf, list(table.key), DUPLICATE_RANK), session)
+    except Exception as error:  # py4j's or pyspark's own (it converts some Java exceptions): the window still ranks
+        return _window_instead(f"{RANK_IN_RUNS_CLASS} cannot rank this frame on Spark {session.version}: {error}")
+    _log_once(logging.INFO, f"duplicates ranked in sorted runs with {RANK_IN_RUNS_CLASS}")
+    return ranked
+
+
+def _window_instead(why: str) -> None:
+    _log_once(logging.WARNING, f"duplicates ranked with the window: {why}")
+
+
+def _log_once(level: int, message: str) -> None:
+    if message not in _LOGGED:
+        _LOGGED.add(message)
+        logging.getLogger("compaction.transforms").log(level, "%s", message)
+
+
+def _tie_breakers(table: LakeTable) -> list[str]:
+    """batch_id, then every other column (SURVIVOR_ORDER first): the survivor does not depend on the order the files
+    are read in. Map columns cannot be ordered; a tie between two rows alike in every other column is an exact copy."""
+    orderable = [f.name for f in data_schema(table).fields if not f.dataType.simpleString().startswith(_UNORDERABLE)]
+    return ["batch_id", *(c for c in orderable if c not in (*SURVIVOR_ORDER, "batch_id", *table.key))]
 
 
 def drop_ranked_duplicates(ranked):

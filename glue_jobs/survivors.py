@@ -12,15 +12,20 @@ from __future__ import annotations
 SURVIVOR_ORDER = ("arrival_time", "source", "source_partition", "source_offset_length", "source_offset")
 
 
-def survivor_first(*tie_breakers: str, key: tuple[str, ...] = ("event_id",)):
-    """A window over the copies of each key (the dataset's `key` fields), the survivor first (SURVIVOR_ORDER,
-    then `tie_breakers`).
+def survivor_order(*tie_breakers: str) -> list:
+    """The order of a key's copies, the survivor first: SURVIVOR_ORDER, then `tie_breakers`, each ascending, nulls last.
     pyspark is imported here, not with the module: compaction's modules import without it."""
-    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     def ascending(name: str):
         column = F.length("source_offset") if name == "source_offset_length" else F.col(name)
         return column.asc_nulls_last()
 
-    return Window.partitionBy(*key).orderBy(*(ascending(name) for name in (*SURVIVOR_ORDER, *tie_breakers)))
+    return [ascending(name) for name in (*SURVIVOR_ORDER, *tie_breakers)]
+
+
+def survivor_first(*tie_breakers: str, key: tuple[str, ...] = ("event_id",)):
+    """A window over the copies of each key (the dataset's `key` fields), in survivor_order."""
+    from pyspark.sql import Window
+
+    return Window.partitionBy(*key).orderBy(*survivor_order(*tie_breakers))

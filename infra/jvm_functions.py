@@ -3,12 +3,14 @@
     python -m infra.jvm_functions build      # -> build/jvm/glue-functions-<digest>.jar (+ CURRENT_JAR), its path printed
 
 The jar holds com.streamlake.glue.RegistryFrameDecoder (docs/kafka.md "Decoding in the job"), which the Kafka job
-registers as a Spark function, and com.streamlake.glue.BulkDelete, the compaction's input deletes in one JVM call per
-chunk (glue_jobs/storage.py HadoopStorage.delete_files); AWS Glue loads the jar from `--extra-jars`. It is compiled
-with `javac --release 8` (Glue 4.0 runs Java 8; later Glue versions run newer JVMs that load Java 8 classes) against
-the Spark, Avro and Hadoop client jars of the default pyspark: it uses only Spark's Java UDF API
-(org.apache.spark.sql.api.java.UDF1, Row, RowFactory), Avro's generic reader and Hadoop's FileSystem API
-(FileSystem, Path, Configuration), present on every Spark line.
+registers as a Spark function, com.streamlake.glue.BulkDelete, the compaction's input deletes in one JVM call per
+chunk (glue_jobs/storage.py HadoopStorage.delete_files), and com.streamlake.glue.RankInRuns, the compaction's duplicate
+ranks without a window operator (compaction/transforms.py rank_duplicates_in_runs), among others (jvm/glue-functions/src);
+AWS Glue loads the jar from `--extra-jars`. It is compiled with `javac --release 8` (Glue 4.0 runs Java 8; later Glue
+versions run newer JVMs that load Java 8 classes) against the Spark, Avro and Hadoop client jars of the default
+pyspark: it uses Spark's Java UDF and Java RDD APIs (org.apache.spark.sql.api.java.UDF1, Row, RowFactory, JavaRDD,
+InternalRow), Avro's generic reader and Hadoop's FileSystem API (FileSystem, Path, Configuration), present on every
+Spark line; the few Spark internals RankInRuns needs are looked up by name at run time (its class doc).
 
 The jar is reproducible for identical class files: sorted entries, a fixed time, no compression. Its name
 carries the digest of the sources and the compiler's version, so a source change or another JDK gives another
@@ -33,8 +35,8 @@ TARGET_DIR = REPO_ROOT / "build" / "jvm"
 CURRENT_JAR = TARGET_DIR / "glue-functions.jar"
 _FIXED_TIME = (1980, 1, 1, 0, 0, 0)
 # What javac needs from Spark's jars; every Spark line has these artifacts (the API moved to spark-sql-api in 4.x).
-_COMPILE_JARS = ("spark-sql_", "spark-sql-api_", "spark-catalyst_", "avro-1", "scala-library-", "hadoop-client-api-",
-                 "jackson-core-")
+_COMPILE_JARS = ("spark-sql_", "spark-sql-api_", "spark-catalyst_", "spark-core_", "spark-unsafe_", "spark-common-utils_",
+                 "kryo-shaded-", "avro-1", "scala-library-", "hadoop-client-api-", "jackson-core-")
 
 
 def _javac() -> str:

@@ -71,6 +71,8 @@ def test_dev_rehearses_clean_and_reads_the_source_once_per_batch(cloud_assembly,
     assert found == []
     assert sorted(result.sources) == ["clickstream", "orders"]  # two datasets: flat JSON and nested JSON
     assert result.compaction is not None and result.alarm_metrics and result.alarm_metrics <= result.metrics
+    # The deployed compaction ranks duplicates in sorted runs: its --extra-jars carry the functions jar.
+    assert "duplicates ranked in sorted runs with com.streamlake.glue.RankInRuns" in result.compaction.stderr
     # The job keeper's deployed code, one scheduled check against moto's Glue: it started both jobs (never run).
     assert sorted(result.keeper.values()) == ["running", "running"]
     for source in result.sources.values():
@@ -143,6 +145,7 @@ def test_each_job_kind_rehearses_on_the_other_allowed_glue_version(swapped_lines
     assert len(rows) == len(result.sources["orders"].held.valid_event_ids) and len(tags) == 3
     assert result.sources["clickstream"].runs[0].job.arguments.get("--datalake-formats") is None
     assert "orders: Iceberg maintenance failed" not in result.compaction.stderr
+    assert "duplicates ranked in sorted runs with com.streamlake.glue.RankInRuns" in result.compaction.stderr  # Glue 4.0
 
 
 @pytest.mark.e2e
