@@ -43,7 +43,6 @@ def rank_duplicates(events, table: LakeTable | None = None):
     """
     from pyspark.sql import functions as F
 
-
     table = table or LakeTable.of()
     by_key = survivor_first(*(f"`{c}`" for c in _tie_breakers(table)), key=tuple(f"`{k}`" for k in table.key))
     has_key = F.lit(True)
