@@ -44,13 +44,16 @@ def machine() -> dict:
             "java": java[0] if java else "not found"}
 
 
-def commit() -> str:
-    """The commit measured, marked when the work tree differs from it."""
+def commit(own: Path | None = None) -> str:
+    """The commit measured, marked when the work tree differs from it; `own`, the table this report writes, does not
+    count (a run right after another finds the first run's table not yet committed)."""
     def git(*args: str) -> str:
         return subprocess.run(["git", *args], capture_output=True, text=True, cwd=ROOT, check=False).stdout.strip()
 
     head = git("rev-parse", "--short=12", "HEAD") or "unknown"
-    return head + (" + uncommitted changes" if git("status", "--porcelain", "--untracked-files=no") else "")
+    left_out = [f":(exclude){own.resolve().relative_to(ROOT).as_posix()}"] if own and own.resolve().is_relative_to(ROOT) else []
+    changed = git("status", "--porcelain", "--untracked-files=no", "--", ".", *left_out)
+    return head + (" + uncommitted changes" if changed else "")
 
 
 def summary(results: dict[str, dict]) -> dict:
@@ -141,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         results[path.stem] = result
         rows += result.get("rows", [])
         spark = spark or result.get("spark")
-    report = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": commit(), "machine": machine(), "local_fs": local_fs(),
+    report = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": commit(args.markdown), "machine": machine(), "local_fs": local_fs(),
               "spark": spark, "rows": rows, "missing": missing, "summary": summary(results),
               **results}  # each benchmark's whole result under its file's name: "streaming" is what sizing reads
     args.out_dir.mkdir(parents=True, exist_ok=True)

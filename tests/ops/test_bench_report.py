@@ -61,3 +61,25 @@ def test_a_benchmark_that_wrote_no_result_fails_the_verdict(tmp_path, capsys):
     assert status == 1
     assert f"missing: {tmp_path / 'orders.json'}" in capsys.readouterr().err
     assert "Results missing" in (tmp_path / "out" / "bench.md").read_text()
+
+
+def test_the_commit_is_marked_by_changes_to_anything_but_the_table_it_writes(tmp_path, monkeypatch):
+    import subprocess
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tmp_path, check=True,
+                       capture_output=True)
+
+    table, code = tmp_path / "docs" / "benchmarks.md", tmp_path / "job.py"
+    table.parent.mkdir()
+    table.write_text("old table\n")
+    code.write_text("x = 1\n")
+    git("init", "-q")
+    git("add", ".")
+    git("commit", "-qm", "first")
+    monkeypatch.setattr(report, "ROOT", tmp_path)
+    table.write_text("the table of the run before\n")
+    assert not report.commit(table).endswith("uncommitted changes")  # a back-to-back run: only its own table differs
+    assert report.commit().endswith(" + uncommitted changes")  # no table named: any change counts
+    code.write_text("x = 2\n")
+    assert report.commit(table).endswith(" + uncommitted changes")
