@@ -197,4 +197,11 @@ def test_micro_batches_of_known_shapes_compile_no_generated_class(spark, tmp_pat
 
     for shape in shapes:
         compiled_by_run(f"first-{shape}", shape)
-    assert [compiled_by_run(f"again-{shape}", shape) for shape in shapes] == [0, 0]
+    again = [compiled_by_run(f"again-{shape}", shape) for shape in shapes]
+    if again != [0, 0]:
+        # The count is the JVM's, for every thread. In the whole suite (CI on 2026-11-27, one SparkSession shared by
+        # every test before this one) the mixed shape's repeat once compiled 4 classes; alone it compiled none, and the
+        # cause was not found (a codegen cache entry evicted, or another thread compiling meanwhile). A per-batch
+        # literal compiles on every repeat, so a third run of each shape must compile none.
+        again = [compiled_by_run(f"third-{shape}", shape) for shape in shapes]
+    assert again == [0, 0]
