@@ -13,8 +13,6 @@ DUPLICATE_RANK = "_duplicate_rank"
 # jvm/glue-functions: the rank from rows sorted survivor first, without Spark's window operator (rank_duplicates_in_runs).
 RANK_IN_RUNS_CLASS = "com.streamlake.glue.RankInRuns"
 _LOGGED: set[str] = set()
-# Key types RankInRuns compares by value (its `comparable`); another key is ranked with the window.
-_RUN_KEY_TYPES = ("string", "bigint", "int", "smallint", "tinyint", "boolean", "date", "timestamp", "decimal(")
 # Spark cannot order rows by a map column; a tie between two rows alike in every other column is an exact copy.
 _UNORDERABLE = ("map<",)
 
@@ -71,15 +69,11 @@ def rank_duplicates_in_runs(events, table: LakeTable | None = None):
         found = getattr(found, part)
     if not isinstance(found, JavaClass):
         return _window_instead(f"{RANK_IN_RUNS_CLASS} is not on the classpath (jvm/glue-functions jar)")
-    types = {f.name: f.dataType.simpleString() for f in data_schema(table).fields}
-    if any(not types[k].startswith(_RUN_KEY_TYPES) for k in table.key):
-        return _window_instead(f"a key field of {table.name} has a type {RANK_IN_RUNS_CLASS} does not compare: "
-                               f"{[types[k] for k in table.key]}")
     ordered = events.select(*(F.col(f"`{c}`") for c in data_columns(table))).sortWithinPartitions(
         *(F.col(f"`{k}`") for k in table.key), *survivor_order(*(f"`{c}`" for c in _tie_breakers(table))))
     try:
         ranked = DataFrame(found.rank(ordered._jdf, list(table.key), DUPLICATE_RANK), session)
-    except Exception as error:  # py4j's or pyspark's own (it converts some Java exceptions): the window still ranks
+    except Exception as error:  # a key type it does not compare (named in its message), missing Spark internals, ...
         return _window_instead(f"{RANK_IN_RUNS_CLASS} cannot rank this frame on Spark {session.version}: {error}")
     _log_once(logging.INFO, f"duplicates ranked in sorted runs with {RANK_IN_RUNS_CLASS}")
     return ranked
