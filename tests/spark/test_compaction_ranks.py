@@ -4,6 +4,7 @@ the caller is told to use the window."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from datetime import timedelta
 
@@ -17,6 +18,7 @@ from compaction.transforms import (
     rank_duplicates,
     rank_duplicates_in_runs,
 )
+from glue_jobs.lake_table import LakeTable
 
 from .test_compaction import HOUR, event, literal_frame
 
@@ -68,3 +70,15 @@ def test_a_key_it_cannot_compare_is_refused_by_name(spark):
     ranker = spark._jvm.com.streamlake.glue.RankInRuns
     with pytest.raises(Exception, match="key field k has type double"):
         ranker.rank(frame._jdf, ["k"], DUPLICATE_RANK)
+
+
+def test_a_frame_the_class_refuses_falls_back_to_the_window_with_its_reason(spark, caplog):
+    # No dataset can declare a double key (glue_jobs/dataset_contract.py _KEY_KINDS), so the table is made here: the
+    # path under test is the caller's, for whatever the class throws (missing Spark internals on another build too).
+    table = LakeTable(dataclasses.replace(LakeTable.of().dataset, key=("amount",)))
+    frame = literal_frame(spark, [event("a", amount=1.0), event("b", amount=1.0), event("c", amount=2.5)]).repartition(2, "amount")
+    assert rank_duplicates_in_runs(frame, table) is None
+    assert "duplicates ranked with the window: com.streamlake.glue.RankInRuns cannot rank this frame" in caplog.text
+    assert "key field amount has type double" in caplog.text
+    by_window = rank_duplicates(frame, table)  # what compaction/staging.py Stager._rank then uses
+    assert by_window.filter(f"{DUPLICATE_RANK} > 1").count() == 1
