@@ -11,7 +11,8 @@
 Data: glue_jobs/dataset_generate.py (1% bad, 0.5% duplicates). Warm-up passes of each path (alternating)
 are excluded, then `repeats` passes each, alternating; the medians and (b)/(a) are reported. The row measures a
 warm streaming job, which runs batch after batch in one JVM: five warm-up passes, because at 300,000 records the
-runner's pass time still falls until about the sixth pass (the per-pass series: docs/datasets.md "Performance").
+runner's pass time was still falling steeply at pass 5, and more slowly after it (the per-pass series:
+docs/datasets.md "Performance").
 """
 
 from __future__ import annotations
