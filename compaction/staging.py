@@ -18,13 +18,7 @@ from compaction.faults import FaultInjector
 from compaction.layout import HourPartition, LakePaths
 from compaction.results import CompactionError
 from compaction.settings import MB
-from compaction.transforms import (
-    DUPLICATE_RANK,
-    data_schema,
-    drop_ranked_duplicates,
-    rank_duplicates,
-    rank_duplicates_in_runs,
-)
+from compaction.transforms import Survivors, data_schema, survivors_by_window, survivors_in_runs
 from glue_jobs.lake_table import LakeTable
 from glue_jobs.session import session_conf
 from glue_jobs.storage import FileInfo, HadoopStorage
@@ -63,25 +57,17 @@ class Stager:
 
     def stage(self, partition: HourPartition, inputs: list[FileInfo]) -> dict:
         """Write the deduplicated rows to staging and verify them; the journal's staged fields."""
-        from pyspark.sql import Observation
-        from pyspark.sql import functions as F
-
         staging = self.paths.staging(self.run_id, partition)
         target = self.target_file_bytes
         file_count = self._estimate_file_count(inputs)
-        observation = Observation(f"compaction_{partition.date_dir}_{partition.hour_dir}".replace("=", "_"))
-        ranked = (
-            self._read_exactly([f.path for f in inputs])
-            .repartition(file_count, *self._key)  # one shuffle: sizes the output and groups each key
-            .transform(self._rank)
-            .observe(observation, F.count(F.lit(1)).alias("rows_in"),
-                     F.sum((F.col(DUPLICATE_RANK) > 1).cast("long")).alias("duplicates"))
-        )
+        survivors = self._survivors(
+            # one shuffle: sizes the output and groups each key
+            self._read_exactly([f.path for f in inputs]).repartition(file_count, *self._key),
+            name=f"compaction_{partition.date_dir}_{partition.hour_dir}".replace("=", "_"))
         attempt = f"{staging}/attempt-1"
         self.faults.watch_staging(lambda: self.storage.exists(staging))
-        drop_ranked_duplicates(ranked).write.option("compression", "snappy").parquet(attempt)
-        observed = observation.get
-        rows_in, duplicates = int(observed["rows_in"]), int(observed["duplicates"] or 0)
+        survivors.frame.write.option("compression", "snappy").parquet(attempt)
+        rows_in, duplicates = survivors.counts()
         files, rows_out = self._verify_staged(attempt, rows_in - duplicates)
 
         staged_bytes = sum(f.size for f in files)
@@ -113,11 +99,10 @@ class Stager:
             ],
         }
 
-    def _rank(self, rows):
-        """The duplicate ranks of rows grouped by key: in runs (RankInRuns, no window operator) where the jar is
-        loaded, else with the window; both rank the same survivor first (tests/spark/test_compaction_ranks.py)."""
-        in_runs = rank_duplicates_in_runs(rows, self.table)
-        return in_runs if in_runs is not None else rank_duplicates(rows, self.table)
+    def _survivors(self, rows, *, name: str) -> Survivors:
+        """The survivors of rows grouped by key, counted: in runs (RankInRuns, no window operator) where the jar is
+        loaded, else with the window; both keep the same survivor (tests/spark/test_compaction_ranks.py)."""
+        return survivors_in_runs(rows, self.table) or survivors_by_window(rows, self.table, name=name)
 
     @property
     def _key(self) -> list[str]:

@@ -4,13 +4,16 @@ pickle Python functions on Python 3.11)."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 from glue_jobs.lake_table import LakeTable
 from glue_jobs.schema import PARTITION_COLUMNS
 from glue_jobs.survivors import SURVIVOR_ORDER, survivor_first, survivor_order
 
 DUPLICATE_RANK = "_duplicate_rank"
-# jvm/glue-functions: the rank from rows sorted survivor first, without Spark's window operator (rank_duplicates_in_runs).
+# jvm/glue-functions: the survivors of rows sorted survivor first, without Spark's window operator (survivors_in_runs).
 RANK_IN_RUNS_CLASS = "com.streamlake.glue.RankInRuns"
 _LOGGED: set[str] = set()
 # Spark cannot order rows by a map column; a tie between two rows alike in every other column is an exact copy.
@@ -52,12 +55,41 @@ def rank_duplicates(events, table: LakeTable | None = None):
     )
 
 
-def rank_duplicates_in_runs(events, table: LakeTable | None = None):
-    """rank_duplicates' ranks for `events` already hash-partitioned by the key, without Spark's window operator: each
-    partition is sorted by the key, then survivor first, and jvm/glue-functions RankInRuns gives the first row of each
-    key's run 1 and the others 2 in one pass (figures: docs/performance.md). None where that class is not loaded or
-    cannot rank this frame (a key of a type it does not compare, Spark internals it does not find); the caller then
-    ranks with rank_duplicates. The reason is logged once."""
+@dataclass(frozen=True)
+class Survivors:
+    """The rows to stage, and how many rows went in and how many copies were dropped, to read once `frame` is written
+    (the counts are taken while it is computed, not by a second pass)."""
+
+    frame: Any  # a DataFrame: the data columns, one row per key, every keyless row
+    _counts: Callable[[], tuple[int, int]]
+
+    def counts(self) -> tuple[int, int]:
+        """(rows in, duplicates dropped), after an action computed `frame`."""
+        return self._counts()
+
+
+def survivors_by_window(events, table: LakeTable | None = None, *, name: str = "compaction") -> Survivors:
+    """rank_duplicates' survivors, counted by an Observation named `name` (unique per query) of the ranks."""
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
+    observation = Observation(name)
+    ranked = rank_duplicates(events, table).observe(
+        observation, F.count(F.lit(1)).alias("rows_in"), F.sum((F.col(DUPLICATE_RANK) > 1).cast("long")).alias("duplicates"))
+
+    def counts() -> tuple[int, int]:
+        observed = observation.get
+        return int(observed["rows_in"]), int(observed["duplicates"] or 0)
+
+    return Survivors(drop_ranked_duplicates(ranked), counts)
+
+
+def survivors_in_runs(events, table: LakeTable | None = None) -> Survivors | None:
+    """rank_duplicates' survivors for `events` already hash-partitioned by the key, without Spark's window operator or an
+    Observation: each partition is sorted by the key, then survivor first, and jvm/glue-functions RankInRuns keeps the
+    first row of each key's run in one pass, counting rows and dropped copies in accumulators as it goes (figures:
+    docs/performance.md). None where that class is not loaded or cannot rank this frame (a key of a type it does not
+    compare, Spark internals it does not find); the caller then uses survivors_by_window. The reason is logged once."""
     from py4j.java_gateway import JavaClass
     from pyspark.sql import DataFrame
     from pyspark.sql import functions as F
@@ -71,12 +103,14 @@ def rank_duplicates_in_runs(events, table: LakeTable | None = None):
         return _window_instead(f"{RANK_IN_RUNS_CLASS} is not on the classpath (jvm/glue-functions jar)")
     ordered = events.select(*(F.col(f"`{c}`") for c in data_columns(table))).sortWithinPartitions(
         *(F.col(f"`{k}`") for k in table.key), *survivor_order(*(f"`{c}`" for c in _tie_breakers(table))))
+    context = session.sparkContext._jsc.sc()
+    rows_in, duplicates = context.longAccumulator("compaction rows in"), context.longAccumulator("compaction duplicates")
     try:
-        ranked = DataFrame(found.rank(ordered._jdf, list(table.key), DUPLICATE_RANK), session)
+        kept = DataFrame(found.survivors(ordered._jdf, list(table.key), rows_in, duplicates), session)
     except Exception as error:  # a key type it does not compare (named in its message), missing Spark internals, ...
         return _window_instead(f"{RANK_IN_RUNS_CLASS} cannot rank this frame on Spark {session.version}: {error}")
     _log_once(logging.INFO, f"duplicates ranked in sorted runs with {RANK_IN_RUNS_CLASS}")
-    return ranked
+    return Survivors(kept, lambda: (int(rows_in.value()), int(duplicates.value())))
 
 
 def _window_instead(why: str) -> None:

@@ -1,6 +1,6 @@
-"""compaction/transforms.py: the duplicate ranks from sorted runs (jvm/glue-functions RankInRuns) keep the window's
-survivors and drop as many rows, whatever the copies' order; without the class, or for a key it cannot compare,
-the caller is told to use the window."""
+"""compaction/transforms.py: the survivors from sorted runs (jvm/glue-functions RankInRuns) are the window's survivors,
+and its counts of rows and dropped copies are the window's, whatever the copies' order; without the class, or for a key
+it cannot compare, the caller is told to use the window."""
 
 from __future__ import annotations
 
@@ -11,13 +11,7 @@ from datetime import timedelta
 import pytest
 
 from compaction import transforms
-from compaction.transforms import (
-    DUPLICATE_RANK,
-    data_columns,
-    drop_ranked_duplicates,
-    rank_duplicates,
-    rank_duplicates_in_runs,
-)
+from compaction.transforms import data_columns, survivors_by_window, survivors_in_runs
 from glue_jobs.lake_table import LakeTable
 
 from .test_compaction import HOUR, event, literal_frame
@@ -41,35 +35,46 @@ def _copies() -> list[dict]:
     return rows
 
 
-def _survivors(ranked) -> tuple[list[tuple], int]:
-    kept = sorted(tuple("" if v is None else str(v) for v in row) for row in drop_ranked_duplicates(ranked).collect())
-    dropped = ranked.filter(f"{DUPLICATE_RANK} > 1").count()
-    return kept, dropped
+def _kept_and_counts(survivors) -> tuple[list[tuple], tuple[int, int]]:
+    kept = sorted(tuple("" if v is None else str(v) for v in row) for row in survivors.frame.collect())
+    return kept, survivors.counts()
 
 
-def test_ranks_in_runs_keep_the_windows_survivors(spark):
-    frame = literal_frame(spark, _copies()).repartition(3, "event_id")
-    in_runs = rank_duplicates_in_runs(frame)
+def test_survivors_in_runs_are_the_windows_and_counted_alike(spark):
+    rows = _copies()
+    frame = literal_frame(spark, rows).repartition(3, "event_id")
+    in_runs = survivors_in_runs(frame)
     assert in_runs is not None  # the jar is on local sessions' class path (glue_jobs/session.py)
-    assert in_runs.columns == [*data_columns(), DUPLICATE_RANK]
-    by_window, by_runs = _survivors(rank_duplicates(frame)), _survivors(in_runs)
+    assert in_runs.frame.columns == data_columns()
+    by_window = _kept_and_counts(survivors_by_window(frame, name="ranks_window"))
+    by_runs = _kept_and_counts(in_runs)
     assert by_runs == by_window
-    kept, dropped = by_runs
-    assert dropped > 20 and len(kept) == 60 + 3  # one per key, and every keyless row
-    assert "Window" not in in_runs._jdf.queryExecution().executedPlan().toString()
+    kept, (rows_in, dropped) = by_runs
+    assert len(kept) == 60 + 3 and rows_in == len(rows) and dropped == len(rows) - len(kept)  # one per key, keyless all
+    assert dropped > 20
+    assert "Window" not in in_runs.frame._jdf.queryExecution().executedPlan().toString()
+
+
+def test_counts_are_taken_once_per_computation_of_the_survivors(spark):
+    # The counts are accumulators of the pass that computes the frame: one action, one count of each row.
+    rows = _copies()
+    in_runs = survivors_in_runs(literal_frame(spark, rows).repartition(2, "event_id"))
+    assert in_runs.counts() == (0, 0)  # nothing computed yet
+    kept = in_runs.frame.count()
+    assert in_runs.counts() == (len(rows), len(rows) - kept)
 
 
 def test_without_the_class_the_caller_is_told_to_use_the_window(spark, monkeypatch, caplog):
     monkeypatch.setattr(transforms, "RANK_IN_RUNS_CLASS", "com.streamlake.glue.NoSuchRanker")
-    assert rank_duplicates_in_runs(literal_frame(spark, [event("a")])) is None
+    assert survivors_in_runs(literal_frame(spark, [event("a")])) is None
     assert "com.streamlake.glue.NoSuchRanker is not on the classpath" in caplog.text
 
 
 def test_a_key_it_cannot_compare_is_refused_by_name(spark):
     frame = spark.range(3).selectExpr("CAST(id AS DOUBLE) AS k")
-    ranker = spark._jvm.com.streamlake.glue.RankInRuns
+    ranker, context = spark._jvm.com.streamlake.glue.RankInRuns, spark.sparkContext._jsc.sc()
     with pytest.raises(Exception, match="key field k has type double"):
-        ranker.rank(frame._jdf, ["k"], DUPLICATE_RANK)
+        ranker.survivors(frame._jdf, ["k"], context.longAccumulator(), context.longAccumulator())
 
 
 def test_a_frame_the_class_refuses_falls_back_to_the_window_with_its_reason(spark, caplog):
@@ -77,8 +82,8 @@ def test_a_frame_the_class_refuses_falls_back_to_the_window_with_its_reason(spar
     # path under test is the caller's, for whatever the class throws (missing Spark internals on another build too).
     table = LakeTable(dataclasses.replace(LakeTable.of().dataset, key=("amount",)))
     frame = literal_frame(spark, [event("a", amount=1.0), event("b", amount=1.0), event("c", amount=2.5)]).repartition(2, "amount")
-    assert rank_duplicates_in_runs(frame, table) is None
+    assert survivors_in_runs(frame, table) is None
     assert "duplicates ranked with the window: com.streamlake.glue.RankInRuns cannot rank this frame" in caplog.text
     assert "key field amount has type double" in caplog.text
-    by_window = rank_duplicates(frame, table)  # what compaction/staging.py Stager._rank then uses
-    assert by_window.filter(f"{DUPLICATE_RANK} > 1").count() == 1
+    by_window = survivors_by_window(frame, table, name="ranks_fallback")  # what compaction/staging.py then uses
+    assert by_window.frame.count() == 2 and by_window.counts() == (3, 1)

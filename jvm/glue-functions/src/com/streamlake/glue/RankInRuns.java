@@ -9,21 +9,28 @@ import org.apache.spark.api.java.JavaRDD;
 import org.apache.spark.api.java.function.FlatMapFunction;
 import org.apache.spark.rdd.RDD;
 import org.apache.spark.sql.catalyst.InternalRow;
-import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
-import org.apache.spark.sql.catalyst.expressions.JoinedRow;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.unsafe.types.UTF8String;
+import org.apache.spark.util.LongAccumulator;
 
 /**
- * The compaction's duplicate rank without a window operator (compaction/transforms.py rank_duplicates_in_runs): over
- * a frame whose partitions hold all rows of a key and are sorted by the key, then survivor first (a hash repartition
- * by the key, then sortWithinPartitions), the rows of a key are one run, and its first row is the survivor. Each row
- * gets its rank, 1 for the first row of its run and 2 for the others, in one pass that keeps only the previous key:
- * Spark's window operator (row_number over the key) buffers every key's rows first, which cost the compaction
- * 0.3-0.75 s per million rows over the sort alone (docs/performance.md). A row with a null key field gets 1: nothing
- * says two such rows are the same record (the window path does the same).
+ * The compaction's survivors without a window operator (compaction/transforms.py survivors_in_runs): over a frame whose
+ * partitions hold all rows of a key and are sorted by the key, then survivor first (a hash repartition by the key, then
+ * sortWithinPartitions), the rows of a key are one run, and its first row is the survivor. One pass keeps each run's
+ * first row and drops the others, remembering only the previous key: Spark's window operator (row_number over the key)
+ * buffers every key's rows first, which cost the compaction 0.3-0.75 s per million rows over the sort alone
+ * (docs/performance.md). A row with a null key field is kept: nothing says two such rows are the same record (the
+ * window path does the same).
+ *
+ * <p>The pass counts the rows it reads and the copies it drops into two accumulators the caller made, in the same pass:
+ * an {@code Observation} of the same counts cost the compaction a stage of its own and 0.4-0.7 s per million rows
+ * (docs/performance.md). The caller reads them after the write; the pass runs in the write's result tasks, whose
+ * accumulator updates Spark applies once per partition, whatever the retries (apache/spark DAGScheduler, "Only update
+ * the accumulator once for each result task", pull request 19877; the programming guide's Accumulators section says
+ * the same of updates inside actions). A count off for any other reason fails the
+ * compaction's verification, which publishes nothing.
  *
  * <p>Only key fields of types whose values compare by {@code equals} are accepted (strings, integers, booleans,
  * dates, timestamps, decimals); the caller keeps the window for any other key. Each key value is copied before the
@@ -41,11 +48,13 @@ public final class RankInRuns {
     }
 
     /**
-     * {@code frame} (an org.apache.spark.sql Dataset of rows, prepared as the class doc says) with an int column
-     * {@code rankName} appended: the row's rank in its key's run. {@code keyFields}: the key's field names.
+     * {@code frame} (an org.apache.spark.sql Dataset of rows, prepared as the class doc says) without the copies that do
+     * not survive, same schema. {@code keyFields}: the key's field names; {@code rowsIn} counts every row read and
+     * {@code duplicates} every row dropped, once the frame is computed.
      */
     @SuppressWarnings("unchecked")
-    public static Object rank(Object frame, List<String> keyFields, String rankName) throws Exception {
+    public static Object survivors(Object frame, List<String> keyFields, LongAccumulator rowsIn, LongAccumulator duplicates)
+            throws Exception {
         StructType schema = (StructType) call(frame, "schema");
         int[] ordinals = new int[keyFields.size()];
         DataType[] types = new DataType[keyFields.size()];
@@ -58,10 +67,10 @@ public final class RankInRuns {
             }
         }
         RDD<InternalRow> rows = (RDD<InternalRow>) call(call(frame, "queryExecution"), "toRdd");
-        JavaRDD<InternalRow> ranked = rows.toJavaRDD().mapPartitions(new Ranker(ordinals, types));
+        JavaRDD<InternalRow> kept = rows.toJavaRDD().mapPartitions(new FirstOfRuns(ordinals, types, rowsIn, duplicates));
         Object session = call(frame, "sparkSession");
         Method create = session.getClass().getMethod("internalCreateDataFrame", RDD.class, StructType.class, boolean.class);
-        return create.invoke(session, ranked.rdd(), schema.add(rankName, DataTypes.IntegerType, false), false);
+        return create.invoke(session, kept.rdd(), schema, false);
     }
 
     static boolean comparable(DataType type) {
@@ -75,40 +84,56 @@ public final class RankInRuns {
         return target.getClass().getMethod(method).invoke(target);
     }
 
-    private static final class Ranker implements FlatMapFunction<Iterator<InternalRow>, InternalRow> {
-        private static final long serialVersionUID = 1L;
+    private static final class FirstOfRuns implements FlatMapFunction<Iterator<InternalRow>, InternalRow> {
+        private static final long serialVersionUID = 2L;
         private final int[] ordinals;
         private final DataType[] types;
+        private final LongAccumulator rowsIn;
+        private final LongAccumulator duplicates;
 
-        Ranker(int[] ordinals, DataType[] types) {
+        FirstOfRuns(int[] ordinals, DataType[] types, LongAccumulator rowsIn, LongAccumulator duplicates) {
             this.ordinals = ordinals;
             this.types = types;
+            this.rowsIn = rowsIn;
+            this.duplicates = duplicates;
         }
 
         @Override
         public Iterator<InternalRow> call(final Iterator<InternalRow> rows) {
-            final GenericInternalRow first = new GenericInternalRow(new Object[] {1});
-            final GenericInternalRow other = new GenericInternalRow(new Object[] {2});
-            final JoinedRow joined = new JoinedRow();
             final Object[] previous = new Object[ordinals.length];
             return new Iterator<InternalRow>() {
                 private boolean started;
+                private InternalRow next;  // the next survivor, read ahead by hasNext
 
                 @Override
                 public boolean hasNext() {
-                    return rows.hasNext();
+                    while (next == null && rows.hasNext()) {
+                        InternalRow row = rows.next();
+                        rowsIn.add(1L);
+                        if (survives(row)) {
+                            next = row;
+                        } else {
+                            duplicates.add(1L);
+                        }
+                    }
+                    return next != null;
                 }
 
                 @Override
                 public InternalRow next() {
-                    if (!rows.hasNext()) {
+                    if (!hasNext()) {
                         throw new NoSuchElementException();
                     }
-                    InternalRow row = rows.next();
+                    InternalRow row = next;
+                    next = null;
+                    return row;
+                }
+
+                private boolean survives(InternalRow row) {
                     boolean repeated = started;
                     for (int i = 0; i < ordinals.length; i++) {
                         if (row.isNullAt(ordinals[i])) {
-                            return joined.apply(row, first);  // a null key field: kept, and no run is started
+                            return true;  // a null key field: kept, and no run is started
                         }
                         Object value = row.get(ordinals[i], types[i]);
                         repeated = repeated && value.equals(previous[i]);
@@ -120,7 +145,7 @@ public final class RankInRuns {
                         }
                         started = true;
                     }
-                    return joined.apply(row, repeated ? other : first);
+                    return !repeated;
                 }
             };
         }
