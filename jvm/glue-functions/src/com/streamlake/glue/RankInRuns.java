@@ -25,11 +25,11 @@ import org.apache.spark.util.LongAccumulator;
  * window path does the same).
  *
  * <p>The pass counts the rows it reads and the copies it drops into two accumulators the caller made, in the same pass:
- * an {@code Observation} of the same counts cost the compaction a stage of its own and 0.4-0.7 s per million rows
- * (docs/performance.md). The caller reads them after the write; the pass runs in the write's result tasks, whose
- * accumulator updates Spark applies once per partition, whatever the retries (apache/spark DAGScheduler, "Only update
- * the accumulator once for each result task", pull request 19877; the programming guide's Accumulators section says
- * the same of updates inside actions). A count off for any other reason fails the
+ * an {@code Observation} of the same counts cost the compaction 0.45-0.7 s per million rows (docs/performance.md). The
+ * caller reads them after the write. Spark's programming guide warns that updates made in a transformation may be
+ * applied more than once when a task or stage runs again; this pass runs in the write's result tasks, and for a result
+ * task the scheduler applies the updates of one successful attempt per partition (apache/spark DAGScheduler, "Only
+ * update the accumulator once for each result task", pull request 19877). A count off for any other reason fails the
  * compaction's verification, which publishes nothing.
  *
  * <p>Only key fields of types whose values compare by {@code equals} are accepted (strings, integers, booleans,
