@@ -3,11 +3,8 @@
 Fake credentials and an explicit region are set for every test, and any profile/endpoint from the
 developer's shell is removed, so nothing here can reach real AWS.
 
-moto 5.2.5 gaps filled here (test scaffolding, not behaviour under test):
-- BatchStopJobRun is not implemented: `_batch_stop_job_run` below marks the runs STOPPED, with the
-  response shape of the Glue API.
-- Job runs advance STARTING -> RUNNING -> SUCCEEDED on every read; a streaming run must stay up,
-  so the glue::job_run transition is set to manual (never advances by itself).
+moto 5.2.5 gaps filled by rehearsal.moto.fill_glue_gaps (test scaffolding, not behaviour under test): BatchStopJobRun
+marks the runs STOPPED, and job runs stay where they are (a streaming run must stay up).
 """
 
 from __future__ import annotations
@@ -21,11 +18,9 @@ import boto3
 import pytest
 import requests
 from moto import mock_aws
-from moto.core.responses import ActionResult
-from moto.glue.responses import GlueResponse
-from moto.moto_api import state_manager
 
 from operations.aws import Clients
+from rehearsal.moto import fill_glue_gaps
 from tests.ops import moto_dev_env as dev_env
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -40,26 +35,8 @@ FAKE_ENV = {
 _REMOVED = ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_ENDPOINT_URL", "AWS_ROLE_ARN", "AWS_WEB_IDENTITY_TOKEN_FILE")
 
 
-def _batch_stop_job_run(self) -> ActionResult:
-    job_name = self._get_param("JobName")
-    job = self.glue_backend.get_job(job_name)
-    stopped, errors = [], []
-    for run_id in self._get_param("JobRunIds"):
-        run = next((r for r in job.job_runs if r.job_run_id == run_id), None)
-        if run is None or run.status not in ("STARTING", "RUNNING", "WAITING"):
-            errors.append({"JobName": job_name, "JobRunId": run_id, "ErrorDetail": {
-                "ErrorCode": "InvalidInputException", "ErrorMessage": f"run {run_id} is not running"}})
-        else:
-            run.status = "STOPPED"
-            stopped.append({"JobName": job_name, "JobRunId": run_id})
-    return ActionResult({"SuccessfulSubmissions": stopped, "Errors": errors})
-
-
-GlueResponse.batch_stop_job_run = _batch_stop_job_run
-
-
 def _streaming_runs_stay_up() -> None:
-    state_manager.set_transition(model_name="glue::job_run", transition={"progression": "manual", "times": 10**9})
+    fill_glue_gaps()
 
 
 @pytest.fixture(autouse=True)

@@ -34,7 +34,7 @@ def clock():
 
 def keeper(aws, clock, *, window: str | None = None, cap: int = 4) -> Keeper:
     return Keeper(aws.glue, aws.cloudwatch, jobs={JOB: {"maintenance_window": window}}, namespace=NAMESPACE,
-                  max_starts_per_hour=cap, backoff_seconds=60, job_arn_prefix=ARN_PREFIX, clock=clock, sleep=lambda s: None)
+                  max_failures_per_hour=cap, backoff_seconds=60, job_arn_prefix=ARN_PREFIX, clock=clock, sleep=lambda s: None)
 
 
 def runs():
@@ -75,16 +75,16 @@ def test_a_failed_run_is_restarted_with_backoff_then_the_cap_stops_restarts_and_
         clock.advance(30)
         held_back = k.check(JOB)
         assert held_back.state == "backoff" and round(held_back.down_seconds) == 30, held_back
-        wait = 60 * 2 ** (attempt - 1)  # one, then two runs started in the last hour
+        wait = 60 * 2 ** (attempt - 1)  # one, then two failed runs in the last hour
         waits.append(wait)
         assert held_back.reason.endswith(f"next start after {wait} s")
         clock.advance(wait - 30 + 1)
         assert k.check(JOB).state == "running"
     assert waits == [60, 120] and len(runs()) == 3
     end_runs("FAILED", clock.now)
-    clock.advance(3600 - 60 - 120 - 10)  # the third run started under an hour ago: three starts in the hour
+    clock.advance(3600 - 60 - 120 - 10)  # the first run started under an hour ago: three failures in the hour
     capped = k.check(JOB)
-    assert capped.state == "capped" and "3 runs started in the last hour (cap 3)" in capped.reason
+    assert capped.state == "capped" and "3 runs started in the last hour failed (cap 3)" in capped.reason
     assert len(runs()) == 3
     assert max(metric(aws, "RestartsCapped")) == 1.0 and max(metric(aws, "JobNotRunning")) == 1.0
     assert round(capped.down_seconds) == 3600 - 60 - 120 - 10 and max(metric(aws, "DownSeconds")) == capped.down_seconds
@@ -194,7 +194,7 @@ def test_a_deploy_that_changed_the_code_restarts_the_running_job_and_an_unchange
     aws.glue.batch_stop_job_run = stop
     result = handle(_deploy_event("Update", "d2", old_digest="d1"), k)
     assert stops == [{"JobName": JOB, "JobRunIds": [first.job_run_id]}]
-    assert "started run" in result["deploy"] and "on the new code" in result["deploy"]
+    assert "started run" in result["deploy"] and "on the new settings" in result["deploy"]
     assert sorted(r.status for r in runs()) == ["STARTING", "STOPPED"]
     assert [b["Status"] for _, _, b in responses] == ["SUCCESS", "SUCCESS"]
 
@@ -224,7 +224,95 @@ def test_one_jobs_failing_check_does_not_stop_the_others(aws, clock):
     """A scheduled check over two jobs where Glue answers the first with an error (here: a job deleted by hand):
     it is reported as "error" and the second job is still started and reported."""
     other = "streamlake-dev-deleted-by-hand"
-    k = Keeper(aws.glue, aws.cloudwatch, jobs={other: {}, JOB: {}}, namespace=NAMESPACE, max_starts_per_hour=4,
+    k = Keeper(aws.glue, aws.cloudwatch, jobs={other: {}, JOB: {}}, namespace=NAMESPACE, max_failures_per_hour=4,
                backoff_seconds=60, job_arn_prefix=ARN_PREFIX, clock=clock, sleep=lambda s: None)
     assert k.check_all() == {other: "error", JOB: "running"}
     assert [r.status for r in runs()] == ["STARTING"]
+
+
+def _running_job(aws, clock) -> Keeper:
+    k = keeper(aws, clock)
+    k.check(JOB)
+    dev_env.mark_runs_running(JOB)
+    return k
+
+
+def test_a_deploy_a_stopped_event_and_a_schedule_tick_together_make_one_start_and_no_false_backoff_or_cap(
+        aws, clock, responses):
+    """Without reserved concurrency the three can run at once. Here the STOPPED event of the run the deploy stops and a
+    schedule tick arrive while the deploy waits for that run to end (they run inside its wait), and again once it has
+    ended but before the deploy's start: neither starts the job, neither reports backoff or a cap, and the deploy
+    starts it once. Four deploys in the hour never cap the job either (only failed runs count)."""
+    k = _running_job(aws, clock)
+    stopped_event = {"detail-type": "Glue Job State Change", "source": "aws.glue", "detail": {"jobName": JOB, "state": "STOPPED"}}
+    tick = {"detail-type": "Scheduled Event", "source": "aws.events"}
+    seen, starts = [], []
+    real_start, real_stop = aws.glue.start_job_run, aws.glue.batch_stop_job_run
+
+    def others_meanwhile():
+        seen.append(handle(stopped_event, k)[JOB])
+        seen.append(handle(tick, k)[JOB])
+
+    def stop(**kwargs):
+        response = real_stop(**kwargs)
+        end_runs("STOPPED", clock.now)  # the run has ended: the event and a tick come in before the deploy starts it
+        others_meanwhile()
+        return response
+
+    def start(**kwargs):
+        others_meanwhile()  # and once more right before the start
+        starts.append(kwargs)
+        return real_start(**kwargs)
+
+    aws.glue.start_job_run, aws.glue.batch_stop_job_run = start, stop
+    for deploy in range(4):
+        clock.advance(60)
+        result = handle(_deploy_event("Update", f"d{deploy + 1}", old_digest=f"d{deploy}"), k)
+        assert "started run" in result["deploy"], result
+        dev_env.mark_runs_running(JOB)
+    assert seen == ["deploying"] * 16  # no "backoff", no "capped", and no start of their own
+    assert len(starts) == 4  # one per deploy
+    assert sorted(r.status for r in runs()) == ["RUNNING"] + ["STOPPED"] * 4
+    assert max(metric(aws, "RestartsCapped")) == 0.0
+    assert handle(tick, k) == {JOB: "running"}
+
+
+def test_a_repeated_update_does_not_restart_the_run_that_already_runs_its_settings(aws, clock, responses):
+    """Lambda may deliver one asynchronous event more than once: the second Update of the same settings finds the job's
+    deploy mark naming the active run and leaves it alone."""
+    k = _running_job(aws, clock)
+    k.sleep = lambda s: end_runs("STOPPED", clock.now)
+    first = handle(_deploy_event("Update", "d2", old_digest="d1"), k)
+    dev_env.mark_runs_running(JOB)
+    (running,) = [r for r in runs() if r.status == "RUNNING"]
+    assert running.job_run_id in first["deploy"]
+    again = handle(_deploy_event("Update", "d2", old_digest="d1"), k)
+    assert again["deploy"].startswith(f"run {running.job_run_id} already runs settings") and len(runs()) == 2
+    assert [r.status for r in runs() if r.job_run_id == running.job_run_id] == ["RUNNING"]
+    # A different setting (a worker type, a role) is a new digest: that one restarts.
+    third = handle(_deploy_event("Update", "d3", old_digest="d2"), k)
+    assert "started run" in third["deploy"] and len(runs()) == 3
+
+
+def test_a_runs_with_change_alone_restarts_the_job(aws, clock, responses):
+    """RunsWith carries what CloudFormation resolves (a replaced role has a new ARN under the same template text): the
+    same CodeDigest with another role is a change."""
+    k = _running_job(aws, clock)
+    k.sleep = lambda s: end_runs("STOPPED", clock.now)
+    event = _deploy_event("Update", "d1", old_digest="d1")
+    event["OldResourceProperties"]["RunsWith"] = {"Role": "arn:aws:iam::123456789012:role/old"}
+    event["ResourceProperties"]["RunsWith"] = {"Role": "arn:aws:iam::123456789012:role/new"}
+    assert "started run" in handle(event, k)["deploy"] and len(runs()) == 2
+
+
+def test_a_deploy_mark_left_by_a_dead_invocation_expires(aws, clock):
+    """An invocation that died between its stop and its start leaves a "stopping" mark: checks wait for it no longer
+    than DEPLOY_MARK_SECONDS, then start the job."""
+    from infra.functions.job_keeper.handler import DEPLOY_MARK_SECONDS, DEPLOY_TAG, DeployMark
+
+    k = _running_job(aws, clock)
+    aws.glue.tag_resource(ResourceArn=ARN_PREFIX + JOB, TagsToAdd={DEPLOY_TAG: str(DeployMark("d" * 64, "stopping", clock.now))})
+    end_runs("STOPPED", clock.now)
+    assert k.check(JOB).state == "deploying" and len(runs()) == 1
+    clock.advance(DEPLOY_MARK_SECONDS + 1)
+    assert k.check(JOB).state == "running" and len(runs()) == 2
