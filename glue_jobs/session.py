@@ -96,7 +96,10 @@ GLUE_ICEBERG_CATALOG = "glue_catalog"
 def glue_iceberg_settings(warehouse: str) -> dict[str, str]:
     """A Glue job's Iceberg settings: the values Glue's "Using the Iceberg framework in AWS Glue" page gives (the
     extensions, SparkCatalog with GlueCatalog and S3FileIO, the warehouse), plus no table cache, for the reason
-    local_iceberg_settings gives."""
+    local_iceberg_settings gives, and no archived table version per commit: Iceberg 1.0.0 (Glue 4.0's) defaults
+    `glue.skip-archive` to false, so every commit (one a micro-batch) keeps an old version of the Data Catalog table,
+    and Glue's quota of table versions then fails every commit (apache/iceberg issue 5965; PR 6916 made true the
+    default in a later release)."""
     prefix = f"spark.sql.catalog.{GLUE_ICEBERG_CATALOG}"
     return {
         "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
@@ -105,6 +108,7 @@ def glue_iceberg_settings(warehouse: str) -> dict[str, str]:
         f"{prefix}.catalog-impl": "org.apache.iceberg.aws.glue.GlueCatalog",
         f"{prefix}.io-impl": "org.apache.iceberg.aws.s3.S3FileIO",
         f"{prefix}.cache-enabled": "false",
+        f"{prefix}.glue.skip-archive": "true",
     }
 
 

@@ -139,6 +139,11 @@ def test_each_job_kind_rehearses_on_the_other_allowed_glue_version(swapped_lines
     assert orders.job.arguments["--datalake-formats"] == "iceberg"
     (catalog,) = {(e["name"], e["io_impl"]) for e in orders.events("iceberg_catalog")}
     assert catalog == ("glue_catalog", "org.apache.iceberg.aws.s3.S3FileIO")
+    # No Data Catalog table version archived per commit, on Glue 4.0's Iceberg 1.0.0 (the compaction here) as on 5.0
+    # (glue_jobs/session.glue_iceberg_settings): the catalog the deployed settings make was given glue.skip-archive.
+    compaction_catalogs = [e for e in result.compaction.report if e["event"] == "iceberg_catalog"]
+    assert compaction_catalogs and {e["skip_archive"] for e in compaction_catalogs} == {"true"}
+    assert {e["skip_archive"] for e in orders.events("iceberg_catalog")} == {"true"}
     from rehearsal.checks import iceberg_rows
 
     rows, tags = iceberg_rows(result.iceberg_catalog, ("streamlake_dev", "orders"), ("order_id",))
@@ -188,3 +193,25 @@ def test_a_glue_6_job_is_refused_with_the_reason_it_cannot_be_rehearsed(tmp_path
     with pytest.raises(RehearsalError, match=r"Compaction runs on Glue 6.0: AWS's awsglue package for Glue 6.0 needs "
                                              r"Python 3.13, which this machine cannot install"):
         _line({"4.0": object(), "5.0": object(), "5.1": object()}, job)
+
+
+def test_a_worker_type_change_in_prod_restarts_each_streaming_job_through_the_deployed_keeper(cloud_assembly, moto_endpoint,
+                                                                                              tmp_path):
+    """prod synthesized again with another `streaming.worker_type` (a JobRun keeps the worker type it started with):
+    each deploy resource changes, and the keeper's deployed code, given CloudFormation's Update, stops the running run
+    and starts the job once; its answer to CloudFormation is SUCCESS."""
+    from infra.config import DEFAULT_CONFIG_PATH, update_raw
+    from rehearsal.keeper import rehearse_keeper_deploy
+    from tests.rehearsal.conftest import synthesize
+
+    raw = json.loads(Path(DEFAULT_CONFIG_PATH).read_text(encoding="utf-8"))
+    raw = update_raw(raw, "prod", "streaming.worker_type", "G.2X")
+    raw["environments"] = {"prod": raw["environments"]["prod"]}
+    changed = synthesize(tmp_path / "cdk.out", raw)
+    before, after = assembly_module.load(cloud_assembly, "prod"), assembly_module.load(changed, "prod")
+    results = rehearse_keeper_deploy(before, after, moto_endpoint)
+    streaming = [j for j in before.glue_jobs() if j.command == "gluestreaming"]
+    assert len(results) == len(streaming) == 2
+    for result in results.values():
+        assert "started run" in result["reason"] and result["status"] == "SUCCESS", result
+        assert sorted(result["runs"].values()) == ["STARTING", "STOPPED"], result

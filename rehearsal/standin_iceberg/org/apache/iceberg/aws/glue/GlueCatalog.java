@@ -12,7 +12,8 @@ import org.apache.iceberg.jdbc.JdbcCatalog;
  * deployed job configures (`spark.sql.catalog.glue_catalog.catalog-impl`). The Data Catalog is AWS-side, so the
  * tables live in Iceberg's own JDBC catalog on a SQLite file of the rehearsal (setup key "iceberg_catalog"), which the
  * checks read with pyiceberg. Everything else is Iceberg's: the job's warehouse and table location, the commits,
- * the snapshot summaries. Not reproduced: the Data Catalog table's Parameters, Lake Formation, IAM.
+ * the snapshot summaries. It reports the catalog properties the job set (GlueCatalog reads `glue.skip-archive`:
+ * Iceberg's AwsProperties) for the rehearsal to check. Not reproduced: the Data Catalog table's Parameters, Lake Formation, IAM.
  */
 public class GlueCatalog extends JdbcCatalog {
   @Override
@@ -26,7 +27,8 @@ public class GlueCatalog extends JdbcCatalog {
     jdbc.put("jdbc.schema-version", "V1");
     Rehearsal.report("{\"event\":\"iceberg_catalog\",\"name\":" + Rehearsal.quote(name) + ",\"warehouse\":"
         + Rehearsal.quote(String.valueOf(properties.get("warehouse"))) + ",\"io_impl\":"
-        + Rehearsal.quote(String.valueOf(properties.get("io-impl"))) + "}");
+        + Rehearsal.quote(String.valueOf(properties.get("io-impl"))) + ",\"skip_archive\":"
+        + Rehearsal.quote(String.valueOf(properties.get("glue.skip-archive"))) + "}");
     super.initialize(name, jdbc);
   }
 }
