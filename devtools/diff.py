@@ -335,7 +335,46 @@ def iceberg_datasets_at(ref: str) -> frozenset[str]:
     return frozenset(found)
 
 
-def render_environment(env: str, changes: list[ResourceChange], old: CostRange | None, new: CostRange) -> str:
+DEPLOY_TYPE = "Custom::StreamingJobDeploy"  # infra/job_keeper.DEPLOY_RESOURCE_TYPE
+# Properties of the deploy resource that do not reach the job: the function that answers and how long CloudFormation
+# waits for it.
+DEPLOY_PLUMBING = ("ServiceToken", "ServiceTimeout")
+
+
+def streaming_restarts(old: dict, new: dict, changes: list[ResourceChange]) -> dict[str, list[str]]:
+    """{streaming job's source name: why it restarts} for the deploy from `old` to `new` (normalized templates): the
+    job keeper restarts a running job when its deploy resource changes (infra/job_keeper.py). That resource's
+    CodeDigest is an asset-like hash the snapshots hide, so the reasons are read where they show: a change to a job
+    property its runs fix at start (all but infra/job_keeper.NOT_RUN_FIXED), a change to the deploy resource itself
+    (a new digest formula, RunsWith), or the replacement of what RunsWith refers to (role, security configuration,
+    connections). A changed job script or package zip restarts every streaming job too; asset hashes are not in
+    the snapshots, so that is said once per report, not here."""
+    from infra.job_keeper import NOT_RUN_FIXED
+
+    old_r, new_r = old.get("Resources", {}), new.get("Resources", {})
+    by_id = {c.logical_id: c for c in changes}
+    replaced = {c.logical_id for c in changes if c.kind == "replaced"}
+    found: dict[str, list[str]] = {}
+    for deploy_id, deploy in new_r.items():
+        if deploy["Type"] != DEPLOY_TYPE or deploy_id not in old_r:
+            continue  # a new deploy resource is a first start, not a restart
+        job_id = _references(deploy["Properties"].get("JobName"))
+        job_id = next(iter(job_id)) if len(job_id) == 1 else None
+        if job_id not in new_r or job_id not in old_r:
+            continue
+        source = new_r[job_id]["Properties"].get("DefaultArguments", {}).get("--source_name", job_id)
+        reasons = [f"`{path}`" for path, _, _ in (by_id[job_id].changes if job_id in by_id else [])
+                   if path.split(".")[0].split("[")[0] not in NOT_RUN_FIXED]
+        reasons += [f"deploy `{path}`" for path, _, _ in (by_id[deploy_id].changes if deploy_id in by_id else [])
+                    if path.split(".")[0] not in DEPLOY_PLUMBING]
+        reasons += [f"`{ref}` replaced" for ref in sorted(_references(deploy["Properties"].get("RunsWith")) & replaced)]
+        if reasons:
+            found[source] = reasons
+    return found
+
+
+def render_environment(env: str, changes: list[ResourceChange], old: CostRange | None, new: CostRange,
+                       restarts: dict[str, list[str]] | None = None) -> str:
     old_high = old.high if old else 0.0
     delta = new.high - old_high
     sign = "+" if delta > 0 else ("-" if delta < 0 else "±")
@@ -356,6 +395,10 @@ def render_environment(env: str, changes: list[ResourceChange], old: CostRange |
     if failing:
         lines += [f"**⛔ {len(failing)} change(s) would fail to deploy**: "
                   + ", ".join(f"`{c.logical_id}`" for c in failing) + " (see below).", ""]
+    if restarts:
+        lines += [f"**↻ restarts the streaming job of {len(restarts)} source(s)** (the job keeper stops the running run "
+                  "and starts the job on the new settings, from its checkpoint):", ""]
+        lines += [f"- {source}: {', '.join(reasons)}" for source, reasons in sorted(restarts.items())] + [""]
     security = [c for c in changes if c.security]
     if security:
         lines += ["### ⚠ IAM, security group and policy changes (review first)", ""]
@@ -445,16 +488,21 @@ def render_report(base_templates: dict[str, dict], new_templates: dict[str, dict
     base_iceberg = new_iceberg if base_iceberg is None else base_iceberg
     parts = [f"# Infrastructure diff against `{ref}`", ""]
     for env in new_templates:
-        changes = diff_templates(normalize(base_templates.get(env, {})), normalize(new_templates[env]))
+        old_template, new_template = normalize(base_templates.get(env, {})), normalize(new_templates[env])
+        changes = diff_templates(old_template, new_template)
         old_cost, new_cost = cost_delta(base_config, new_config, env, base_templates.get(env, {}),
                                         new_templates[env], prices, old_iceberg=base_iceberg, new_iceberg=new_iceberg)
-        parts.append(render_environment(env, changes, old_cost, new_cost))
+        parts.append(render_environment(env, changes, old_cost, new_cost,
+                                        streaming_restarts(old_template, new_template, changes)))
     for env in sorted(set(base_templates) - set(new_templates)):
         parts.append(f"## {env}\n\nEnvironment removed from the config: `cdk destroy '{env}/*'` to delete it.\n")
     line, problems = schema_check()
     parts += [line, ""] + [f"- {p}" for p in problems] + ([""] if problems else [])
     line, problems = dataset_check()
     parts += [line, ""] + [f"- {p}" for p in problems] + ([""] if problems else [])
+    parts.append("_Restarts: a change to the streaming job's script or package zip (asset hashes, not in the snapshots) "
+                 "restarts every streaming job of an environment as well._")
+    parts.append("")
     parts.append(f"_Costs: fixed capacity from config/prices.json ({prices['region']}, {prices['as_of']}); streaming "
                  f"jobs from {sizing.MIN_STREAMING_WORKERS} workers (unverified floor) to `max_workers`; Iceberg "
                  f"datasets' commit and maintenance requests at one commit per window (estimates, devtools/sizing.py); "

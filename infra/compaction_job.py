@@ -24,7 +24,13 @@ from glue_jobs.metrics import METRICS_NAMESPACE
 from infra import job_assets
 from infra.config import CompactionConfig
 from infra.glue_security import GlueJobSecurity
-from infra.job_iam import acknowledge_glue_job_role, add_spark_ui, grant_prefix, grant_put_metric_data
+from infra.job_iam import (
+    acknowledge_glue_job_role,
+    add_spark_ui,
+    grant_prefix,
+    grant_put_metric_data,
+    override_default_arguments,
+)
 
 
 class CompactionJob(Construct):
@@ -83,6 +89,7 @@ class CompactionJob(Construct):
             "--metrics_region": cdk.Aws.REGION,
             "--TempDir": f"s3://{temp_bucket.bucket_name}/glue-temp/compaction/",
         }
+        self.logging = security.job_logging(self, "compaction", self.role, settings.glue_version)
         job_class = glue.PySparkFlexEtlJob if settings.flex else glue.PySparkEtlJob
         self.job = job_class(
             self,
@@ -103,9 +110,10 @@ class CompactionJob(Construct):
                 worker_type=settings.worker_type,
                 workers=settings.workers,
                 security_configuration=security.configuration,
-                log_group=security.job_log_group(self, "compaction"),
+                logging=self.logging,
             ),
         )
+        override_default_arguments(self.job, self.logging.arguments)  # the L2 reserves the logging ones
         acknowledge_glue_job_role(self.role, uses_connection=False)
         add_spark_ui(self.job, self.role, spark_ui_bucket, "compaction", glue_version=settings.glue_version)
         self.trigger = glue.CfnTrigger(

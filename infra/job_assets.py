@@ -130,7 +130,7 @@ def common_job_props(
     worker_type: str,
     workers: int,
     security_configuration: glue.ISecurityConfiguration,
-    log_group=None,
+    logging=None,
 ) -> dict:
     """What every job of this app shares: its entrypoint and the package zip (as assets under `scope`),
     runtime and workers, encryption, continuous logging, metrics and observability metrics, one run at a time."""
@@ -142,8 +142,8 @@ def common_job_props(
         "glue_version": GLUE_VERSIONS[glue_version],
         "worker_configuration": glue.WorkerConfiguration(worker_type=WORKER_TYPES[worker_type], number_of_workers=workers),
         "security_configuration": security_configuration,
-        # In the stack's own log group (infra/glue_security.GlueJobSecurity.job_log_group) when one is given.
-        "continuous_logging": glue.ContinuousLoggingProps(enabled=True, log_group=log_group),
+        # In the stack's own log groups (infra/glue_security.GlueJobSecurity.job_logging) when given.
+        "continuous_logging": logging.continuous_logging if logging else glue.ContinuousLoggingProps(enabled=True),
         "enable_metrics": True,
         "enable_observability_metrics": True,
         "max_concurrent_runs": 1,

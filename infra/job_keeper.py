@@ -1,16 +1,25 @@
 """The job keeper of one environment: a Lambda function that keeps every streaming job running and rolls a deploy
-that changed a job's code onto its running job (infra/functions/job_keeper/handler.py says what it decides).
+that changed what a job run starts with onto its running job (infra/functions/job_keeper/handler.py says what it
+decides).
 
 - Invoked every 5 minutes by an EventBridge schedule, at once by the jobs' "Glue Job State Change" events
   (FAILED, TIMEOUT, ERROR, STOPPED), and by CloudFormation through one custom resource per streaming job
-  (Custom::StreamingJobDeploy) whose CodeDigest is the digest of what Glue runs: the job's Command (script) and
-  DefaultArguments (package zip, jars, every argument), as synthesized. A deploy that changes any of them
-  changes the digest, so CloudFormation sends an Update and the function restarts a running job on the new code;
-  an unchanged job keeps its digest and its run.
-- Its role: GetJobRuns, StartJobRun, BatchStopJobRun and GetTags on the environment's streaming jobs only (Glue
-  job ARNs: Service Authorization Reference, AWS Glue, resource type "job"); PutMetricData narrowed to the
-  project's namespace by `cloudwatch:namespace`; its own log group, kept for LOG_RETENTION.
-- Its metrics (JobNotRunning, RestartsCapped per JobName) feed the alarms infra/monitoring.py builds.
+  (Custom::StreamingJobDeploy). Its CodeDigest is the digest of everything a job run fixes when it starts
+  (run_fixed_properties: every job property but NOT_RUN_FIXED, so the script, the arguments, Glue version, worker type and count, timeout, maintenance window,
+  connections, security configuration, role); its RunsWith carries the role, security configuration and connections
+  as references, which CloudFormation resolves, so a replaced role or a renamed configuration changes the resource
+  too. A deploy that changes any of them makes CloudFormation send an Update, and the function restarts the running
+  job on the new settings; an unchanged job keeps its settings and its run. `make diff` names the restart.
+- No reserved concurrency: it fails the deploy in an account whose unreserved concurrency would drop below its minimum
+  (Lambda "Configuring reserved concurrency"), and the handler keeps concurrent invocations apart itself.
+- The deploy resources wait for the jobs' roles and policies, log groups and (stack.py) the Lake Formation grants;
+  the schedule waits for the deploy resources, so no check starts a job before what it needs exists.
+- Its role: GetJobRuns, StartJobRun, BatchStopJobRun, GetTags and Tag/UntagResource of its deploy mark on the
+  environment's streaming jobs only (Glue job ARNs: Service Authorization Reference, AWS Glue, resource type "job");
+  PutMetricData narrowed to the project's namespace by `cloudwatch:namespace`; its own log group, kept for
+  LOG_RETENTION.
+- Its metrics (JobNotRunning, RestartsCapped, DownSeconds per JobName) and its own errors feed the alarms
+  infra/monitoring.py builds.
 """
 
 from __future__ import annotations
@@ -29,32 +38,77 @@ from constructs import Construct
 
 from glue_jobs.metrics import METRICS_NAMESPACE
 from infra.constants import pascal
+from infra.functions.job_keeper.handler import DEPLOY_TAG
 from infra.job_iam import argument_overrides
 from infra.nag import acknowledge_wildcard_resource
 
 CODE = Path(__file__).resolve().parent / "functions" / "job_keeper"
-MAX_STARTS_PER_HOUR = 4
+MAX_FAILURES_PER_HOUR = 4
 BACKOFF_SECONDS = 60
 CHECK_EVERY = cdk.Duration.minutes(5)
 LOG_RETENTION = logs.RetentionDays.THREE_MONTHS
 # A deploy waits for a stopped run to end (handler.STOP_WAIT_SECONDS, 600) before it starts the job again.
 TIMEOUT = cdk.Duration.minutes(12)
 DEPLOY_RESOURCE_TYPE = "Custom::StreamingJobDeploy"
+# CloudFormation waits this long for the function's answer to a deploy (ServiceTimeout, default 3,600 s): the
+# function's own timeout and a minute. An invocation Lambda dropped then fails the deploy after 13 minutes, not an hour.
+# What the digest covers, as a number: raising it when the formula changes makes the next deploy restart every streaming
+# job once, and `make diff` say so (1: Command and DefaultArguments, until 2026-11; 2: run_fixed_properties).
+DIGEST_FORMULA = "2"
+SERVICE_TIMEOUT = TIMEOUT.plus(cdk.Duration.minutes(1))
+# The AWS::Glue::Job properties a job run does not take from the job when it starts, so a change to them needs no
+# restart: the description and tags, the concurrency and queuing (they govern starts, not a running run) and
+# MaxRetries (Glue's retries of a failed batch job run). Everything else is in the digest: the Glue API's JobRun
+# records Arguments, Timeout, WorkerType, NumberOfWorkers, MaxCapacity, SecurityConfiguration, NotificationProperty,
+# GlueVersion, ExecutionClass and MaintenanceWindow per run, and the run starts with the job's Command,
+# Connections and Role.
+NOT_RUN_FIXED = frozenset({"Description", "Tags", "Name", "ExecutionProperty", "JobRunQueuingEnabled", "MaxRetries"})
+# The job's references whose value CloudFormation decides at deploy time (a replaced role has a new ARN, a changed
+# security configuration a new name, with the same template text): the deploy resource carries them unhashed.
+RUNS_WITH = ("Role", "SecurityConfiguration", "Connections")
+_CFN_ATTRIBUTES = {  # template property -> the CfnJob attribute that holds it
+    "AllocatedCapacity": "allocated_capacity", "Command": "command", "Connections": "connections",
+    "DefaultArguments": "default_arguments", "ExecutionClass": "execution_class", "GlueVersion": "glue_version",
+    "JobMode": "job_mode", "LogUri": "log_uri", "MaintenanceWindow": "maintenance_window", "MaxCapacity": "max_capacity",
+    "NonOverridableArguments": "non_overridable_arguments", "NotificationProperty": "notification_property",
+    "NumberOfWorkers": "number_of_workers", "Role": "role", "SecurityConfiguration": "security_configuration",
+    "Timeout": "timeout", "WorkerType": "worker_type",
+}
 ENDED_STATES = ["FAILED", "TIMEOUT", "ERROR", "STOPPED"]
 
 
-def code_digest(job) -> str:
-    """The digest of what Glue runs for a job (a glue L2 job): its Command and DefaultArguments as synthesized,
-    the arguments set as template overrides (job_iam.override_default_arguments, e.g. the Spark UI's) included.
-    Called after the job is complete (the stack builds the keeper last)."""
+def _template_spelling(value):
+    """jsii resolves structs with camelCase keys (scriptLocation); the template spells them ScriptLocation."""
+    if isinstance(value, dict) and not any(k.startswith(("Fn::", "Ref")) for k in value):
+        return {k[:1].upper() + k[1:]: _template_spelling(v) for k, v in value.items()}
+    return value
+
+
+def run_fixed_properties(job) -> dict:
+    """What the template gives Glue for a job (a glue L2 job) that its runs fix at start, as synthesized: every
+    property but NOT_RUN_FIXED, the DefaultArguments set as template overrides (job_iam.override_default_arguments,
+    e.g. the Spark UI's) included. tests/infra/test_job_keeper.py recomputes it from the template."""
     cfn = job.node.default_child
     stack = cdk.Stack.of(job)
-    arguments = {**stack.resolve(cfn.default_arguments), **stack.resolve(argument_overrides(job))}
-    # The template's spelling of the Command (jsii resolves the struct with camelCase keys: scriptLocation), so the
-    # digest is of exactly what the template gives Glue (tests/infra/test_job_keeper.py recomputes it from there).
-    command = {key[:1].upper() + key[1:]: value for key, value in stack.resolve(cfn.command).items()}
-    what = {"Command": command, "DefaultArguments": arguments}
+    properties = {}
+    for name, attribute in _CFN_ATTRIBUTES.items():
+        value = stack.resolve(getattr(cfn, attribute))
+        if value is not None:
+            properties[name] = value if name in ("DefaultArguments", "NonOverridableArguments") else _template_spelling(value)
+    properties["DefaultArguments"] = {**properties.get("DefaultArguments", {}), **stack.resolve(argument_overrides(job))}
+    return properties
+
+
+def code_digest(job) -> str:
+    """The digest of run_fixed_properties(job). Called after the job is complete (the stack builds the keeper last)."""
+    what = run_fixed_properties(job)
     return hashlib.sha256(json.dumps(what, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def runs_with(job) -> dict:
+    """RUNS_WITH of the job, as references CloudFormation resolves in the deploy resource's properties."""
+    properties = run_fixed_properties(job)
+    return {name: properties[name] for name in RUNS_WITH if name in properties}
 
 
 class JobKeeper(Construct):
@@ -78,6 +132,11 @@ class JobKeeper(Construct):
             sid="KeepStreamingJobsRunning",
             actions=["glue:GetJobRuns", "glue:StartJobRun", "glue:BatchStopJobRun", "glue:GetTags"],
             resources=[job_arn_prefix + name for name in names.values()]))
+        # The deploy mark (handler.DEPLOY_TAG) and nothing else: aws:TagKeys limits which tags it may set or remove.
+        self.role.add_to_principal_policy(iam.PolicyStatement(
+            sid="MarkDeploys", actions=["glue:TagResource", "glue:UntagResource"],
+            resources=[job_arn_prefix + name for name in names.values()],
+            conditions={"ForAllValues:StringEquals": {"aws:TagKeys": [DEPLOY_TAG]}}))
         self.role.add_to_principal_policy(iam.PolicyStatement(
             sid="PublishKeeperMetrics", actions=["cloudwatch:PutMetricData"], resources=["*"],
             conditions={"StringEquals": {"cloudwatch:namespace": METRICS_NAMESPACE}}))
@@ -88,13 +147,10 @@ class JobKeeper(Construct):
             code=lambda_.Code.from_asset(str(CODE), exclude=["__pycache__", "*.pyc"]),
             role=self.role, timeout=TIMEOUT, memory_size=256, log_group=self.log_group,
             description="streamlake job keeper (infra/functions/job_keeper/handler.py)",
-            # One invocation at a time: a schedule tick and a state-change event never start the same job twice
-            # (Glue would refuse the second run anyway: MaxConcurrentRuns 1).
-            reserved_concurrent_executions=1,
             environment={
                 "JOBS": json.dumps({name: {"maintenance_window": maintenance_window, "retention_hours": retention_hours[source]}
                                     for source, name in names.items()}, sort_keys=True),
-                "MAX_STARTS_PER_HOUR": str(MAX_STARTS_PER_HOUR), "BACKOFF_SECONDS": str(BACKOFF_SECONDS),
+                "MAX_FAILURES_PER_HOUR": str(MAX_FAILURES_PER_HOUR), "BACKOFF_SECONDS": str(BACKOFF_SECONDS),
                 "METRICS_NAMESPACE": METRICS_NAMESPACE, "JOB_ARN_PREFIX": job_arn_prefix,
             },
         )
@@ -111,4 +167,9 @@ class JobKeeper(Construct):
             self.deploys[source] = cdk.CustomResource(
                 self, f"Deploy{pascal(source)}",
                 service_token=self.function.function_arn, resource_type=DEPLOY_RESOURCE_TYPE,
-                properties={"JobName": job.job_name, "CodeDigest": code_digest(job)})
+                service_timeout=SERVICE_TIMEOUT,
+                properties={"JobName": job.job_name, "DigestFormula": DIGEST_FORMULA, "CodeDigest": code_digest(job),
+                            "RunsWith": runs_with(job)})
+        # The schedule starts jobs too: only after every first start the deploys made (and so after all they wait for).
+        for deploy in self.deploys.values():
+            self.schedule.node.add_dependency(deploy)

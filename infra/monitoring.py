@@ -36,6 +36,10 @@ from infra.constants import pascal
 # (https://docs.aws.amazon.com/glue/latest/dg/monitoring-awsglue-with-cloudwatch-metrics.html).
 GLUE_CONSUMER_LAG = "glue.driver.streaming.maxConsumerLagInMs"
 GLUE_EXECUTORS = "glue.driver.ExecutorAllocationManager.executors.numberAllExecutors"
+GLUE_FAILED_TASKS = "glue.driver.aggregate.numFailedTasks"
+GLUE_KILLED_TASKS = "glue.driver.aggregate.numKilledTasks"
+GLUE_BYTES_READ = "glue.driver.aggregate.bytesRead"
+GLUE_BYTES_WRITTEN = "glue.ALL.s3.filesystem.write_bytes"
 ONE_MINUTE = cdk.Duration.minutes(1)
 FIVE_MINUTES = cdk.Duration.minutes(5)
 # Throughput-exceeded: a few throttled calls are normal retries; alarm when 3 of 5 minutes throttle.
@@ -77,6 +81,9 @@ class Monitoring(Construct):
         compaction_job_name: str,
         msk: MskSignals | None,
         removal_policy: cdk.RemovalPolicy,
+        keeper_function_name: str | None = None,
+        athena_workgroup: str | None = None,
+        lake_bucket_name: str | None = None,
     ) -> None:
         super().__init__(scope, id_)
         self.environment = environment
@@ -86,38 +93,44 @@ class Monitoring(Construct):
         self.topic_key = kms.Key(
             self, "TopicKey", enable_key_rotation=True, removal_policy=removal_policy, description="Alarm topic"
         )
-        # Alarms and EventBridge publish to an encrypted topic only if they may use its key (SNS "Enable compatibility
-        # between event sources from AWS services and encrypted topics"); in a key policy "*" means this key.
+        # Alarms publish to an encrypted topic only if they may use its key, with the source keys the SNS Developer
+        # Guide's "Key management" asks for ("Add the aws:SourceAccount and aws:SourceArn condition keys to the KMS
+        # resource policy"; its exception is EventBridge, below). That CloudWatch's KMS request carries them is not
+        # shown by any AWS page for CloudWatch itself: docs/operations.md "Alarm delivery" says how to settle it.
+        # In a key policy "*" means this key.
         stack = cdk.Stack.of(self)
+        alarms_of_this_account = f"arn:{stack.partition}:cloudwatch:{stack.region}:{stack.account}:alarm:*"
         self.topic_key.add_to_resource_policy(
             iam.PolicyStatement(
                 sid="CloudWatchAlarmsOfThisAccount",
                 principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
                 actions=["kms:Decrypt", "kms:GenerateDataKey*"],
                 resources=["*"],
-                # Confused deputy: only alarms of this account and region. CloudWatch sends both keys with its
-                # requests, as AWS's own Modern Data Architecture Accelerator grants them (its
-                # grantCloudWatchAlarmsTopicAccess); unverified on AWS here.
-                conditions={
-                    "StringEquals": {"aws:SourceAccount": stack.account},
-                    "ArnLike": {"aws:SourceArn": f"arn:{stack.partition}:cloudwatch:{stack.region}:{stack.account}:alarm:*"},
-                },
-            )
-        )
-        self.topic_key.add_to_resource_policy(
-            iam.PolicyStatement(
-                sid="EventBridgeRules",
-                principals=[iam.ServicePrincipal("events.amazonaws.com")],
-                actions=["kms:Decrypt", "kms:GenerateDataKey*"],
-                resources=["*"],
-                # No aws:SourceAccount here: the same source says EventBridge's KMS request to an encrypted topic
-                # carries no source keys, so a condition would drop every notification silently (unverified on AWS;
-                # the rule's own target is this topic only).
+                conditions={"StringEquals": {"aws:SourceAccount": stack.account},
+                            "ArnLike": {"aws:SourceArn": alarms_of_this_account}},
             )
         )
         self.topic = sns.Topic(
             self, "AlarmTopic", display_name=f"streamlake {environment} alarms", master_key=self.topic_key, enforce_ssl=True
         )
+        # A topic policy replaces the topic's default policy, so CloudWatch may publish only if it says so: "Allow_Publish_
+        # Alarms", principal cloudwatch.amazonaws.com, sns:Publish, aws:SourceArn the alarms' ARN (AWS Knowledge Center
+        # "Why didn't I receive an SNS notification for my CloudWatch alarm trigger?"). Without it every alarm's
+        # history reads "not authorized to perform: SNS:Publish" and nobody is told. The alarm ARN names this account.
+        self.topic.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="CloudWatchAlarmsOfThisAccount",
+                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                actions=["sns:Publish"],
+                resources=[self.topic.topic_arn],
+                conditions={"ArnLike": {"aws:SourceArn": alarms_of_this_account}},
+            )
+        )
+        # EventBridge's statements (sns:Publish in the topic policy, Decrypt and GenerateDataKey* in the key policy) come
+        # from its target (aws_events_targets.SnsTopic), both without conditions, as documented: "You can't use
+        # Condition blocks in Amazon SNS topic policies for EventBridge" (EventBridge "Amazon SNS permissions"), and
+        # "Adding the aws:SourceAccount, aws:SourceArn, and aws:SourceOrgID to a AWS KMS policy is not supported for
+        # EventBridge-to-encrypted topics" (SNS "Key management").
         for email in notification_emails:
             self.topic.add_subscription(subs.EmailSubscription(email))
         self._action = cw_actions.SnsAction(self.topic)
@@ -135,8 +148,11 @@ class Monitoring(Construct):
         if msk is not None:
             self._msk_alarms(msk)
         self._compaction_alarm(compaction_job_name)
+        if keeper_function_name is not None:
+            self._keeper_function_alarms(keeper_function_name)
         self._job_failure_rule([j.job_name for j in streaming_jobs] + [compaction_job_name])
-        self.dashboard = self._dashboard(stream_names, streaming_jobs, window_size_seconds, compaction_job_name)
+        self.dashboard = self._dashboard(stream_names, streaming_jobs, window_size_seconds, compaction_job_name,
+                                         athena_workgroup, lake_bucket_name)
 
     # ---- alarms -------------------------------------------------------------------------------
 
@@ -222,10 +238,10 @@ class Monitoring(Construct):
         Glue's reader): the job's own ArrivalLagMs, processing time minus the batch's earliest record timestamp,
         what Glue's metric measures ("the duration between the oldest record received by the topic and the time
         it arrives in AWS Glue", Glue Kafka connection option reference).
-        Dimensions: those of Glue's job metrics (JobName, JobRunId "ALL" for the job's aggregate, Type "gauge";
-        "Monitoring AWS Glue using Amazon CloudWatch metrics"). That maxConsumerLagInMs, which that page does not
-        list, carries the same is unverified; `aws cloudwatch list-metrics --namespace Glue --metric-name
-        glue.driver.streaming.maxConsumerLagInMs` against a running Kinesis job settles it."""
+        The name: Glue API KinesisStreamingSourceOptions.EmitConsumerLagMetrics ("The metric's name is
+        glue.driver.streaming.maxConsumerLagInMs"); JobName and JobRunId "ALL": Glue "Visualizing AWS Glue streaming
+        metrics" filters by them. Type "gauge" is on no AWS page: unverified, listed in docs/operations.md "What only AWS
+        can show" with the `aws cloudwatch list-metrics` command that settles it."""
         if job.stream_name is None:
             return self._app_metric(ARRIVAL_LAG_MS, job.source_name, statistic="Maximum", period=period)
         return self._glue_metric(GLUE_CONSUMER_LAG, job.job_name, period=period)
@@ -410,21 +426,39 @@ class Monitoring(Construct):
         self.job_failure_rule = events.Rule(
             self,
             "GlueJobFailed",
-            description="Any streaming or compaction job run that fails, times out, errors or is stopped",
+            description="Any streaming or compaction job run that fails, times out or errors",
             event_pattern=events.EventPattern(
                 source=["aws.glue"],
                 detail_type=["Glue Job State Change"],
-                # STOPPED too: a streaming job stopped (by hand or otherwise) is down as surely as a failed one.
-                # Glue's job states sent to EventBridge (CDK's aws_glue.JobState, from the CloudWatch Events event types
-                # page) include STOPPED; ERROR is a job run status (Glue "job run statuses").
-                detail={"state": ["FAILED", "TIMEOUT", "ERROR", "STOPPED"], "jobName": job_names},
+                # Not STOPPED: every deploy that changes a streaming job stops its run on purpose (the job keeper), and a
+                # notice per deploy teaches people to ignore this topic. A streaming job that stays stopped is the
+                # NotRunning alarm's (15 minutes without a run). ERROR is a job run status (Glue "job run statuses").
+                detail={"state": ["FAILED", "TIMEOUT", "ERROR"], "jobName": job_names},
             ),
         )
         self.job_failure_rule.add_target(targets.SnsTopic(self.topic))
 
+    def _keeper_function_alarms(self, function_name: str) -> None:
+        """The job keeper's own failures. CloudFormation invokes it asynchronously ("CloudFormation invokes your Lambda
+        function asynchronously with an event that includes a callback URL", CloudFormation "Lambda-backed custom
+        resources"), and so do EventBridge's rules: an invocation that errors, or that Lambda drops after its retries
+        (AsyncEventsDropped, Lambda "Monitoring asynchronous invocation"), reaches no job. A dropped deploy also fails
+        the stack update after the deploy resource's ServiceTimeout (infra/job_keeper.SERVICE_TIMEOUT)."""
+        dims = {"FunctionName": function_name}
+        for metric_name, what in (("Errors", "returned an error"), ("AsyncEventsDropped", "dropped an event unprocessed")):
+            self._alarm(
+                f"JobKeeper{metric_name}",
+                metric=cw.Metric(namespace="AWS/Lambda", metric_name=metric_name, dimensions_map=dims, statistic="Sum",
+                                 period=FIVE_MINUTES),
+                threshold=0, periods=1,
+                description=f"The job keeper ({function_name}) {what}: a deploy, a schedule tick or a job's state change "
+                            "may not have reached its job. Read its log group; `streamlake job status` shows each job.",
+            )
+
     # ---- dashboard ----------------------------------------------------------------------------
 
-    def _dashboard(self, stream_names, jobs, window_size_seconds, compaction_job_name) -> cw.Dashboard:
+    def _dashboard(self, stream_names, jobs, window_size_seconds, compaction_job_name, athena_workgroup,
+                   lake_bucket_name) -> cw.Dashboard:
         dashboard = cw.Dashboard(self, "Dashboard", default_interval=cdk.Duration.hours(3))
         for job in jobs:
             title = f"{job.source_name} ({job.source_type})"
@@ -452,6 +486,26 @@ class Monitoring(Construct):
                                left=[self._glue_metric(GLUE_EXECUTORS, job.job_name, statistic="Average")]),
                 cw.GraphWidget(title=f"{title}: dead letters", width=8,
                                left=[self._app_metric(DEAD_LETTERS, job.source_name)]),
+                # Glue's job metrics ("Monitoring AWS Glue using Amazon CloudWatch metrics": JobName, JobRunId ALL,
+                # Type count for the aggregates, gauge for the file system bytes; Sum of deltas).
+                cw.GraphWidget(title=f"{title}: failed / killed Spark tasks", width=8,
+                               left=[self._glue_metric(GLUE_FAILED_TASKS, job.job_name, statistic="Sum", type_="count")
+                                     .with_(label="failed"),
+                                     self._glue_metric(GLUE_KILLED_TASKS, job.job_name, statistic="Sum", type_="count")
+                                     .with_(label="killed")]),
+            )
+            dashboard.add_widgets(
+                cw.GraphWidget(title=f"{title}: bytes read / written per minute", width=8,
+                               left=[self._glue_metric(GLUE_BYTES_READ, job.job_name, statistic="Sum", type_="count")
+                                     .with_(label="read"),
+                                     self._glue_metric(GLUE_BYTES_WRITTEN, job.job_name, statistic="Sum")
+                                     .with_(label="written to S3")]),
+                # One BatchDurationMs sample per micro-batch (glue_jobs.metrics): its count per window is the batches.
+                cw.GraphWidget(title=f"{title}: batches per window", width=8,
+                               left=[self._app_metric(BATCH_DURATION, job.source_name, statistic="SampleCount",
+                                                      period=cdk.Duration.seconds(max(60, window_size_seconds)))
+                                     .with_(label="batches")]),
+                *([self._kinesis_calls_widget(title, job.stream_name)] if job.stream_name else []),
             )
         dashboard.add_widgets(
             cw.GraphWidget(title="compaction duration (ms)", width=8,
@@ -461,4 +515,37 @@ class Monitoring(Construct):
                                  self._app_metric(COMPACTION_FILES_AFTER, None, period=cdk.Duration.hours(1))]),
             cw.AlarmStatusWidget(title="alarms", width=8, alarms=list(self.alarms.values())),
         )
+        # S3's daily storage metrics are per bucket, not per dataset (AWS/S3 BucketSizeBytes with StorageType
+        # StandardStorage, NumberOfObjects with AllStorageTypes; "reported once per day", S3 "Metrics and dimensions").
+        # Athena's ProcessedBytes per workgroup needs the workgroup's PublishCloudWatchMetricsEnabled (infra/readers.py
+        # sets it; Athena "Monitoring Athena queries with CloudWatch metrics").
+        lake = []
+        if lake_bucket_name is not None:
+            day = cdk.Duration.days(1)
+            lake = [cw.GraphWidget(title="lake bucket: size (bytes) and objects, daily", width=8,
+                                   left=[cw.Metric(namespace="AWS/S3", metric_name="BucketSizeBytes", statistic="Average",
+                                                   period=day, label="bytes", dimensions_map={
+                                                       "BucketName": lake_bucket_name, "StorageType": "StandardStorage"})],
+                                   right=[cw.Metric(namespace="AWS/S3", metric_name="NumberOfObjects", statistic="Average",
+                                                    period=day, label="objects", dimensions_map={
+                                                        "BucketName": lake_bucket_name, "StorageType": "AllStorageTypes"})])]
+        athena = []
+        if athena_workgroup is not None:
+            athena = [cw.GraphWidget(title="readers: Athena bytes scanned per hour", width=8,
+                                     left=[cw.Metric(namespace="AWS/Athena", metric_name="ProcessedBytes", statistic="Sum",
+                                                     period=cdk.Duration.hours(1), label="scanned",
+                                                     dimensions_map={"WorkGroup": athena_workgroup,
+                                                                     "QueryState": "SUCCEEDED", "QueryType": "DML"})])]
+        if lake or athena:
+            dashboard.add_widgets(*lake, *athena)
         return dashboard
+
+    def _kinesis_calls_widget(self, title: str, stream_name: str) -> cw.GraphWidget:
+        """Successful reads and writes beside the throttling alarms: GetRecords.Success and PutRecord(s).Success, stream
+        level, "always available" (Kinesis "Monitoring the Amazon Kinesis Data Streams service with CloudWatch")."""
+        dims = {"StreamName": stream_name}
+        return cw.GraphWidget(title=f"{title}: Kinesis calls succeeding (share)", width=8, left=[
+            cw.Metric(namespace="AWS/Kinesis", metric_name=name, statistic="Average", period=ONE_MINUTE, dimensions_map=dims,
+                      label=label)
+            for name, label in (("GetRecords.Success", "reads"), ("PutRecords.Success", "batch writes"),
+                                ("PutRecord.Success", "single writes"))])

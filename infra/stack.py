@@ -122,6 +122,12 @@ class StreamingLakeStack(cdk.Stack):
             if dependency is not None:
                 for deploy in self.job_keeper.deploys.values():
                     deploy.node.add_dependency(dependency)
+        # And its own job's role with every policy of the role (the default one and the overflow ones CDK splits off at
+        # synth) and its log groups: CloudFormation creates what does not depend on each other in parallel, and a run
+        # that starts before its policy exists is refused its first calls.
+        for source, deploy in self.job_keeper.deploys.items():
+            job = self.streaming_jobs[source]
+            deploy.node.add_dependency(job.role, *job.logging.log_groups)
         self.monitoring = Monitoring(
             self,
             "Monitoring",
@@ -151,6 +157,9 @@ class StreamingLakeStack(cdk.Stack):
                 else None
             ),
             removal_policy=self.removal_policy,
+            keeper_function_name=self.job_keeper.function.function_name,
+            athena_workgroup=self.readers.workgroup.name,
+            lake_bucket_name=self.storage.lake_bucket.bucket_name,
         )
         self._outputs()
 

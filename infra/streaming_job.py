@@ -6,10 +6,15 @@ Runtime choices (config/environments.json `streaming`):
   Spark's Kafka source and decode frames with the project's jar: docs/kafka.md), and it supports G.025X and auto scaling; 5.0 (Spark 3.5) is allowed
   and the job code is tested on both Spark lines.
 - Auto scaling: `--enable-auto-scaling=true`, so NumberOfWorkers is the maximum.
-- Timeout: none is set. Glue restarts a streaming job after at most 7 days; with
-  `maintenance_window` set (Glue 4.0+ streaming), that restart happens inside the window
-  (https://docs.aws.amazon.com/glue/latest/dg/glue-streaming-maintenance.html). The checkpoint makes
-  the restart lossless.
+- Timeout: STREAMING_TIMEOUT, 7 days, the most the Glue API allows ("Jobs must have timeout values less than 7 days
+  or 10080 minutes"). A blank timeout is no longer unlimited: the API's Timeout now reads "When the value is left
+  blank, the timeout is defaulted to 2,880 minutes for Glue version 4.0 and earlier, or 480 minutes for Glue version
+  5.0 and later", which would end a healthy streaming run after 48 or 8 hours. With a timeout of 7 days Glue restarts
+  the run itself: "If the timeout is greater than 7 days, then AWS Glue checks if the maintenance window is
+  configured ... AWS Glue will restart the job within 3 hours of the specified maintenance window", and without a
+  window 7 days after the run started (Glue "Maintenance windows for AWS Glue Streaming"). Whether a timeout of
+  exactly 10,080 minutes takes the restart path or ends the run in TIMEOUT is unverified (docs/operations.md says how
+  to settle it); either way the job keeper starts the job again and the checkpoint makes it lossless.
 """
 
 from __future__ import annotations
@@ -29,9 +34,18 @@ from glue_jobs.schema import ICEBERG_TABLE_FOLDER
 from infra import job_assets
 from infra.config import StreamingJobConfig
 from infra.glue_security import GlueJobSecurity
-from infra.job_iam import acknowledge_glue_job_role, add_spark_ui, grant_prefix, grant_put_metric_data
+from infra.job_iam import (
+    acknowledge_glue_job_role,
+    add_spark_ui,
+    grant_prefix,
+    grant_put_metric_data,
+    override_default_arguments,
+)
 from infra.msk import kafka_arn
 from infra.nag import acknowledge_wildcard_resource
+
+# The streaming jobs' timeout (see the module doc).
+STREAMING_TIMEOUT = cdk.Duration.minutes(10_080)
 
 
 @dataclass(frozen=True)
@@ -157,6 +171,7 @@ class StreamingJob(Construct):
             **self._iceberg_arguments(dataset, catalog),
             "--enable-auto-scaling": "true",
         }
+        self.logging = security.job_logging(self, source_name, self.role, settings.glue_version)
         self.job = glue.PySparkStreamingJob(
             self,
             "Job",
@@ -164,6 +179,7 @@ class StreamingJob(Construct):
             role=self.role,
             default_arguments=self.default_arguments,
             connections=list(kafka.connections) if kafka is not None else None,
+            timeout=STREAMING_TIMEOUT,
             # jvm/glue-functions, loaded by Glue from --extra-jars (the L2 sets it): the Kafka job's frame decoder and
             # the contract's JSON proof (glue_jobs/strict_json.py).
             extra_jars=[job_assets.functions_jar(self)],
@@ -174,14 +190,15 @@ class StreamingJob(Construct):
                 worker_type=settings.worker_type,
                 workers=settings.max_workers,
                 security_configuration=security.configuration,
-                log_group=security.job_log_group(self, source_name),
+                logging=self.logging,
             ),
         )
+        override_default_arguments(self.job, self.logging.arguments)  # the L2 reserves the logging ones
         acknowledge_glue_job_role(self.role, uses_connection=kafka is not None)
         add_spark_ui(self.job, self.role, locations.spark_ui_bucket, source_name, glue_version=settings.glue_version)
         if settings.maintenance_window:
             cfn_job = self.job.node.default_child
-            cfn_job.add_property_override("MaintenanceWindow", _maintenance_window(settings.maintenance_window))
+            cfn_job.maintenance_window = _maintenance_window(settings.maintenance_window)  # the L2 has no prop for it
 
     def _grant_storage(self, locations: LakeLocations, glue_version: str) -> None:
         lake = locations.lake_prefix

@@ -42,10 +42,8 @@ def keeper_function(assembly: Assembly) -> tuple[dict, dict]:
     return properties, properties["Environment"]["Variables"]
 
 
-def rehearse_keeper(assembly: Assembly, moto_endpoint: str) -> dict[str, str]:
-    """Run one scheduled check of the deployed keeper; returns {job name: state} as the handler reports it."""
-    import boto3
-
+def _deployed_handler(assembly: Assembly):
+    """The keeper's handler module, loaded from the assembly's code folder, and the function's environment variables."""
     properties, variables = keeper_function(assembly)
     key = properties["Code"]["S3Key"]
     if key not in assembly.directories:
@@ -56,13 +54,102 @@ def rehearse_keeper(assembly: Assembly, moto_endpoint: str) -> dict[str, str]:
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # its dataclasses look their module up while the class is made
     spec.loader.exec_module(module)
-    credentials = {"AWS_ACCESS_KEY_ID": "rehearsal", "AWS_SECRET_ACCESS_KEY": "rehearsal", "AWS_DEFAULT_REGION": REGION,
-                   "AWS_REGION": REGION, "AWS_ENDPOINT_URL": moto_endpoint}
-    glue = boto3.client("glue", endpoint_url=moto_endpoint, region_name=REGION, aws_access_key_id="rehearsal",
-                        aws_secret_access_key="rehearsal")
+    return getattr(module, function_name), variables
+
+
+def _credentials(moto_endpoint: str) -> dict[str, str]:
+    return {"AWS_ACCESS_KEY_ID": "rehearsal", "AWS_SECRET_ACCESS_KEY": "rehearsal", "AWS_DEFAULT_REGION": REGION,
+            "AWS_REGION": REGION, "AWS_ENDPOINT_URL": moto_endpoint}
+
+
+def _create_streaming_jobs(assembly: Assembly, glue) -> None:
+    """The streaming jobs in moto's Glue under the names the template gives them."""
     for logical_id, job in assembly.resources("AWS::Glue::Job").items():
         if job["Properties"]["Command"]["Name"] == "gluestreaming":
             glue.create_job(Name=assembly.ref(logical_id), Role=assembly.resolve(job["Properties"]["Role"]),
                             Command={"Name": "gluestreaming", "ScriptLocation": assembly.resolve(job["Properties"]["Command"]["ScriptLocation"])})
+
+
+def rehearse_keeper(assembly: Assembly, moto_endpoint: str) -> dict[str, str]:
+    """Run one scheduled check of the deployed keeper; returns {job name: state} as the handler reports it."""
+    import boto3
+
+    handler, variables = _deployed_handler(assembly)
+    credentials = _credentials(moto_endpoint)
+    glue = boto3.client("glue", endpoint_url=moto_endpoint, region_name=REGION, aws_access_key_id="rehearsal",
+                        aws_secret_access_key="rehearsal")
+    _create_streaming_jobs(assembly, glue)
     with _environment({**credentials, **{k: str(v) for k, v in variables.items()}}):
-        return getattr(module, function_name)(SCHEDULED_EVENT, None)
+        return handler(SCHEDULED_EVENT, None)
+
+
+def deploy_resources(assembly: Assembly) -> dict[str, dict]:
+    """{job name: its Custom::StreamingJobDeploy properties as CloudFormation resolves them} (ServiceToken left out)."""
+    found = {}
+    for resource in assembly.resources("Custom::StreamingJobDeploy").values():
+        properties = {k: v for k, v in resource["Properties"].items() if k != "ServiceToken"}
+        resolved = assembly.resolve(properties)
+        found[resolved["JobName"]] = resolved
+    return found
+
+
+def rehearse_keeper_deploy(before: Assembly, after: Assembly, moto_endpoint: str) -> dict[str, dict]:
+    """A deploy from `before` to `after` as CloudFormation makes it reach the deployed keeper (of `after`): the streaming
+    jobs exist and run (started from `before`), then each deploy resource whose resolved properties changed gets an
+    Update with its old and new properties, as CloudFormation sends it (custom resource request objects), and its
+    answer is PUT to a ResponseURL served on loopback. Returns {job name: {"reason", "status", "runs"}} with the
+    job's runs (Id -> state) after the Update."""
+    import boto3
+
+    from rehearsal.moto import fill_glue_gaps
+
+    fill_glue_gaps()  # the moto server runs in this process: BatchStopJobRun and runs that stay up
+    handler, variables = _deployed_handler(after)
+    glue = boto3.client("glue", endpoint_url=moto_endpoint, region_name=REGION, aws_access_key_id="rehearsal",
+                        aws_secret_access_key="rehearsal")
+    _create_streaming_jobs(before, glue)
+    for name in deploy_resources(before):
+        glue.start_job_run(JobName=name)
+    old, new = deploy_resources(before), deploy_resources(after)
+    results = {}
+    with _response_server() as (url, answers), _environment({**_credentials(moto_endpoint),
+                                                              **{k: str(v) for k, v in variables.items()}}):
+        for name, properties in sorted(new.items()):
+            if old.get(name) == properties:
+                continue
+            event = {"RequestType": "Update", "ResponseURL": f"{url}/{name}", "StackId": "rehearsal-stack",
+                     "RequestId": f"update-{name}", "LogicalResourceId": f"Deploy-{name}",
+                     "PhysicalResourceId": f"deploy-{name}", "ResourceType": "Custom::StreamingJobDeploy",
+                     "ResourceProperties": properties, "OldResourceProperties": old.get(name, {})}
+            reason = handler(event, None)["deploy"]
+            runs = {r["Id"]: r["JobRunState"] for r in glue.get_job_runs(JobName=name)["JobRuns"]}
+            results[name] = {"reason": reason, "status": answers.get(f"/{name}", {}).get("Status"), "runs": runs}
+    return results
+
+
+@contextmanager
+def _response_server():
+    """A loopback HTTP server that takes the function's PUT of its custom resource response: (url, {path: body})."""
+    import http.server
+    import json
+    import threading
+
+    answers: dict[str, dict] = {}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_PUT(self):  # noqa: N802 (http.server's name)
+            answers[self.path] = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", answers
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -39,6 +39,8 @@ GLUE_PARAMETERS = frozenset({
     "--enable-continuous-log-filter", "--continuous-log-logGroup", "--enable-auto-scaling", "--enable-spark-ui",
     "--spark-event-logs-path", "--job-bookmark-option", "--enable-job-insights", "--enable-glue-datacatalog",
     "--additional-python-modules", "--python-modules-installer-option", "--datalake-formats",
+    # Glue 5.x's log group prefix ("Logging for AWS Glue jobs"; infra/glue_security.GlueJobSecurity.job_logging).
+    "--custom-logGroup-prefix",
 })
 
 

@@ -177,7 +177,7 @@ def test_a_change_to_the_glue_security_configuration_is_a_replacement_that_deplo
     assert not change.deploy_fails and not change.data_loss
     names = [dict(c)["Name"] for c in (old, new) for c in [next(r["Properties"] for r in c["Resources"].values()
                                                                  if r["Type"] == "AWS::Glue::SecurityConfiguration")]]
-    assert names[0] != names[1] and all(n.startswith("streamlake-dev-glue-") for n in names)
+    assert names[0] != names[1] and all(n.startswith("streamlake-dev-jobs-") for n in names)
     assert template("DataKey") == old  # unchanged content, unchanged name: nothing replaced
 
 
@@ -291,3 +291,43 @@ def test_the_base_iceberg_datasets_are_read_from_the_committed_dataset_files(tmp
     (tmp_path / "datasets" / "clickstream" / "dataset.json").write_text(json.dumps({"table_format": "iceberg"}))
     monkeypatch.setattr(diff, "REPO_ROOT", tmp_path)
     assert diff.iceberg_datasets_at("HEAD") == {"orders"}  # the commit, not the working tree; the broken file is Parquet
+
+
+def test_a_worker_type_change_in_prod_names_the_restart_of_every_streaming_job(templates):
+    """A JobRun keeps the worker type it started with (Glue API JobRun): the job keeper restarts the running job, and
+    the report says so before any resource detail."""
+    import dataclasses
+
+    from devtools.snapshot import normalize, synth_templates
+
+    config = load_config()
+    prod = config.get("prod")
+    assert prod.streaming.worker_type != "G.2X"
+    changed = dataclasses.replace(prod, streaming=dataclasses.replace(prod.streaming, worker_type="G.2X"))
+    new = synth_templates(["prod"], config=dataclasses.replace(config, environments={**config.environments, "prod": changed}))
+    old_t, new_t = normalize(templates["prod"]), normalize(new["prod"])
+    changes = diff.diff_templates(old_t, new_t)
+    restarts = diff.streaming_restarts(old_t, new_t, changes)
+    assert sorted(restarts) == sorted(prod.source_names)
+    assert all("`Properties.WorkerType`" in reasons for reasons in restarts.values())
+    text = diff.render_environment("prod", changes, diff.CostRange(1, 1), diff.CostRange(2, 2), restarts)
+    assert f"restarts the streaming job of {len(prod.source_names)} source(s)" in text
+    # an unchanged synth restarts nothing
+    assert diff.streaming_restarts(old_t, old_t, []) == {}
+
+
+def test_the_first_deploy_after_the_new_digest_formula_restarts_every_streaming_job_once(templates):
+    """1d225b0's deploy resources carried a digest of the Command and DefaultArguments only: the new formula (DigestFormula,
+    RunsWith) is a change of every deploy resource, and the report names each job's restart."""
+    import gzip
+    from pathlib import Path
+
+    from devtools.snapshot import normalize
+
+    fixtures = Path(__file__).resolve().parent / "fixtures" / "templates_1d225b0"
+    for environment, template in templates.items():
+        old = normalize(json.loads(gzip.decompress((fixtures / f"{environment}.template.json.gz").read_bytes())))
+        new = normalize(template)
+        restarts = diff.streaming_restarts(old, new, diff.diff_templates(old, new))
+        assert sorted(restarts) == sorted(load_config().get(environment).source_names), environment
+        assert all("deploy `Properties.DigestFormula`" in reasons for reasons in restarts.values())

@@ -64,18 +64,55 @@ def _digests(template: dict) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("environment", list(load_config().environments))
-def test_the_digest_is_of_the_command_and_arguments_the_template_gives_glue(templates, environment):
-    """Recomputed from the synthesized template: every argument Glue receives is in the digest, those set as template
-    overrides (the Spark UI's) too, so changing any of them restarts the job."""
+def test_the_digest_is_of_everything_a_run_fixes_in_the_template_it_gives_glue(templates, environment):
+    """Recomputed from the synthesized template: every job property but NOT_RUN_FIXED (the script, every argument, those
+    set as template overrides too, Glue version, workers, timeout, maintenance window, connections, security
+    configuration, role), so changing any of them restarts the job; RunsWith carries the references CloudFormation
+    resolves, and the digest formula is a property of its own."""
     import hashlib
+
+    from infra.job_keeper import DIGEST_FORMULA, NOT_RUN_FIXED, RUNS_WITH
 
     template = templates[environment]
     jobs = _streaming_jobs(template)
+    deploys = {v["Properties"]["JobName"]["Ref"]: v["Properties"] for v in _of_type(template, DEPLOY_RESOURCE_TYPE).values()}
     for job_id, digest in _digests(template).items():
         props = jobs[job_id]["Properties"]
-        assert "--spark-event-logs-path" in props["DefaultArguments"]
-        what = {"Command": props["Command"], "DefaultArguments": props["DefaultArguments"]}
+        assert "--spark-event-logs-path" in props["DefaultArguments"] and props["Timeout"] == 10080
+        what = {k: v for k, v in props.items() if k not in NOT_RUN_FIXED}
+        assert {"Command", "DefaultArguments", "GlueVersion", "WorkerType", "NumberOfWorkers", "Timeout", "Role",
+                "SecurityConfiguration"} <= set(what)
         assert hashlib.sha256(json.dumps(what, sort_keys=True, separators=(",", ":")).encode()).hexdigest() == digest
+        assert deploys[job_id]["RunsWith"] == {k: props[k] for k in RUNS_WITH if k in props}
+        assert deploys[job_id]["DigestFormula"] == DIGEST_FORMULA and int(deploys[job_id]["ServiceTimeout"]) <= 900
+
+
+@pytest.mark.parametrize("environment", list(load_config().environments))
+def test_the_deploy_resources_and_the_schedule_wait_for_the_roles_policies_log_groups_and_grants(templates, environment):
+    """CloudFormation creates independent resources in parallel: each deploy resource (which starts its job) waits for its
+    job's role policies, its log groups and, with Lake Formation on, the grants; the schedule waits for every deploy."""
+    template = templates[environment]
+    resources = template["Resources"]
+    deploys = _of_type(template, DEPLOY_RESOURCE_TYPE)
+    jobs = _streaming_jobs(template)
+    for deploy_id, deploy in deploys.items():
+        job = jobs[deploy["Properties"]["JobName"]["Ref"]]
+        role = job["Properties"]["Role"]["Fn::GetAtt"][0]
+        policies = [k for k, v in _of_type(template, "AWS::IAM::Policy").items() if {"Ref": role} in v["Properties"]["Roles"]]
+        policies += [k for k, v in _of_type(template, "AWS::IAM::ManagedPolicy").items() if {"Ref": role} in v["Properties"].get("Roles", [])]
+        groups = [k for k, v in _of_type(template, "AWS::Logs::LogGroup").items() if role in json.dumps(v["Properties"].get("LogGroupName"))]
+        assert policies and len(groups) >= 2, deploy_id
+        assert set(policies) | set(groups) <= set(deploy["DependsOn"]), deploy_id
+        grants = [k for k, v in resources.items() if v["Type"].startswith("AWS::LakeFormation::")]
+        assert set(grants) <= set(deploy["DependsOn"]), deploy_id
+    (schedule_id,) = [k for k, v in _of_type(template, "AWS::Events::Rule").items() if k.startswith("JobKeeperSchedule")]
+    assert set(deploys) <= set(resources[schedule_id].get("DependsOn", []))
+
+
+def test_the_keeper_has_no_reserved_concurrency(templates):
+    for template in templates.values():
+        for function in _of_type(template, "AWS::Lambda::Function").values():
+            assert "ReservedConcurrentExecutions" not in function["Properties"]
 
 
 def test_a_changed_job_script_changes_the_digest_of_every_job_running_it_and_an_unchanged_synth_none(templates, monkeypatch, tmp_path):
@@ -121,23 +158,50 @@ def test_a_config_change_of_one_job_changes_only_that_jobs_digest(templates):
     assert len(moved) == len(kafka_jobs) < len(before)
 
 
+def _text(value) -> str:
+    """A template string value as text, nested Fn::Joins flattened (CDK merges joins of one delimiter), other
+    intrinsics as their JSON."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and set(value) == {"Fn::Join"}:
+        delimiter, parts = value["Fn::Join"]
+        return delimiter.join(_text(part) for part in parts)
+    return json.dumps(value, sort_keys=True)
+
+
 @pytest.mark.parametrize("environment", list(load_config().environments))
-def test_every_glue_job_logs_to_a_log_group_of_the_stack_with_retention_and_the_logs_key(templates, environment):
-    """Continuous logs go to the stack's own group (--continuous-log-logGroup): kept 90 days, encrypted with the
-    logs key, which the group refers to (deleted before it) and which has the group's deletion policy."""
+def test_every_glue_job_logs_to_log_groups_of_the_stack_under_the_names_glue_writes(templates, environment):
+    """Glue with a security configuration that encrypts logs writes to names of its own (infra/glue_security.py
+    job_logging): on 4.0 `<--continuous-log-logGroup>-<configuration>` and `/aws-glue/jobs/<configuration>-role/<role
+    name>/output|error`; on 5.x `<--custom-logGroup-prefix>/<configuration>-role/<role name>/output|error`. The stack
+    creates exactly those, kept 90 days, encrypted with the logs key (deleted after them)."""
     template = templates[environment]
     resources = template["Resources"]
-    groups = {k: v for k, v in _of_type(template, "AWS::Logs::LogGroup").items()}
+    (configuration,) = [v["Properties"]["Name"] for v in _of_type(template, "AWS::Glue::SecurityConfiguration").values()]
+    names = {_text(v["Properties"].get("LogGroupName")): k for k, v in _of_type(template, "AWS::Logs::LogGroup").items()}
     jobs = _of_type(template, "AWS::Glue::Job")
     assert len(jobs) == len(load_config().get(environment).source_names) + 1  # the streaming jobs and compaction
     for job in jobs.values():
-        name = job["Properties"]["DefaultArguments"]["--continuous-log-logGroup"]
-        (group_id,) = [k for k, v in groups.items() if {"Ref": k} == name or v["Properties"].get("LogGroupName") == name]
-        group = groups[group_id]
-        assert group["Properties"]["RetentionInDays"] == 90
-        key_id = group["Properties"]["KmsKeyId"]["Fn::GetAtt"][0]
-        assert resources[key_id]["Type"] == "AWS::KMS::Key" and key_id.startswith("GlueSecurityLogsKey")
-        assert resources[key_id]["DeletionPolicy"] == group["DeletionPolicy"]
+        props, arguments = job["Properties"], job["Properties"]["DefaultArguments"]
+        assert props["SecurityConfiguration"] == {"Ref": next(iter(_of_type(template, "AWS::Glue::SecurityConfiguration")))}
+        role = {"Ref": props["Role"]["Fn::GetAtt"][0]}
+        if float(props["GlueVersion"]) < 5:
+            base = arguments["--continuous-log-logGroup"]
+            expected = [{"Fn::Join": ["-", [base, configuration]]} if isinstance(base, dict) else f"{base}-{configuration}",
+                        *({"Fn::Join": ["", [f"/aws-glue/jobs/{configuration}-role/", role, f"/{kind}"]]} for kind in ("output", "error"))]
+        else:
+            assert "--continuous-log-logGroup" not in arguments and "--enable-continuous-cloudwatch-log" not in arguments
+            base = arguments["--custom-logGroup-prefix"]
+            expected = [{"Fn::Join": ["", [base, f"/{configuration}-role/", role, f"/{kind}"]]} if isinstance(base, dict)
+                        else {"Fn::Join": ["", [f"{base}/{configuration}-role/", role, f"/{kind}"]]} for kind in ("output", "error")]
+        for name in expected:
+            group_id = names.get(_text(name))
+            assert group_id is not None, (environment, name)
+            group = resources[group_id]
+            assert group["Properties"]["RetentionInDays"] == 90
+            key_id = group["Properties"]["KmsKeyId"]["Fn::GetAtt"][0]
+            assert resources[key_id]["Type"] == "AWS::KMS::Key" and key_id.startswith("GlueSecurityLogsKey")
+            assert resources[key_id]["DeletionPolicy"] == group["DeletionPolicy"]
 
 
 @pytest.mark.parametrize("environment", list(load_config().environments))

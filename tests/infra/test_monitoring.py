@@ -194,7 +194,8 @@ def test_job_failures_go_to_the_topic(template):
         "EventPattern": {
             "source": ["aws.glue"],
             "detail-type": ["Glue Job State Change"],
-            "detail": {"state": ["FAILED", "TIMEOUT", "ERROR", "STOPPED"], "jobName": ["clickstream-job", "orders-job", "compaction-job"]},
+            # Not STOPPED: every deploy stops a run on purpose; a job that stays stopped is NotRunning's.
+            "detail": {"state": ["FAILED", "TIMEOUT", "ERROR"], "jobName": ["clickstream-job", "orders-job", "compaction-job"]},
         },
         "Targets": [assertions.Match.object_like({"Arn": {"Ref": assertions.Match.string_like_regexp("MonitoringAlarmTopic")}})],
     })
@@ -208,16 +209,24 @@ def test_topic_is_encrypted_tls_only_and_subscribed(template):
     template.resource_count_is("AWS::CloudWatch::Dashboard", 1)
 
 
-def test_topic_key_lets_only_this_accounts_alarms_and_eventbridge_use_it(template):
-    """CloudWatch alarms: with aws:SourceAccount and an alarm ARN of this account and region (confused deputy);
-    EventBridge without (its KMS request to an encrypted topic carries no source keys: see infra/monitoring.py)."""
+def test_topic_and_key_let_this_accounts_alarms_and_eventbridge_publish(template):
+    """CloudWatch alarms: sns:Publish in the topic policy with the alarms' ARN of this account and region, and the key
+    with aws:SourceAccount too; EventBridge without conditions in both (documented: infra/monitoring.py), once."""
     (key,) = template.find_resources("AWS::KMS::Key").values()
-    statements = {s.get("Sid"): s for s in key["Properties"]["KeyPolicy"]["Statement"]}
-    alarms, rules = statements["CloudWatchAlarmsOfThisAccount"], statements["EventBridgeRules"]
-    assert alarms["Principal"] == {"Service": "cloudwatch.amazonaws.com"} and rules["Principal"] == {"Service": "events.amazonaws.com"}
+    statements = key["Properties"]["KeyPolicy"]["Statement"]
+    alarms = next(s for s in statements if s.get("Sid") == "CloudWatchAlarmsOfThisAccount")
+    rules = [s for s in statements if s.get("Principal") == {"Service": "events.amazonaws.com"}]
+    assert alarms["Principal"] == {"Service": "cloudwatch.amazonaws.com"}
     assert alarms["Condition"]["StringEquals"] == {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}
     assert alarms["Condition"]["ArnLike"]["aws:SourceArn"]["Fn::Join"][1][-1] == ":alarm:*"
-    assert "Condition" not in rules and alarms["Action"] == rules["Action"] == ["kms:Decrypt", "kms:GenerateDataKey*"]
+    assert len(rules) == 1 and "Condition" not in rules[0] and alarms["Action"] == ["kms:Decrypt", "kms:GenerateDataKey*"]
+    (policy,) = template.find_resources("AWS::SNS::TopicPolicy").values()
+    topic_statements = policy["Properties"]["PolicyDocument"]["Statement"]
+    (publish,) = [s for s in topic_statements if s.get("Principal") == {"Service": "cloudwatch.amazonaws.com"}]
+    assert publish["Action"] == "sns:Publish" and publish["Effect"] == "Allow"
+    assert list(publish["Condition"]) == ["ArnLike"] and publish["Condition"]["ArnLike"]["aws:SourceArn"]["Fn::Join"][1][-1] == ":alarm:*"
+    (events_publish,) = [s for s in topic_statements if s.get("Principal") == {"Service": "events.amazonaws.com"}]
+    assert "Condition" not in events_publish
 
 
 def _metric_stats(alarm: dict) -> list[dict]:
@@ -234,6 +243,8 @@ PUBLISHED_DIMENSIONS = {
     "Glue": {"JobName", "JobRunId", "Type"},
     # JobName: the job keeper's JobNotRunning and RestartsCapped (infra/functions/job_keeper/handler.py).
     "StreamLake": {"Environment", "Source", "Dataset", "JobName"},
+    # The job keeper's Errors and AsyncEventsDropped (Lambda function metrics, dimension FunctionName).
+    "AWS/Lambda": {"FunctionName"},
 }
 
 

@@ -91,7 +91,9 @@ def test_dev_rehearses_clean_and_reads_the_source_once_per_batch(cloud_assembly,
 # What staging's jobs may differ from prod's in: its name, Catalog database, registry and the Kinesis job's
 # --min_partitions (from the shard count). The sigkill rehearsal runs prod's artifacts only (staging's run took
 # another ~2.5 minutes of CI); the test below keeps that standing for staging.
-STAGING_ONLY = {"--environment", "--catalog_database", "--registry_name", "--min_partitions"}
+# The log group arguments name the environment's groups (infra/glue_security.py job_logging).
+STAGING_ONLY = {"--environment", "--catalog_database", "--registry_name", "--min_partitions", "--continuous-log-logGroup",
+                "--custom-logGroup-prefix"}
 
 
 def test_staging_deploys_the_jobs_prod_rehearses(cloud_assembly):
