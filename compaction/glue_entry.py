@@ -27,6 +27,7 @@ replaces files inside existing event_date/event_hour folders.
 
 from __future__ import annotations
 
+import logging
 import sys
 
 JOB_ARGUMENTS = ("JOB_NAME", "lake_tables", "environment", "target_file_mb", "grace_minutes", "lookback_hours", "metrics_namespace",
@@ -130,6 +131,21 @@ def resolve_arguments(argv: list[str]) -> dict:
     return getResolvedOptions(argv, names)
 
 
+def publish_lake_sizes(spark, sink, lakes: dict[str, str]) -> None:
+    """Each dataset's LakeBytes and LakeFiles (compaction/metrics.py), after the run: one recursive listing per dataset
+    (a few LIST requests: compacted hours hold few files). Never fails the run."""
+    from compaction.metrics import LAKE_BYTES, LAKE_FILES, Metric
+    from glue_jobs.storage import HadoopStorage
+
+    storage = HadoopStorage(spark)
+    for dataset, path in sorted(lakes.items()):
+        try:
+            size, files = storage.size(path) if storage.exists(path) else (0, 0)
+            sink.publish([Metric(LAKE_BYTES, size, "Bytes", dataset), Metric(LAKE_FILES, files, "Count", dataset)])
+        except Exception:  # noqa: BLE001 - a metric must not fail a compaction that succeeded
+            logging.getLogger("compaction").exception("%s: could not publish the lake's size", dataset)
+
+
 def main(argv: list[str] | None = None) -> None:
     import logging
 
@@ -164,6 +180,7 @@ def main(argv: list[str] | None = None) -> None:
             logging.getLogger("compaction").info("%s: %s", dataset, result)
         failed += [f"{dataset} {r.partition} ({r.error})" for r in summary.of("failed")]
     failed += maintain_iceberg_tables(glue_context.spark_session, args, icebergs)
+    publish_lake_sizes(glue_context.spark_session, sink, {**tables, **{d: t[2] for d, t in icebergs.items()}})
     if failed:
         raise RuntimeError(f"compaction failed for {', '.join(failed)}; the next run recovers from the journal")
     job.commit()

@@ -24,6 +24,10 @@ DURATION = "CompactionDurationMs"  # wall time of the whole run
 SUCCEEDED = "CompactionSucceeded"  # 1 when every partition succeeded, else 0 (alarm: no 1 for N hours)
 
 METRIC_NAMES = (PARTITIONS, FILES_BEFORE, FILES_AFTER, ROWS_WRITTEN, DUPLICATES_REMOVED, RECOVERED, DURATION, SUCCEEDED)
+# Per dataset (dimension Dataset too), after each run of the deployed job (compaction/glue_entry.py): the bytes and files
+# under the dataset's lake prefix. S3's own storage metrics are per bucket, and every dataset shares the lake bucket.
+LAKE_BYTES = "LakeBytes"
+LAKE_FILES = "LakeFiles"
 
 log = logging.getLogger("compaction.metrics")
 
@@ -33,6 +37,7 @@ class Metric:
     name: str
     value: float
     unit: str = "Count"
+    dataset: str | None = None  # a per-dataset metric: published with the Dataset dimension too
 
 
 class MetricSink(Protocol):
@@ -58,6 +63,7 @@ class CloudWatchMetricSink(CloudWatchPublisher):
     def publish(self, metrics: Sequence[Metric]) -> None:
         self.put([
             {"MetricName": m.name, "Value": float(m.value), "Unit": m.unit,
-             "Dimensions": [{"Name": "Environment", "Value": self.environment}]}
+             "Dimensions": [{"Name": "Environment", "Value": self.environment}]
+             + ([{"Name": "Dataset", "Value": m.dataset}] if m.dataset else [])}
             for m in metrics
         ])

@@ -67,6 +67,11 @@ class HadoopStorage:
     def exists(self, path: str) -> bool:
         return bool(self._fs(path).exists(self._path(path)))
 
+    def size(self, path: str) -> tuple[int, int]:
+        """(bytes, files) under `path`, recursively and in one call (FileSystem.getContentSummary), hidden ones too."""
+        summary = self._fs(path).getContentSummary(self._path(path))
+        return int(summary.getLength()), int(summary.getFileCount())
+
     def list(self, path: str, *, include_hidden: bool = False, files_only: bool = False,
              suffix: str = "") -> list[FileInfo]:
         """What `path` names, sorted by path: the direct children of a directory ([] when it does not exist),

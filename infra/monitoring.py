@@ -25,6 +25,8 @@ from constructs import Construct
 from compaction.metrics import DURATION as COMPACTION_DURATION
 from compaction.metrics import FILES_AFTER as COMPACTION_FILES_AFTER
 from compaction.metrics import FILES_BEFORE as COMPACTION_FILES_BEFORE
+from compaction.metrics import LAKE_BYTES as COMPACTION_LAKE_BYTES
+from compaction.metrics import LAKE_FILES as COMPACTION_LAKE_FILES
 from compaction.metrics import SUCCEEDED as COMPACTION_SUCCEEDED
 from glue_jobs.metrics import ARRIVAL_LAG_MS, DEAD_LETTERS, NEWEST_EVENT_AGE_SECONDS, RECORDS_IN, RECORDS_WRITTEN
 from glue_jobs.metrics import BATCH_DURATION_MS as BATCH_DURATION
@@ -89,6 +91,7 @@ class Monitoring(Construct):
         self.environment = environment
         self.settings = alarms
         self.alarms: dict[str, cw.Alarm] = {}
+        self.datasets = datasets
 
         self.topic_key = kms.Key(
             self, "TopicKey", enable_key_rotation=True, removal_policy=removal_policy, description="Alarm topic"
@@ -536,9 +539,18 @@ class Monitoring(Construct):
                                                      period=cdk.Duration.hours(1), label="scanned",
                                                      dimensions_map={"WorkGroup": athena_workgroup,
                                                                      "QueryState": "SUCCEEDED", "QueryType": "DML"})])]
+        # Per dataset, what the compaction job measures after each run (compaction/glue_entry.publish_lake_sizes).
+        lake += [cw.GraphWidget(title=f"{dataset}: lake size (bytes) and files, after each compaction", width=8,
+                                left=[self._dataset_metric(COMPACTION_LAKE_BYTES, dataset).with_(label="bytes")],
+                                right=[self._dataset_metric(COMPACTION_LAKE_FILES, dataset).with_(label="files")])
+                 for dataset in sorted(self.datasets)]
         if lake or athena:
             dashboard.add_widgets(*lake, *athena)
         return dashboard
+
+    def _dataset_metric(self, name: str, dataset: str) -> cw.Metric:
+        return cw.Metric(namespace=APP_NAMESPACE, metric_name=name, statistic="Maximum", period=cdk.Duration.hours(1),
+                         dimensions_map={"Environment": self.environment, "Dataset": dataset})
 
     def _kinesis_calls_widget(self, title: str, stream_name: str) -> cw.GraphWidget:
         """Successful reads and writes beside the throttling alarms: GetRecords.Success and PutRecord(s).Success, stream

@@ -81,6 +81,15 @@ def problems(result: EnvironmentResult, spark, s3: LocalS3) -> list[str]:
 
         if f"deleting files with {BULK_DELETE_CLASS}:" not in result.compaction.stderr:
             found.append(f"compaction did not delete its inputs with {BULK_DELETE_CLASS} (is the jar in its --extra-jars?)")
+        # Each dataset's size, published per dataset after the run (compaction/glue_entry.publish_lake_sizes): the
+        # lake dashboard's per-dataset figures.
+        import json
+
+        arguments = result.compaction.job.arguments
+        datasets = set(json.loads(arguments["--lake_tables"])) | set(json.loads(arguments.get("--iceberg_tables") or "{}"))
+        sized = {dict(dims).get("Dataset") for name, dims in result.metrics if name == "LakeBytes"}
+        if datasets - sized:
+            found.append(f"compaction published no LakeBytes for {sorted(datasets - sized)}")
     if len(result.keeper) != len(result.sources) or set(result.keeper.values()) != {"running"}:
         found.append(f"the job keeper's check did not start every streaming job: {result.keeper}")
     missing_metrics = result.alarm_metrics - result.metrics

@@ -78,13 +78,13 @@ def test_the_digest_is_of_everything_a_run_fixes_in_the_template_it_gives_glue(t
     deploys = {v["Properties"]["JobName"]["Ref"]: v["Properties"] for v in _of_type(template, DEPLOY_RESOURCE_TYPE).values()}
     for job_id, digest in _digests(template).items():
         props = jobs[job_id]["Properties"]
-        assert "--spark-event-logs-path" in props["DefaultArguments"] and props["Timeout"] == 10080
+        assert "--spark-event-logs-path" in props["DefaultArguments"] and props.get("Timeout") == 10080
         what = {k: v for k, v in props.items() if k not in NOT_RUN_FIXED}
         assert {"Command", "DefaultArguments", "GlueVersion", "WorkerType", "NumberOfWorkers", "Timeout", "Role",
                 "SecurityConfiguration"} <= set(what)
         assert hashlib.sha256(json.dumps(what, sort_keys=True, separators=(",", ":")).encode()).hexdigest() == digest
-        assert deploys[job_id]["RunsWith"] == {k: props[k] for k in RUNS_WITH if k in props}
-        assert deploys[job_id]["DigestFormula"] == DIGEST_FORMULA and int(deploys[job_id]["ServiceTimeout"]) <= 900
+        assert deploys[job_id].get("RunsWith") == {k: props[k] for k in RUNS_WITH if k in props}
+        assert deploys[job_id].get("DigestFormula") == DIGEST_FORMULA and int(deploys[job_id].get("ServiceTimeout", 3600)) <= 900
 
 
 @pytest.mark.parametrize("environment", list(load_config().environments))
@@ -102,7 +102,7 @@ def test_the_deploy_resources_and_the_schedule_wait_for_the_roles_policies_log_g
         policies += [k for k, v in _of_type(template, "AWS::IAM::ManagedPolicy").items() if {"Ref": role} in v["Properties"].get("Roles", [])]
         groups = [k for k, v in _of_type(template, "AWS::Logs::LogGroup").items() if role in json.dumps(v["Properties"].get("LogGroupName"))]
         assert policies and len(groups) >= 2, deploy_id
-        assert set(policies) | set(groups) <= set(deploy["DependsOn"]), deploy_id
+        assert set(policies) | set(groups) <= set(deploy.get("DependsOn", [])), deploy_id
         grants = [k for k, v in resources.items() if v["Type"].startswith("AWS::LakeFormation::")]
         assert set(grants) <= set(deploy["DependsOn"]), deploy_id
     (schedule_id,) = [k for k, v in _of_type(template, "AWS::Events::Rule").items() if k.startswith("JobKeeperSchedule")]
@@ -183,6 +183,7 @@ def test_every_glue_job_logs_to_log_groups_of_the_stack_under_the_names_glue_wri
     assert len(jobs) == len(load_config().get(environment).source_names) + 1  # the streaming jobs and compaction
     for job in jobs.values():
         props, arguments = job["Properties"], job["Properties"]["DefaultArguments"]
+        assert isinstance(arguments.get("--continuous-log-logGroup", arguments.get("--custom-logGroup-prefix")), (str, dict)), job
         assert props["SecurityConfiguration"] == {"Ref": next(iter(_of_type(template, "AWS::Glue::SecurityConfiguration")))}
         role = {"Ref": props["Role"]["Fn::GetAtt"][0]}
         if float(props["GlueVersion"]) < 5:
