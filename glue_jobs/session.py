@@ -11,13 +11,30 @@ import contextlib
 CODEGEN_CACHE_ENTRIES = 1000
 
 
+# Dates and timestamps before 1582-10-15 (and timestamps before 1900 in INT96) are written and read as they are, in
+# the proleptic Gregorian calendar Avro, Java, pyarrow and Iceberg use. Spark 3.x's default for these is EXCEPTION: a
+# valid record with such a date failed its batch with INCONSISTENT_BEHAVIOR_CROSS_VERSION.WRITE_ANCIENT_DATETIME, on
+# every retry, and stopped its source for good (Spark SQL migration guide, 3.0 to 3.1: "datetimeRebaseModeInWrite ...
+# EXCEPTION"; Spark 4.0 made CORRECTED the default, SPARK-46440). Glue 4.0 and 5.x run Spark 3.3 and 3.5, and no AWS
+# page says Glue changes these defaults.
+CALENDAR_SETTINGS = {
+    "spark.sql.parquet.datetimeRebaseModeInWrite": "CORRECTED",
+    "spark.sql.parquet.int96RebaseModeInWrite": "CORRECTED",
+    "spark.sql.parquet.datetimeRebaseModeInRead": "CORRECTED",
+    "spark.sql.parquet.int96RebaseModeInRead": "CORRECTED",
+    "spark.sql.avro.datetimeRebaseModeInRead": "CORRECTED",
+    "spark.sql.avro.datetimeRebaseModeInWrite": "CORRECTED",
+}
+
+
 def job_spark_conf():
     """The settings every session that runs the job code starts with (Glue's SparkContext in glue_entry,
-    local_runner.local_spark_session, the test suite's session). They are static: Spark reads them once,
-    when the SparkContext is created, so a session that exists already keeps what it has."""
+    local_runner.local_spark_session, the test suite's session): the codegen cache and CALENDAR_SETTINGS. Spark reads
+    the static ones once, when the SparkContext is created, so a session that exists already keeps what it has."""
     from pyspark import SparkConf
 
-    return SparkConf(loadDefaults=False).set("spark.sql.codegen.cache.maxEntries", str(CODEGEN_CACHE_ENTRIES))
+    conf = SparkConf(loadDefaults=False).set("spark.sql.codegen.cache.maxEntries", str(CODEGEN_CACHE_ENTRIES))
+    return conf.setAll(list(CALENDAR_SETTINGS.items()))
 
 
 def connector_jars() -> list[str]:

@@ -390,3 +390,64 @@ def test_orders_parquet_reads_back_typed_with_pyarrow(spark, monkeypatch, tmp_pa
     assert row["ordered_at"].replace(tzinfo=None).isoformat() == "2026-11-20T10:15:00"
     assert row["coupons"] == [("WELCOME", 150)] and row["shipping"] == {"country": "DE", "city": "Bonn", "express": None}
     assert [r.order_id for r in spark.read.parquet(str(tmp_path / "orders")).collect()] == ["o-1"]
+
+
+def _epoch(value: str, unit: int) -> int:
+    from datetime import datetime, timezone
+
+    moment = datetime.fromisoformat(value).replace(tzinfo=timezone.utc)
+    delta = moment - datetime(1970, 1, 1, tzinfo=timezone.utc)
+    return (delta.days * 86_400 + delta.seconds) * unit + delta.microseconds * unit // 1_000_000
+
+
+# The ends of each type's documented range (docs/datasets.md: years 1 to 9999) and the calendar switch: days Spark 3.x
+# refused to write by default (WRITE_ANCIENT_DATETIME) although the contract accepts them.
+EXTREME_DAYS = ["0001-01-01", "1582-10-04", "1582-10-15", "1899-12-31", "9999-12-31"]
+EXTREME_MOMENTS = ["0001-01-01T00:00:00", "1582-10-04T12:00:00.001", "1899-12-31T23:59:59.999", "9999-12-31T23:59:59.999"]
+
+
+def _extreme_lake(spark, strict, path) -> list:
+    """Valid records with the extreme days and moments at every depth, written as Parquet by the job's session
+    (glue_jobs/session.CALENDAR_SETTINGS); returns the `us` values written (each moment plus 7 microseconds)."""
+    from datetime import datetime
+
+    moments = EXTREME_MOMENTS + EXTREME_MOMENTS[:1]
+    records = []
+    for i, (day, moment) in enumerate(zip(EXTREME_DAYS, moments, strict=True)):
+        leaves = {**GOOD_LEAVES, "day": day, "ts": _epoch(moment, 1000), "us": _epoch(moment, 1_000_000) + 7}
+        records.append(json.dumps({**_record(id=f"r{i}"), **leaves, "one": leaves, "two": {"rows": [leaves]}}))
+    rows = validate(json_envelope(spark, records), strict, now_ms=NOW_MS)
+    assert [(r.reason, r.detail) for r in rows.select("reason", "detail").collect()] == [(None, None)] * len(records)
+    rows.select(*[name for name, _ in strict.columns()]).coalesce(1).write.parquet(str(path))
+    return [datetime.fromisoformat(m).replace(microsecond=datetime.fromisoformat(m).microsecond + 7) for m in moments]
+
+
+def test_extreme_valid_dates_and_timestamps_are_written_and_read_back_equal(spark, strict, tmp_path):
+    """No valid record can fail its batch on every retry: before CALENDAR_SETTINGS, Spark 3.3 and 3.5 failed this write
+    with INCONSISTENT_BEHAVIOR_CROSS_VERSION.WRITE_ANCIENT_DATETIME. Read back by Spark as text (pyspark's conversion to
+    Python datetimes goes through the local time zone and cannot hold year 1 everywhere), on every Spark line."""
+    from datetime import datetime
+
+    expected_us = _extreme_lake(spark, strict, tmp_path / "lake")
+    back = spark.read.parquet(str(tmp_path / "lake")).orderBy("id").select(
+        F.col("day").cast("string").alias("day"), F.col("two.rows")[0]["day"].cast("string").alias("nested_day"),
+        F.date_format("us", "yyyy-MM-dd'T'HH:mm:ss.SSSSSS").alias("us"),
+        F.date_format("ts", "yyyy-MM-dd'T'HH:mm:ss.SSS").alias("ts"),
+        F.date_format(F.col("one.us"), "yyyy-MM-dd'T'HH:mm:ss.SSSSSS").alias("one_us")).collect()
+    assert [r.day for r in back] == [r.nested_day for r in back] == EXTREME_DAYS
+    assert [r.us for r in back] == [r.one_us for r in back] == [m.isoformat(timespec="microseconds") for m in expected_us]
+    moments = EXTREME_MOMENTS + EXTREME_MOMENTS[:1]
+    assert [r.ts for r in back] == [datetime.fromisoformat(m).isoformat(timespec="milliseconds") for m in moments]
+
+
+def test_extreme_valid_dates_and_timestamps_read_back_equal_with_pyarrow(spark, strict, tmp_path):
+    """The same lake, read by a reader the project did not write (pyarrow; main venv only). Spark writes timestamps as
+    INT96 (its default outputTimestampType); pyarrow reads INT96 as nanoseconds unless told otherwise, a range that
+    ends in 1677 and 2262, so a reader of years 1 to 9999 asks for microseconds (docs/readers.md)."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    from datetime import date
+
+    expected_us = _extreme_lake(spark, strict, tmp_path / "lake")
+    table = sorted(pq.read_table(str(tmp_path / "lake"), coerce_int96_timestamp_unit="us").to_pylist(), key=lambda r: r["id"])
+    assert [r["day"] for r in table] == [r["two"]["rows"][0]["day"] for r in table] == [date.fromisoformat(d) for d in EXTREME_DAYS]
+    assert [r["us"].replace(tzinfo=None) for r in table] == [r["one"]["us"].replace(tzinfo=None) for r in table] == expected_us
