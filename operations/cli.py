@@ -37,6 +37,16 @@ def _int_in(low: int, high: int):
     return parse
 
 
+def _percent(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 <= value <= 100:
+        raise argparse.ArgumentTypeError(f"{value:g} is outside 0..100")
+    return value
+
+
 def _date(text: str) -> str:
     try:
         if not _DATE_RE.match(text):
@@ -155,6 +165,9 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("name", help="a dataset under datasets/")
     check.add_argument("--sample", required=True, type=Path, help="newline-delimited JSON records")
     check.add_argument("--show", type=_int_in(0, 1000), default=10, help="dead letters to print (default 10)")
+    check.add_argument("--max-failure-rate", type=_percent, default=0.0, metavar="PERCENT",
+                       help="the share of records that may fail the contract, in percent, before the command exits 3 "
+                            "(default 0: any failing record fails the check, so it can gate a pull request)")
     return parser
 
 
@@ -236,7 +249,23 @@ def _dataset(args) -> int:
     from operations.dataset_check import check
 
     counts = check(args.name, args.sample, show=args.show)
-    return 0 if counts else 1
+    if not counts:
+        print(f"error: --sample {args.sample} holds no record", file=sys.stderr)
+        return 1
+    return failure_rate_exit(counts, args.max_failure_rate)
+
+
+def failure_rate_exit(counts: dict[str, int], max_failure_rate: float) -> int:
+    """`dataset check`'s exit code: 0 when at most `max_failure_rate` percent of the records failed the contract, else 3
+    (with one line on stderr saying how many)."""
+    total = sum(counts.values())
+    failed = total - counts.get("valid", 0)
+    rate = 100.0 * failed / total
+    if rate > max_failure_rate:
+        print(f"error: {failed} of {total} record(s) ({rate:.1f}%) fail the contract, above --max-failure-rate "
+              f"{max_failure_rate:g}%", file=sys.stderr)
+        return 3
+    return 0
 
 
 _KINESIS_OPTIONS = {"partition_key_field": "event_id", "max_attempts": 5, "backoff_base_ms": 100, "backoff_max_ms": 5_000}
