@@ -197,6 +197,10 @@ def _rules(spec, schema: Node | None, json_text: set[str], problem) -> tuple[Rul
                     ok = False
                 else:
                     values[rule] = checked
+        for low, high in (("min", "max"), ("min_length", "max_length"), ("min_items", "max_items")):
+            if low in values and high in values and values[low] > values[high]:
+                problem(f"{where}.{low}", entry[low], f"is above {high} {entry[high]}: no value could pass")
+                ok = False
         if ok:
             rules.append(Rule(path=path, **values))
     return tuple(rules)

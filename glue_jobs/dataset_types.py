@@ -24,6 +24,8 @@ How a node is carried:
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass, field
 
 PRIMITIVES = ("string", "boolean", "int", "long", "float", "double")
@@ -109,6 +111,33 @@ class Field:
     has_default: bool = False
 
 
+# Avro "Names": a name starts with [A-Za-z_] and holds only [A-Za-z0-9_]; a namespace is such names joined by dots; "Every
+# symbol [of an enum] must match the regular expression [A-Za-z_][A-Za-z0-9_]*" and be unique (Avro specification,
+# "Names" and "Enums"). Java's parser (the Schema Registry's) refuses others at registration, long after the files
+# were written, and the lake's column names come from them.
+_AVRO_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_AVRO_NAMESPACE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+# The JSON type of a field's default per Avro type (Avro specification, "Complex Types", field default values).
+_DEFAULT_TYPES = {"string": (str,), "enum": (str,), "boolean": (bool,), "int": (int,), "long": (int,), "date": (int,),
+                  "timestamp-millis": (int,), "timestamp-micros": (int,), "float": (int, float), "double": (int, float),
+                  "decimal": (str,), "record": (dict,), "map": (dict,), "array": (list,)}
+
+
+def default_problem(node: Node, value, union: bool) -> str | None:
+    """Why `value` cannot be the default of a field of type `node` (None: it can). A union's default is of its first
+    branch, here always null ("the default value corresponds to the first schema in the union", Avro specification)."""
+    if union:
+        return None if value is None else "the default of a ['null', T] union must be null (its first branch)"
+    allowed = _DEFAULT_TYPES.get(node.kind, ())
+    if value is None or isinstance(value, bool) and bool not in allowed or not isinstance(value, allowed):
+        return f"the default {json.dumps(value)} is not a {node.kind}"
+    if node.kind == "enum" and value not in node.symbols:
+        return f"the default {value!r} is not one of the enum's symbols"
+    if node.kind == "int" and not -2**31 <= value < 2**31 or node.kind == "long" and not -2**63 <= value < 2**63:
+        return f"the default {value} is out of the {node.kind} range"
+    return None
+
+
 @dataclass
 class _Reader:
     """Parses one .avsc document; named types (records, enums, fixed) may be referenced by name later."""
@@ -146,6 +175,10 @@ class _Reader:
             symbols = avro.get("symbols")
             if not isinstance(symbols, list) or not symbols or not all(isinstance(s, str) for s in symbols):
                 raise self.fail(path, "an enum needs a non-empty list of string symbols")
+            bad = [s for s in symbols if not _AVRO_NAME.match(s)]
+            if bad or len(set(symbols)) != len(symbols):
+                raise self.fail(path, f"enum symbols must be unique and match {_AVRO_NAME.pattern} (Avro names), got "
+                                      f"{', '.join(map(repr, bad)) or 'a repeated symbol'}")
             return Node("enum", symbols=tuple(symbols), name=avro["name"])
         if kind == "array":
             return Node("array", items=self._element(avro.get("items"), f"{path}[]"))
@@ -164,6 +197,11 @@ class _Reader:
         name = avro.get("name")
         if not isinstance(name, str) or not name:
             raise self.fail(path, f"a {avro['type']} needs a name")
+        if not _AVRO_NAME.match(name):
+            raise self.fail(path, f"the {avro['type']} name {name!r} is not an Avro name ({_AVRO_NAME.pattern})")
+        namespace = avro.get("namespace")
+        if namespace is not None and (not isinstance(namespace, str) or namespace and not _AVRO_NAMESPACE.match(namespace)):
+            raise self.fail(path, f"the namespace {namespace!r} is not Avro names joined by dots")
         earlier = self.named.get(name)
         if earlier is not None and earlier is not avro and earlier.get("namespace") == avro.get("namespace"):
             # Avro's parsers (Java's Schema.Parser, the Schema Registry's) refuse a second definition of a name.
@@ -199,9 +237,16 @@ class _Reader:
                 raise self.fail(path, f"a field needs a name: {entry!r}")
             if name.startswith("_") or name in names:
                 raise self.fail(path, f"field {name!r}: names must be unique and not start with '_' (the job's own columns do)")
+            if not _AVRO_NAME.match(name):
+                raise self.fail(path, f"field {name!r} is not an Avro name ({_AVRO_NAME.pattern})")
             names.add(name)
             child = f"{path}.{name}" if path else name
-            fields.append(Field(name, self.node(entry.get("type"), child), entry.get("doc", ""), "default" in entry))
+            node = self.node(entry.get("type"), child)
+            if "default" in entry:
+                problem = default_problem(node, entry["default"], union=isinstance(entry.get("type"), list))
+                if problem is not None:
+                    raise self.fail(child, problem)
+            fields.append(Field(name, node, entry.get("doc", ""), "default" in entry))
         if not fields:
             raise self.fail(path, "a record needs at least one field")
         return Node("record", fields=tuple(fields), name=avro["name"])

@@ -187,6 +187,15 @@ def write_draft(root: Path, name: str, sample: Path) -> list[str]:
     if folder.exists():
         raise ToolError(f"{folder} exists: a drafted dataset never overwrites one")
     schema, contract, notes = draft(name, read_samples(sample))
+    # The files as the jobs and synth will read them, checked before anything is written (a bad name, a field name
+    # Avro refuses): a written folder that fails every synth would be worse than none.
+    from glue_jobs import datasets
+
+    files = (("dataset.json", json.dumps(contract).encode()), ("schema.v1.avsc", json.dumps(schema).encode()))
+    try:
+        datasets._parse(name, str(folder), files, draft=True)
+    except datasets.DatasetError as error:
+        raise ToolError(f"nothing written: the drafted dataset would not load: {'; '.join(error.problems)}") from None
     folder.mkdir(parents=True)
     (folder / "schema.v1.avsc").write_text(json.dumps(schema, indent=2) + "\n", encoding="utf-8")
     (folder / "dataset.json").write_text(json.dumps(contract, indent=2) + "\n", encoding="utf-8")

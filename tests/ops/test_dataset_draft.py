@@ -57,3 +57,49 @@ def test_bad_samples_are_named_by_line(tmp_path):
     sample.write_text('{"a": 1}\n[1, 2]\n{oops\n')
     with pytest.raises(ToolError, match="2 line\\(s\\) are not records: line 2: not a JSON object; line 3: not JSON"):
         write_draft(tmp_path, "x", sample)
+
+
+def test_a_name_or_field_avro_refuses_is_refused_before_anything_is_written(tmp_path):
+    """1d225b0 wrote `Sensor-Readings/`, and then every synth failed; now nothing is written and the one line says why
+    (a sample key Avro refuses, such as `firm-ware`, was refused by the draft already)."""
+    sample = tmp_path / "s.jsonl"
+    sample.write_text('{"id": "a", "firm-ware": "1.2", "at": "2026-11-20T10:00:00Z"}\n')
+    with pytest.raises(ToolError, match=r"field 'firm-ware' is not a name Avro and the lake accept"):
+        write_draft(tmp_path / "datasets", "sensor", sample)
+    sample.write_text('{"id": "a", "at": "2026-11-20T10:00:00Z"}\n')
+    with pytest.raises(ToolError, match=r"nothing written: the drafted dataset would not load: Sensor-Readings: the folder name must match"):
+        write_draft(tmp_path / "datasets", "Sensor-Readings", sample)
+    assert not (tmp_path / "datasets").exists()
+
+
+def _with(tmp_path, monkeypatch, *, fields=None, rules=None) -> list[str]:
+    """The problems of a dataset `d` whose schema has `fields` (after an id) and whose contract has `rules`."""
+    folder = tmp_path / "datasets" / "d"
+    folder.mkdir(parents=True)
+    schema = {"type": "record", "name": "D", "fields": [{"name": "id", "type": "string"},
+                                                        {"name": "at", "type": "long"}, *(fields or [])]}
+    (folder / "schema.v1.avsc").write_text(json.dumps(schema))
+    (folder / "dataset.json").write_text(json.dumps({"key": ["id"], "event_time": {"field": "at", "format": "epoch_millis"},
+                                                     "rules": rules or {}}))
+    monkeypatch.setenv(datasets.ROOT_VARIABLE, str(tmp_path / "datasets"))
+    with pytest.raises(datasets.DatasetError) as raised:
+        datasets.load("d", draft=True)
+    return raised.value.problems
+
+
+@pytest.mark.parametrize("fields,rules,message", [
+    ([{"name": "firm-ware", "type": "string"}], None, "d/schema.v1.avsc: the schema: field 'firm-ware' is not an Avro name"),
+    ([{"name": "state", "type": {"type": "enum", "name": "State", "symbols": ["ok", "not ok"]}}], None,
+     "d/schema.v1.avsc: state: enum symbols must be unique and match"),
+    ([{"name": "level", "type": ["null", "int"], "default": "none"}], None,
+     "d/schema.v1.avsc: level: the default of a ['null', T] union must be null"),
+    ([{"name": "level", "type": "int", "default": "none"}], None, 'd/schema.v1.avsc: level: the default "none" is not a int'),
+    ([{"name": "level", "type": "int"}], {"level": {"min": 100, "max": 0}}, "rules.level.min"),
+    ([{"name": "code", "type": "string"}], {"code": {"min_length": 3, "max_length": 2}}, "rules.code.min_length"),
+])
+def test_dataset_files_avro_or_the_contract_would_refuse_later_are_refused_when_read(tmp_path, monkeypatch, fields,
+                                                                                    rules, message):
+    """Checked where every tool, synth and both jobs read the files (glue_jobs/datasets.py), naming the file and field:
+    1d225b0 accepted each of these and failed at registration, at run time, or never (a rule no value passes)."""
+    problems = _with(tmp_path, monkeypatch, fields=fields, rules=rules)
+    assert any(message in p for p in problems), problems
