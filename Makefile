@@ -100,10 +100,10 @@ DEMO_RECORDS ?= 20000
 # duplicates) -> streaming runner -> lake + dead letters -> compaction of the closed hours.
 demo: synth $(JARS) $(FUNCTIONS)
 	rm -rf $(DEMO) && mkdir -p $(DEMO)
-	$(PY) -m glue_jobs generate --out $(DEMO)/input --records $(DEMO_RECORDS) --files 10 --bad-ratio 0.02 --seed 7
-	$(PY) -m glue_jobs run-local --input $(DEMO)/input --lake $(DEMO)/lake --dead-letter $(DEMO)/dead-letters \
+	$(PY) -m glue_jobs generate --dataset clickstream --out $(DEMO)/input --records $(DEMO_RECORDS) --files 10 --bad-ratio 0.02 --seed 7
+	$(PY) -m glue_jobs run-local --dataset clickstream --input $(DEMO)/input --lake $(DEMO)/lake --dead-letter $(DEMO)/dead-letters \
 	  --checkpoint $(DEMO)/checkpoint --once --max-files-per-batch 2 --source-name clickstream
-	$(PY) -m compaction run-local --lake $(DEMO)/lake --grace-minutes 0 --target-file-mb 1
+	$(PY) -m compaction run-local --dataset clickstream --lake $(DEMO)/lake --grace-minutes 0 --target-file-mb 1
 	$(PY) -m glue_jobs generate --dataset orders --out $(DEMO)/orders-input --records $(DEMO_RECORDS) --files 10 --bad-ratio 0.02 --seed 7
 	$(PY) -m glue_jobs run-local --dataset orders --input $(DEMO)/orders-input --lake $(DEMO)/orders-lake \
 	  --dead-letter $(DEMO)/orders-dead-letters --checkpoint $(DEMO)/orders-checkpoint --once --max-files-per-batch 2 --source-name orders

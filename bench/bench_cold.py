@@ -7,7 +7,7 @@ span --span-hours hours, all waiting when the job starts. Each side is started a
 and timed from the parent, start to exit, JVM start-up, session, planning and JIT included:
   bare:   bench/bench_streaming.py's read-parse-write (from_json, event_date/event_hour, Parquet by hour) in a
           fresh local session (glue_jobs.local_runner.local_spark_session, the runner's own settings);
-  runner: `python -m glue_jobs run-local --once --source-name clickstream`, as a user runs it (strict
+  runner: `python -m glue_jobs run-local --once --source-name clickstream --dataset clickstream`, as a user runs it (strict
           contract, dead letters, duplicate collapse, staged publish with commit markers, the streaming engine).
 One unmeasured pair first (the generated files into the page cache), then --repeats pairs, alternating which
 side goes first. Reported: the medians and bare/runner (higher is better; the runner's share of bare speed).
@@ -96,7 +96,8 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(run, ignore_errors=True)
         seconds, text = timed_process(
             [sys.executable, "-m", "glue_jobs", "run-local", "--input", str(data), "--lake", str(run / "lake"),
-             "--dead-letter", str(run / "dead"), "--checkpoint", str(run / "cp"), "--once", "--source-name", "clickstream"],
+             "--dead-letter", str(run / "dead"), "--checkpoint", str(run / "cp"), "--once", "--source-name", "clickstream",
+             "--dataset", "clickstream"],
             work / "runner.log")
         match = _SUMMARY.search(text)
         if match is None:

@@ -66,8 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run-local", help="compact the hour partitions of a local lake directory")
     run.add_argument("--lake", required=True, help="lake root holding event_date=YYYY-MM-DD/event_hour=H/")
-    run.add_argument("--dataset", default="clickstream", type=dataset_name,
-                     help="the dataset whose lake table this is (datasets/<name>/): its columns and key (default clickstream)")
+    run.add_argument("--dataset", type=dataset_name,
+                     help="the dataset whose lake table this is (datasets/<name>/): its columns and key (required where "
+                          "there are several datasets)")
     run.add_argument("--hour", type=_hour, help="compact only this UTC hour, e.g. 2026-01-01T05 (ignores the lookback)")
     run.add_argument("--target-file-mb", type=_positive_mb, help="target output file size in MB (fractions allowed)")
     run.add_argument("--grace-minutes", type=_int_at_least(0), help="an hour is closed this long after it ends")
@@ -171,7 +172,14 @@ def _settings(args: argparse.Namespace) -> tuple[CompactionSettings, FaultInject
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    from glue_jobs import datasets
+
+    try:
+        args.dataset = datasets.chosen(args.dataset)
+    except datasets.DatasetError as error:
+        parser.error("; ".join(error.problems))
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("compaction").setLevel(logging.INFO)
     logging.getLogger("glue_jobs.storage").setLevel(logging.INFO)  # once a run: how it deletes (delete_files)

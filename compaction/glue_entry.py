@@ -27,7 +27,6 @@ replaces files inside existing event_date/event_hour folders.
 
 from __future__ import annotations
 
-import logging
 import sys
 
 JOB_ARGUMENTS = ("JOB_NAME", "lake_tables", "environment", "target_file_mb", "grace_minutes", "lookback_hours", "metrics_namespace",
@@ -134,6 +133,8 @@ def resolve_arguments(argv: list[str]) -> dict:
 def publish_lake_sizes(spark, sink, lakes: dict[str, str]) -> None:
     """Each dataset's LakeBytes and LakeFiles (compaction/metrics.py), after the run: one recursive listing per dataset
     (a few LIST requests: compacted hours hold few files). Never fails the run."""
+    import logging
+
     from compaction.metrics import LAKE_BYTES, LAKE_FILES, Metric
     from glue_jobs.storage import HadoopStorage
 

@@ -51,8 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--once", action="store_true", help="process the files present now, then exit")
     run.add_argument("--max-files-per-batch", type=_positive_int, default=None, help="files per micro-batch")
     run.add_argument("--source-name", default="local", help="source name recorded on every row (default: local)")
-    run.add_argument("--dataset", default="clickstream", type=dataset_name,
-                     help="the dataset the records are (datasets/<name>/): its contract and lake table (default clickstream)")
+    run.add_argument("--dataset", type=dataset_name,
+                     help="the dataset the records are (datasets/<name>/): its contract and lake table (required where "
+                          "there are several datasets)")
     run.add_argument("--trigger-seconds", type=_positive_int, default=5, help="micro-batch interval without --once")
 
     kafka = commands.add_parser("run-kafka", help="the Kafka job's path: a topic of Schema Registry frames into a local lake")
@@ -80,14 +81,22 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--duplicate-ratio", type=_ratio, default=0.005)
     gen.add_argument("--seed", type=int, default=7)
     gen.add_argument("--expect", default=None, help="also write what the job must produce to this JSON file")
-    gen.add_argument("--dataset", default="clickstream", type=dataset_name,
-                     help="whose records (datasets/<name>/); clickstream has its own realistic generator (default)")
+    gen.add_argument("--dataset", type=dataset_name,
+                     help="whose records (datasets/<name>/; required where there are several datasets); clickstream has "
+                          "its own realistic generator")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command in ("generate", "run-local"):
+        from glue_jobs import datasets
+
+        try:
+            args.dataset = datasets.chosen(args.dataset)
+        except datasets.DatasetError as error:
+            parser.error("; ".join(error.problems))
     if args.command == "generate":
         sizes = dict(records=args.records, files=args.files, bad_ratio=args.bad_ratio, duplicate_ratio=args.duplicate_ratio,
                      seed=args.seed)

@@ -122,6 +122,18 @@ def dataset_name(name: str) -> str:
     return name
 
 
+def chosen(name: str | None, option: str = "--dataset") -> str:
+    """The dataset a command works on: `name` when given; else the only dataset there is. With several, none is
+    guessed: a lake compacted or a stream read under another dataset's contract is silently wrong (every record a
+    dead letter, every column null), so the command refuses, naming them (DatasetError)."""
+    if name is not None:
+        return name
+    found = names()
+    if len(found) == 1:
+        return found[0]
+    raise DatasetError([f"{option} is required: {len(found)} datasets exist ({', '.join(found)})"])
+
+
 def load(name: str, *, draft: bool = False) -> Dataset:
     """The dataset in folder `name`, read now (a file edited since the last call is read again). `draft`
     accepts a newest version whose digest is not pinned yet (`python -m operations dataset check` of a new file);
@@ -218,4 +230,4 @@ def _versions(name: str, contents: dict[str, bytes], problems: list[str], draft:
     return versions, {v: raw.decode("utf-8") for v, raw in texts.items()}
 
 
-__all__ = ["Dataset", "DatasetError", "EventTime", "Rule", "load", "load_all", "names", "resolve", "root"]
+__all__ = ["Dataset", "DatasetError", "EventTime", "Rule", "chosen", "load", "load_all", "names", "resolve", "root"]

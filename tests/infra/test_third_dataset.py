@@ -135,7 +135,7 @@ def test_the_new_dataset_runs_end_to_end_and_keeps_its_own_rows(team_datasets, t
     assert (int(records), int(written), int(dead), int(duplicates)) == (14, 8, 5, 1)
     assert int(records) == int(written) + int(dead) + int(duplicates)  # counts reconcile
     assert reasons == "malformed_json=1, missing_required_field=1, out_of_range=3"
-    _run("-m", "glue_jobs", "run-local", "--input", str(tmp_path / "clicks-in"), "--lake", str(tmp_path / "clicks-lake"),
+    _run("-m", "glue_jobs", "run-local", "--dataset", "clickstream", "--input", str(tmp_path / "clicks-in"), "--lake", str(tmp_path / "clicks-lake"),
          "--dead-letter", str(tmp_path / "clicks-dl"), "--checkpoint", str(tmp_path / "clicks-cp"), "--once", env=env)
 
     for dataset, lake in (("sensor_readings", "sensors-lake"), ("clickstream", "clicks-lake")):

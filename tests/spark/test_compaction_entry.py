@@ -33,16 +33,16 @@ def test_cli_rejects_bad_arguments_with_a_clear_message(args, message, capsys):
 
 
 def test_cli_rejects_a_missing_lake_and_an_open_hour(tmp_path, capsys):
-    assert cli.main(["run-local", "--lake", str(tmp_path / "missing")]) == 2
+    assert cli.main(["run-local", "--dataset", "clickstream", "--lake", str(tmp_path / "missing")]) == 2
     assert "no such directory" in capsys.readouterr().err
     this_hour = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H")
-    assert cli.main(["run-local", "--lake", str(tmp_path), "--hour", this_hour]) == 2
+    assert cli.main(["run-local", "--dataset", "clickstream", "--lake", str(tmp_path), "--hour", this_hour]) == 2
     assert "is not closed yet" in capsys.readouterr().err
 
 
 def test_cli_rejects_a_bad_crash_spec(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("COMPACTION_CRASH_AT", "lunch")
-    assert cli.main(["run-local", "--lake", str(tmp_path)]) == 2
+    assert cli.main(["run-local", "--dataset", "clickstream", "--lake", str(tmp_path)]) == 2
     assert "phase must be one of after_plan" in capsys.readouterr().err
 
 
@@ -99,10 +99,10 @@ def test_cli_rejects_a_missing_or_broken_config_file(tmp_path):
 
 def test_cli_exits_2_when_its_defaults_cannot_be_read(tmp_path, capsys, monkeypatch):
     monkeypatch.delenv(CRASH_ENV, raising=False)
-    assert cli.main(["run-local", "--lake", str(tmp_path), "--environment", "qa"]) == 2
+    assert cli.main(["run-local", "--dataset", "clickstream", "--lake", str(tmp_path), "--environment", "qa"]) == 2
     assert "error: " in (err := capsys.readouterr().err) and "no environment 'qa'; configured: dev, staging, prod" in err
     monkeypatch.setattr(cli, "CONFIG_PATH", tmp_path / "nowhere.json")
-    assert cli.main(["run-local", "--lake", str(tmp_path)]) == 2
+    assert cli.main(["run-local", "--dataset", "clickstream", "--lake", str(tmp_path)]) == 2
     assert "nowhere.json: No such file or directory" in capsys.readouterr().err
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -20,7 +21,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _runner_command(tmp_path: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "glue_jobs", "run-local", "--input", str(tmp_path / "in"), "--lake",
+    return [sys.executable, "-m", "glue_jobs", "run-local", "--dataset", "clickstream", "--input", str(tmp_path / "in"), "--lake",
             str(tmp_path / "lake"), "--dead-letter", str(tmp_path / "dead"), "--checkpoint", str(tmp_path / "cp"),
             *extra]
 
@@ -41,11 +42,12 @@ def _assert_exactly_once(spark, tmp_path: Path, expect) -> None:
 
 def test_cli_rejects_bad_arguments(capsys, tmp_path):
     with pytest.raises(SystemExit) as exit_info:
-        main(["run-local", "--input", str(tmp_path), "--lake", "l", "--dead-letter", "d", "--checkpoint", "c",
+        main(["run-local", "--dataset", "clickstream", "--input", str(tmp_path), "--lake", "l", "--dead-letter", "d", "--checkpoint", "c",
               "--max-files-per-batch", "0"])
     assert exit_info.value.code == 2 and "must be at least 1" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exit_info:
-        main(["run-local", "--input", str(tmp_path / "nope"), "--lake", "l", "--dead-letter", "d", "--checkpoint", "c"])
+        main(["run-local", "--dataset", "clickstream", "--input", str(tmp_path / "nope"), "--lake", "l", "--dead-letter", "d",
+              "--checkpoint", "c"])
     assert exit_info.value.code == 2 and "nope does not exist" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["run-local", "--lake", "l"])
@@ -53,7 +55,7 @@ def test_cli_rejects_bad_arguments(capsys, tmp_path):
 
 
 def test_generate_writes_every_bad_kind_and_reports_expectations(tmp_path, capsys):
-    assert main(["generate", "--out", str(tmp_path / "g"), "--records", "2000", "--files", "3", "--bad-ratio", "0.2",
+    assert main(["generate", "--dataset", "clickstream", "--out", str(tmp_path / "g"), "--records", "2000", "--files", "3", "--bad-ratio", "0.2",
                  "--expect", str(tmp_path / "e.json")]) == 0
     expect = json.loads((tmp_path / "e.json").read_text())
     assert set(expect["bad_by_reason"]) == {"malformed_json", "missing_required_field", "invalid_type", "out_of_range"}
@@ -205,3 +207,24 @@ def test_micro_batches_of_known_shapes_compile_no_generated_class(spark, tmp_pat
         # literal compiles on every repeat, so a third run of each shape must compile none.
         again = [compiled_by_run(f"third-{shape}", shape) for shape in shapes]
     assert again == [0, 0]
+
+
+def test_run_local_generate_and_compact_local_name_no_dataset_for_you_where_there_are_several(tmp_path, capsys, monkeypatch):
+    """1d225b0 defaulted --dataset to clickstream: a sensor lake was compacted as clickstream (its files deleted, all
+    columns null) and a sensor stream dead-lettered whole, exit 0. Now the command refuses, naming the datasets; with
+    one dataset there is nothing to choose."""
+    from compaction.__main__ import main as compact_main
+    from glue_jobs import datasets
+
+    for argv, run in ((["run-local", "--input", str(tmp_path), "--lake", "l", "--dead-letter", "d", "--checkpoint", "c"], main),
+                      (["generate", "--out", str(tmp_path / "g"), "--records", "10"], main),
+                      (["run-local", "--lake", str(tmp_path)], compact_main)):
+        with pytest.raises(SystemExit) as exit_info:
+            run(argv)
+        assert exit_info.value.code == 2
+        assert "--dataset is required: 2 datasets exist (clickstream, orders)" in capsys.readouterr().err
+    only = tmp_path / "datasets"
+    only.mkdir()
+    shutil.copytree(datasets.root() / "orders", only / "orders")
+    monkeypatch.setenv(datasets.ROOT_VARIABLE, str(only))
+    assert datasets.chosen(None) == "orders"
