@@ -199,9 +199,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from compaction.job import Compactor
     from compaction.metrics import LogMetricSink
+    from glue_jobs.ownership import OwnershipError
 
     spark = _local_spark()
-    compactor = Compactor(spark, settings, sink=LogMetricSink(args.environment), faults=faults)
+    try:
+        compactor = Compactor(spark, settings, sink=LogMetricSink(args.environment), faults=faults)
+    except OwnershipError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     summary = compactor.run()
     print_summary(summary)
     return 0 if summary.succeeded else 1

@@ -36,6 +36,7 @@ from compaction.settings import MB, CompactionSettings
 from compaction.staging import Stager
 from glue_jobs import partitions_log
 from glue_jobs.lake_table import LakeTable
+from glue_jobs.ownership import claim
 from glue_jobs.storage import FileInfo, HadoopStorage
 
 # What the entry points and tests import from here; the settings and the hour checks live in
@@ -59,6 +60,9 @@ class Compactor:
         self.settings = settings
         self.storage = HadoopStorage(spark)
         self.paths = LakePaths(self.storage.qualify(settings.lake_path.rstrip("/")))
+        # A lake of another dataset is refused before anything is read or deleted (glue_jobs/ownership.py); one no job has
+        # written yet is left as it is.
+        claim(self.storage, self.paths.root, "lake", {"dataset": LakeTable.of(settings.dataset).dataset.name}, create=False)
         self.journal = Journal(self.storage, self.paths)
         self.sink = sink if sink is not None else LogMetricSink(settings.environment)
         self.faults = faults if faults is not None else FaultInjector()

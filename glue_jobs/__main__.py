@@ -119,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     from glue_jobs.local_runner import configure_logging, run_local
+    from glue_jobs.ownership import OwnershipError
 
     configure_logging()
     if args.command == "run-kafka":
@@ -127,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         run_local(input_dir=args.input, lake_dir=args.lake, dead_letter_dir=args.dead_letter,
                   checkpoint_dir=args.checkpoint, once=args.once, max_files_per_batch=args.max_files_per_batch,
                   source_name=args.source_name, trigger_seconds=args.trigger_seconds, dataset=args.dataset)
-    except FileNotFoundError as error:
+    except (FileNotFoundError, OwnershipError) as error:
         parser.error(str(error))
     return 0
 

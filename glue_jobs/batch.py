@@ -32,6 +32,7 @@ from glue_jobs.datasets import Dataset
 from glue_jobs.iceberg_lake import IcebergTarget, append_batch, batch_tag, committed_rows, ensure_table
 from glue_jobs.lake_table import LakeTable
 from glue_jobs.metrics import MetricsSink, NoOpMetricsSink
+from glue_jobs.ownership import claim
 from glue_jobs.packed_batch import BatchCounts, PackedBatch
 from glue_jobs.registry_frames import UNKNOWN_SCHEMA_VERSION
 from glue_jobs.session import session_conf
@@ -80,10 +81,16 @@ class MicroBatchWriter:
         self.table = LakeTable.of(dataset)
         self.iceberg = iceberg
         crash_points.armed()  # a malformed STREAMLAKE_CRASH_AT fails here, not silently
+        self.storage = HadoopStorage(spark)
+        # Before anything is read or written: the lake and dead letters are this dataset's, the checkpoint this source's
+        # (glue_jobs/ownership.py). Several sources may feed one dataset's lake and dead letters.
+        dataset = {"dataset": self.table.dataset.name}
+        claim(self.storage, lake_path, "lake", dataset)
+        claim(self.storage, dead_letter_path, "dead-letter folder", dataset)
+        claim(self.storage, checkpoint_path, "checkpoint", {"source": source_name, "datasets": [self.table.dataset.name]})
         if iceberg is not None:
             ensure_table(spark, self.table, iceberg)
         self._parquet_options = lake_parquet_options(self.table)
-        self.storage = HadoopStorage(spark)
         self.commit = BatchCommit(self.storage, source_name=source_name, lake_path=lake_path,
                                   dead_letter_path=dead_letter_path, checkpoint_path=checkpoint_path, stream_id=stream_id)
         self.source_name = source_name

@@ -225,4 +225,4 @@ def test_entrypoint_starts_the_glue_spark_context_with_the_job_static_settings(m
     monkeypatch.setattr(SparkContext, "getOrCreate", get_or_create)
     with pytest.raises(ContextRequested):
         glue_entry.main(_argv("kinesis", {"max_fetch_records_per_shard": "100000", "max_fetch_time_ms": "2000", "source_table": "src", "min_partitions": "36"}))
-    assert requested == [{"spark.sql.codegen.cache.maxEntries": str(session.CODEGEN_CACHE_ENTRIES)}]
+    assert requested == [{"spark.sql.codegen.cache.maxEntries": str(session.CODEGEN_CACHE_ENTRIES), **session.CALENDAR_SETTINGS}]
