@@ -5,8 +5,8 @@ decides).
 - Invoked every 5 minutes by an EventBridge schedule, at once by the jobs' "Glue Job State Change" events
   (FAILED, TIMEOUT, ERROR, STOPPED), and by CloudFormation through one custom resource per streaming job
   (Custom::StreamingJobDeploy). Its CodeDigest is the digest of everything a job run fixes when it starts
-  (run_fixed_properties: every job property but NOT_RUN_FIXED, so the script, the arguments, Glue version, worker type and count, timeout, maintenance window,
-  connections, security configuration, role); its RunsWith carries the role, security configuration and connections
+  (run_fixed_properties: every job property but NOT_RUN_FIXED, so the script, the arguments, Glue version, worker type
+  and count, timeout, maintenance window, connections, security configuration, role); its RunsWith carries the role, security configuration and connections
   as references, which CloudFormation resolves, so a replaced role or a renamed configuration changes the resource
   too. A deploy that changes any of them makes CloudFormation send an Update, and the function restarts the running
   job on the new settings; an unchanged job keeps its settings and its run. `make diff` names the restart.
@@ -50,11 +50,12 @@ LOG_RETENTION = logs.RetentionDays.THREE_MONTHS
 # A deploy waits for a stopped run to end (handler.STOP_WAIT_SECONDS, 600) before it starts the job again.
 TIMEOUT = cdk.Duration.minutes(12)
 DEPLOY_RESOURCE_TYPE = "Custom::StreamingJobDeploy"
-# CloudFormation waits this long for the function's answer to a deploy (ServiceTimeout, default 3,600 s): the
-# function's own timeout and a minute. An invocation Lambda dropped then fails the deploy after 13 minutes, not an hour.
 # What the digest covers, as a number: raising it when the formula changes makes the next deploy restart every streaming
 # job once, and `make diff` say so (1: Command and DefaultArguments, until 2026-11; 2: run_fixed_properties).
 DIGEST_FORMULA = "2"
+# CloudFormation waits this long for the function's answer to a deploy (ServiceTimeout, 1-3,600 s, default 3,600:
+# CloudFormation "Custom resources"): the function's own timeout and a minute. An invocation Lambda dropped then fails
+# the deploy after 13 minutes, not an hour.
 SERVICE_TIMEOUT = TIMEOUT.plus(cdk.Duration.minutes(1))
 # The AWS::Glue::Job properties a job run does not take from the job when it starts, so a change to them needs no
 # restart: the description and tags, the concurrency and queuing (they govern starts, not a running run) and
@@ -132,7 +133,9 @@ class JobKeeper(Construct):
             sid="KeepStreamingJobsRunning",
             actions=["glue:GetJobRuns", "glue:StartJobRun", "glue:BatchStopJobRun", "glue:GetTags"],
             resources=[job_arn_prefix + name for name in names.values()]))
-        # The deploy mark (handler.DEPLOY_TAG) and nothing else: aws:TagKeys limits which tags it may set or remove.
+        # The deploy mark (handler.DEPLOY_TAG) and nothing else: Glue jobs take tags (Glue "AWS tags in AWS Glue"), and
+        # aws:TagKeys limits which (TagResource and UntagResource: Service Authorization Reference, as parliament 1.6.4
+        # bundles it).
         self.role.add_to_principal_policy(iam.PolicyStatement(
             sid="MarkDeploys", actions=["glue:TagResource", "glue:UntagResource"],
             resources=[job_arn_prefix + name for name in names.values()],
