@@ -145,6 +145,8 @@ def print_summary(summary, out=sys.stdout) -> None:
 def _settings(args: argparse.Namespace) -> tuple[CompactionSettings, FaultInjector]:
     """The run's settings and fault injector; ValueError with the message for the operator when one is bad."""
     lake = Path(args.lake)
+    if lake.exists() and not lake.is_dir():
+        raise ValueError(f"--lake {args.lake} is a file; it must be the lake's folder")
     if not lake.is_dir():
         raise ValueError(f"--lake {args.lake}: no such directory")
     from compaction.faults import FaultInjector

@@ -122,13 +122,13 @@ def main(argv: list[str] | None = None) -> int:
     from glue_jobs.ownership import OwnershipError
 
     configure_logging()
-    if args.command == "run-kafka":
-        return _run_kafka(args)
     try:
+        if args.command == "run-kafka":
+            return _run_kafka(args)
         run_local(input_dir=args.input, lake_dir=args.lake, dead_letter_dir=args.dead_letter,
                   checkpoint_dir=args.checkpoint, once=args.once, max_files_per_batch=args.max_files_per_batch,
                   source_name=args.source_name, trigger_seconds=args.trigger_seconds, dataset=args.dataset)
-    except (FileNotFoundError, OwnershipError) as error:
+    except (FileNotFoundError, NotADirectoryError, PermissionError, OwnershipError) as error:
         parser.error(str(error))
     return 0
 

@@ -121,8 +121,7 @@ def run_local(
 ) -> RunSummary:
     if not Path(input_dir).is_dir():
         raise FileNotFoundError(f"input directory {input_dir} does not exist (or is not a directory)")
-    for path in (lake_dir, dead_letter_dir, checkpoint_dir):
-        Path(path).mkdir(parents=True, exist_ok=True)
+    _make_folders({"--lake": lake_dir, "--dead-letter": dead_letter_dir, "--checkpoint": checkpoint_dir})
     iceberg = local_iceberg_target(dataset)
     spark = spark or local_spark_session(iceberg_warehouse=lake_dir if iceberg else None)
     writer = MicroBatchWriter(
@@ -150,6 +149,18 @@ def run_local(
         _run_query(stream, on_batch, checkpoint_dir=checkpoint_dir, once=once, trigger_seconds=trigger_seconds,
                    name=f"streamlake-{source_name}", out=out)
     return _finish(summary, started, lake_dir, dead_letter_dir, checkpoint_dir, out)
+
+
+def _make_folders(folders: dict[str, str]) -> None:
+    """Each option's folder, created where absent; a file in its place, or a folder that cannot be made, is one line
+    naming the option (NotADirectoryError, PermissionError: the command line turns them into its usage error)."""
+    for option, path in folders.items():
+        if Path(path).exists() and not Path(path).is_dir():
+            raise NotADirectoryError(f"{option} {path} is a file; it must be a folder (or not exist yet)")
+        try:
+            Path(path).mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise PermissionError(f"{option} {path}: cannot create the folder ({error.strerror})") from None
 
 
 def _batch_printer(summary: RunSummary, started: float, out: TextIO):
@@ -229,8 +240,7 @@ def run_local_kafka(
     from glue_jobs.kafka_job import KafkaBatches, reader_options
     from glue_jobs.registry_frames import FrameDecoding, function_name
 
-    for path in (lake_dir, dead_letter_dir, checkpoint_dir):
-        Path(path).mkdir(parents=True, exist_ok=True)
+    _make_folders({"--lake": lake_dir, "--dead-letter": dead_letter_dir, "--checkpoint": checkpoint_dir})
     iceberg = local_iceberg_target(dataset)
     spark = spark or local_spark_session(iceberg_warehouse=lake_dir if iceberg else None)
     registry.load()

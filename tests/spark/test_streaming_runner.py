@@ -228,3 +228,23 @@ def test_run_local_generate_and_compact_local_name_no_dataset_for_you_where_ther
     shutil.copytree(datasets.root() / "orders", only / "orders")
     monkeypatch.setenv(datasets.ROOT_VARIABLE, str(only))
     assert datasets.chosen(None) == "orders"
+
+
+def test_a_file_where_a_folder_is_wanted_is_one_line_not_a_traceback(tmp_path, capsys):
+    """1d225b0 answered `--lake <a file>` (or --checkpoint) with a Python traceback."""
+    from compaction.__main__ import main as compact_main
+
+    (tmp_path / "in").mkdir()
+    a_file = tmp_path / "lake.txt"
+    a_file.write_text("not a folder")
+    for option in ("--lake", "--dead-letter", "--checkpoint"):
+        folders = {"--lake": str(tmp_path / "l"), "--dead-letter": str(tmp_path / "d"), "--checkpoint": str(tmp_path / "c"),
+                   option: str(a_file)}
+        with pytest.raises(SystemExit) as exit_info:
+            main(["run-local", "--dataset", "clickstream", "--input", str(tmp_path / "in"),
+                  *[part for pair in folders.items() for part in pair]])
+        err = capsys.readouterr().err
+        assert exit_info.value.code == 2 and f"error: {option} {a_file} is a file; it must be a folder" in err
+        assert "Traceback" not in err
+    assert compact_main(["run-local", "--dataset", "clickstream", "--lake", str(a_file)]) == 2
+    assert f"error: --lake {a_file} is a file; it must be the lake's folder" in capsys.readouterr().err
