@@ -148,7 +148,10 @@ def run_local(
     with session_conf(spark, _session_settings(spark)):
         _run_query(stream, on_batch, checkpoint_dir=checkpoint_dir, once=once, trigger_seconds=trigger_seconds,
                    name=f"streamlake-{source_name}", out=out)
-    return _finish(summary, started, lake_dir, dead_letter_dir, checkpoint_dir, out)
+    from glue_jobs.local_inputs import unread_inputs
+
+    return _finish(summary, started, lake_dir, dead_letter_dir, checkpoint_dir, out,
+                   notes=unread_inputs(input_dir, checkpoint_dir))
 
 
 def _make_folders(folders: dict[str, str]) -> None:
@@ -208,9 +211,11 @@ def _main_thread() -> bool:
 
 
 def _finish(summary: RunSummary, started: float, lake_dir: str, dead_letter_dir: str, checkpoint_dir: str,
-            out: TextIO) -> RunSummary:
+            out: TextIO, notes: list[str] = ()) -> RunSummary:
     summary.seconds = time.time() - started
     print(summary.render(), file=out, flush=True)
+    for note in notes:  # inputs the source did not read (glue_jobs/local_inputs.py)
+        print(note, file=out, flush=True)
     print(f"lake: {lake_dir}  dead letters: {dead_letter_dir}  checkpoint: {checkpoint_dir}", file=out, flush=True)
     return summary
 

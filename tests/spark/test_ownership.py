@@ -62,3 +62,40 @@ def test_a_folder_written_before_owners_is_adopted_on_first_use_and_the_log_says
     # compaction does not create a lake no job has written: nothing is recorded there
     claim(storage, str(tmp_path / "nothing-yet"), "lake", {"dataset": "orders"}, create=False)
     assert not (tmp_path / "nothing-yet").exists()
+
+
+def test_every_input_the_local_source_does_not_read_is_said_in_the_summary(spark, tmp_path):
+    """1d225b0 skipped files in subfolders and hidden names, and never read lines appended to a file already read, all
+    without a word: the run summary now names each (glue_jobs/local_inputs.py)."""
+    import io
+
+    from glue_jobs.local_runner import run_local
+
+    inputs = tmp_path / "in"
+    (inputs / "sub").mkdir(parents=True)
+    (inputs / "part-1.json").write_text(json.dumps(ORDER) + "\n")
+    (inputs / "sub" / "part-2.json").write_text(json.dumps(ORDER) + "\n")
+    (inputs / "_x.json").write_text(json.dumps(ORDER) + "\n")
+    (inputs / ".y.json").write_text(json.dumps(ORDER) + "\n")
+
+    def run() -> str:
+        out = io.StringIO()
+        run_local(input_dir=str(inputs), lake_dir=str(tmp_path / "lake"), dead_letter_dir=str(tmp_path / "dead"),
+                  checkpoint_dir=str(tmp_path / "cp"), once=True, dataset="orders", spark=spark, out=out)
+        return out.getvalue()
+
+    first = run()
+    assert "skipped: 1 file(s) in subfolders of the input (the source reads only the folder's own files): sub/part-2.json" in first
+    assert "skipped: 2 hidden file(s) (names starting with _ or .): .y.json, _x.json" in first
+    assert "changed after they were read" not in first
+    import os
+    import time
+
+    with (inputs / "part-1.json").open("a") as appended:
+        appended.write(json.dumps({**ORDER, "order_id": "o-2"}) + "\n")
+    later = time.time() + 5
+    os.utime(inputs / "part-1.json", (later, later))
+    second = run()
+    assert "summary: records=0" in second
+    assert ("warning: 1 file(s) changed after they were read; lines appended to a file already read are never read "
+            "(write new files instead): part-1.json") in second
