@@ -25,26 +25,20 @@ from operations.errors import ToolError
 _DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 
-def _int_in(low: int, high: int):
+def _int_in(low: int, high: int, kind=int):
+    """An argparse type: a `kind` (int, or float) from `low` to `high`."""
     def parse(text: str) -> int:
         try:
-            value = int(text)
+            value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+            raise argparse.ArgumentTypeError(f"{text!r} is not a {'whole ' if kind is int else ''}number") from None
         if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"{value} is outside {low}..{high}")
+            raise argparse.ArgumentTypeError(f"{value:g} is outside {low}..{high}")
         return value
     return parse
 
 
-def _percent(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0 <= value <= 100:
-        raise argparse.ArgumentTypeError(f"{value:g} is outside 0..100")
-    return value
+_percent = _int_in(0, 100, float)
 
 
 def _date(text: str) -> str:
