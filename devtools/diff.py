@@ -341,6 +341,13 @@ DEPLOY_TYPE = "Custom::StreamingJobDeploy"  # infra/job_keeper.DEPLOY_RESOURCE_T
 DEPLOY_PLUMBING = ("ServiceToken", "ServiceTimeout")
 
 
+def _property(path: str) -> str | None:
+    """The top-level property a changed path is in ("Properties.Timeout" -> "Timeout"); None outside Properties
+    (DependsOn, DeletionPolicy: they do not reach the job)."""
+    parts = path.split(".")
+    return parts[1].split("[")[0] if parts[0] == "Properties" and len(parts) > 1 else None
+
+
 def streaming_restarts(old: dict, new: dict, changes: list[ResourceChange]) -> dict[str, list[str]]:
     """{streaming job's source name: why it restarts} for the deploy from `old` to `new` (normalized templates): the
     job keeper restarts a running job when its deploy resource changes (infra/job_keeper.py). That resource's
@@ -364,9 +371,9 @@ def streaming_restarts(old: dict, new: dict, changes: list[ResourceChange]) -> d
             continue
         source = new_r[job_id]["Properties"].get("DefaultArguments", {}).get("--source_name", job_id)
         reasons = [f"`{path}`" for path, _, _ in (by_id[job_id].changes if job_id in by_id else [])
-                   if path.split(".")[0].split("[")[0] not in NOT_RUN_FIXED]
+                   if _property(path) is not None and _property(path) not in NOT_RUN_FIXED]
         reasons += [f"deploy `{path}`" for path, _, _ in (by_id[deploy_id].changes if deploy_id in by_id else [])
-                    if path.split(".")[0] not in DEPLOY_PLUMBING]
+                    if _property(path) is not None and _property(path) not in DEPLOY_PLUMBING]
         reasons += [f"`{ref}` replaced" for ref in sorted(_references(deploy["Properties"].get("RunsWith")) & replaced)]
         if reasons:
             found[source] = reasons

@@ -331,3 +331,27 @@ def test_the_first_deploy_after_the_new_digest_formula_restarts_every_streaming_
         restarts = diff.streaming_restarts(old, new, diff.diff_templates(old, new))
         assert sorted(restarts) == sorted(load_config().get(environment).source_names), environment
         assert all("deploy `Properties.DigestFormula`" in reasons for reasons in restarts.values())
+
+
+def test_a_change_that_reaches_no_run_restarts_nothing(templates):
+    """A job's Description or Tags and a deploy resource's DependsOn or ServiceTimeout do not reach a running job."""
+    import copy
+
+    from devtools.snapshot import normalize
+
+    old = normalize(templates["dev"])
+    new = copy.deepcopy(old)
+    for resource in new["Resources"].values():
+        if resource["Type"] == "AWS::Glue::Job":
+            resource["Properties"]["Description"] += " (reworded)"
+            resource["Properties"]["Tags"] = {**resource["Properties"].get("Tags", {}), "team": "lake"}
+        if resource["Type"] == diff.DEPLOY_TYPE:
+            resource["DependsOn"] = [*resource.get("DependsOn", []), "Extra"]
+            resource["Properties"]["ServiceTimeout"] = "600"
+    assert diff.streaming_restarts(old, new, diff.diff_templates(old, new)) == {}
+    new_timeout = copy.deepcopy(old)
+    for resource in new_timeout["Resources"].values():
+        if resource["Type"] == "AWS::Glue::Job" and resource["Properties"]["Command"]["Name"] == "gluestreaming":
+            resource["Properties"]["Timeout"] = 60
+    restarts = diff.streaming_restarts(old, new_timeout, diff.diff_templates(old, new_timeout))
+    assert sorted(restarts) == ["clickstream", "orders"] and all(r == ["`Properties.Timeout`"] for r in restarts.values())
