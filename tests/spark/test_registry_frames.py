@@ -160,6 +160,9 @@ def test_undecodable_values_are_dead_letters_with_their_bytes_and_reason(spark, 
         "trailing bytes": frame(V1, body + b"\x00\x02"),
         "zlib stream broken": frame(V1, body, compression=ZLIB)[:-4],
         "no value": None,
+        # 1d225b0 stored this as cu\ufffd(\ufffd\ufffd: Avro's Utf8.toString() replaces bytes that are not UTF-8
+        "string not UTF-8": frame(V1, avro_body(orders.avro(), {**ORDER, "customer_id": "cuXXXX"})
+                                  .replace(b"cuXXXX", bytes([0x63, 0x75, 0xC3, 0x28, 0xFF, 0xFE]))),
     }
     values = [frame(V1, body), *bad.values()]
     rows = _decoded(spark, orders, {V1: 1}, values).collect()
@@ -176,6 +179,7 @@ def test_undecodable_values_are_dead_letters_with_their_bytes_and_reason(spark, 
         "trailing bytes": f"bytes after the end of the Avro record of schema version {V1}",
         "zlib stream broken": "zlib body cannot be inflated",
         "no value": "the record has no value",
+        "string not UTF-8": f"a string of the Avro record of schema version {V1} is not valid UTF-8",
     }
     import base64
 

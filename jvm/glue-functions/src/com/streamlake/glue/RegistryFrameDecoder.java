@@ -5,6 +5,10 @@ import java.io.IOException;
 import java.math.BigDecimal;
 import java.math.BigInteger;
 import java.nio.ByteBuffer;
+import java.nio.charset.CharacterCodingException;
+import java.nio.charset.CharsetDecoder;
+import java.nio.charset.CodingErrorAction;
+import java.nio.charset.StandardCharsets;
 import java.time.LocalDate;
 import java.util.HashMap;
 import java.util.List;
@@ -22,6 +26,7 @@ import org.apache.avro.generic.GenericFixed;
 import org.apache.avro.generic.IndexedRecord;
 import org.apache.avro.io.BinaryDecoder;
 import org.apache.avro.io.DecoderFactory;
+import org.apache.avro.util.Utf8;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
 import org.apache.spark.sql.api.java.UDF1;
@@ -37,7 +42,8 @@ import org.apache.spark.sql.api.java.UDF1;
  *
  * <p>Returns struct&lt;reason, detail, payload, schema_version, record&gt;: payload is the decoded record (reason null) rendered as
  * the dataset's JSON records are (decimal a plain number, enum a string, date YYYY-MM-DD, timestamps epoch
- * numbers), or the value's bytes as base64 with the reason malformed_record / unknown_schema_version and a detail;
+ * numbers), or the value's bytes as base64 with the reason malformed_record / unknown_schema_version and a detail
+ * (malformed_record also for a string whose bytes are not UTF-8: strings are decoded strictly, never with U+FFFD);
  * schema_version is the frame's
  * UUID whenever the header could be read, so the driver can look an unknown one up and decode again.
  *
@@ -174,11 +180,45 @@ public final class RegistryFrameDecoder implements UDF1<byte[], Row> {
         StringBuilder json = new StringBuilder(length * 2 + 16);
         try {
             render(json, reader, datum);
+        } catch (NotUtf8 e) {
+            return problem(value, MALFORMED, "a string of the Avro record of schema version " + version + " is not valid UTF-8 ("
+                    + clip(e.getMessage()) + "); the value's bytes are kept as sent", version);
         } catch (RuntimeException e) {  // a decimal's bytes that are no integer (empty), a date beyond LocalDate
             return problem(value, MALFORMED, "the Avro record of schema version " + version + " has a value its type cannot hold ("
                     + clip(e.getClass().getSimpleName() + ": " + e.getMessage()) + ")", version);
         }
         return RowFactory.create(null, null, json.toString(), version, typedRecords ? typedOrNull(reader, datum) : null);
+    }
+
+    /** A string whose bytes are not UTF-8: Avro's Utf8.toString() would put U+FFFD in their place, and the record would
+     * be stored with a value its producer never sent; the record is a dead letter with its bytes instead. */
+    static final class NotUtf8 extends RuntimeException {
+        private static final long serialVersionUID = 1L;
+
+        NotUtf8(String message) {
+            super(message, null, false, false);
+        }
+    }
+
+    private static final ThreadLocal<CharsetDecoder> STRICT_UTF8 = new ThreadLocal<CharsetDecoder>() {
+        @Override
+        protected CharsetDecoder initialValue() {
+            return StandardCharsets.UTF_8.newDecoder().onMalformedInput(CodingErrorAction.REPORT)
+                    .onUnmappableCharacter(CodingErrorAction.REPORT);
+        }
+    };
+
+    /** An Avro string's text, decoded strictly (NotUtf8 for bytes that are not UTF-8). */
+    static String utf8(Object datum) {
+        if (!(datum instanceof Utf8)) {
+            return datum.toString();
+        }
+        Utf8 text = (Utf8) datum;
+        try {
+            return STRICT_UTF8.get().decode(ByteBuffer.wrap(text.getBytes(), 0, text.getByteLength())).toString();
+        } catch (CharacterCodingException e) {
+            throw new NotUtf8(e.getClass().getSimpleName() + " in a string of " + text.getByteLength() + " bytes");
+        }
     }
 
     /** Thrown where the plain-parse shape cannot hold a value exactly; the record is then validated from its JSON. */
@@ -356,7 +396,7 @@ public final class RegistryFrameDecoder implements UDF1<byte[], Row> {
                         out.append(',');
                     }
                     first = false;
-                    string(out, entry.getKey().toString());
+                    string(out, utf8(entry.getKey()));
                     out.append(':');
                     render(out, schema.getValueType(), entry.getValue());
                 }
@@ -364,8 +404,10 @@ public final class RegistryFrameDecoder implements UDF1<byte[], Row> {
                 return;
             }
             case ENUM:
-            case STRING:
                 string(out, datum.toString());
+                return;
+            case STRING:
+                string(out, utf8(datum));
                 return;
             case BOOLEAN:
                 out.append(((Boolean) datum).booleanValue() ? "true" : "false");
