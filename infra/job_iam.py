@@ -77,7 +77,7 @@ def add_spark_ui(job, role: iam.IRole, bucket: s3.IBucket | None, name: str, *, 
 
 def override_default_arguments(job, arguments: dict[str, str]) -> None:
     """Set DefaultArguments on a job's template beside the L2's own, and record them on the job, where
-    infra.job_keeper.code_digest reads them: an override the digest missed would not restart a running job."""
+    infra.job_keeper.run_fixed_properties reads them: an override the digest missed would not restart a running job."""
     cfn = job.node.default_child
     for key, value in arguments.items():
         cfn.add_property_override(f"DefaultArguments.{key}", value)

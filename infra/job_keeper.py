@@ -100,16 +100,13 @@ def run_fixed_properties(job) -> dict:
     return properties
 
 
-def code_digest(job) -> str:
-    """The digest of run_fixed_properties(job). Called after the job is complete (the stack builds the keeper last)."""
-    what = run_fixed_properties(job)
-    return hashlib.sha256(json.dumps(what, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
-
-
-def runs_with(job) -> dict:
-    """RUNS_WITH of the job, as references CloudFormation resolves in the deploy resource's properties."""
+def deploy_properties(job) -> dict:
+    """The deploy resource's properties for a job: the digest of run_fixed_properties(job) and, unhashed, its RUNS_WITH
+    references. Called after the job is complete (the stack builds the keeper last)."""
     properties = run_fixed_properties(job)
-    return {name: properties[name] for name in RUNS_WITH if name in properties}
+    digest = hashlib.sha256(json.dumps(properties, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    return {"JobName": job.job_name, "DigestFormula": DIGEST_FORMULA, "CodeDigest": digest,
+            "RunsWith": {name: properties[name] for name in RUNS_WITH if name in properties}}
 
 
 class JobKeeper(Construct):
@@ -171,8 +168,7 @@ class JobKeeper(Construct):
                 self, f"Deploy{pascal(source)}",
                 service_token=self.function.function_arn, resource_type=DEPLOY_RESOURCE_TYPE,
                 service_timeout=SERVICE_TIMEOUT,
-                properties={"JobName": job.job_name, "DigestFormula": DIGEST_FORMULA, "CodeDigest": code_digest(job),
-                            "RunsWith": runs_with(job)})
+                properties=deploy_properties(job))
         # The schedule starts jobs too: only after every first start the deploys made (and so after all they wait for).
         for deploy in self.deploys.values():
             self.schedule.node.add_dependency(deploy)
