@@ -138,7 +138,7 @@ class MicroBatchWriter:
             duration_ms=int((self.clock() - started) * 1000), files_written=len(files), dataset=self.table.name,
             newest_event_age_seconds=None if counts.newest_event_ms is None or not written else started - counts.newest_event_ms / 1000,
             arrival_lag_ms=None if counts.oldest_arrival_ms is None else max(0, int(started * 1000) - counts.oldest_arrival_ms),
-            frame_anomalies=frame_anomalies,
+            frame_anomalies=frame_anomalies, unknown_fields=counts.unknown_fields,
         )
         self.commit.mark_committed(stats)
         log.info("batch %s source=%s in=%s written=%s dead_letters=%s %s duplicates=%s files=%s %sms", batch_id,

@@ -68,6 +68,9 @@ class BatchStats:
     # Anomalies of the source frame the adapter worked around (glue_jobs/sources.from_kinesis notes): unexpected
     # columns, a missing or odd record timestamp. Published as FrameAnomalies.
     frame_anomalies: int = field(default=0, compare=False)
+    # Valid records holding fields the schema does not know, stored in _unknown_fields or dropped (dataset.json
+    # unknown_fields keep/drop). Published as UnknownFields.
+    unknown_fields: int = 0
 
     @property
     def reconciles(self) -> bool:

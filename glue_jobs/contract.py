@@ -2,7 +2,7 @@
 what the batch knows): the reason codes of a dead letter, and the columns validate() returns besides the
 dataset's fields.
 
-Reason codes, first match wins (malformed_json, missing_required_field, invalid_type, out_of_range); `detail`
+Reason codes, first match wins (malformed_json, unknown_field, missing_required_field, invalid_type, out_of_range); `detail`
 names the first offending field path in schema order. A framed Kafka value adds two (malformed_record,
 unknown_schema_version: glue_jobs/registry_frames.py).
 """
@@ -16,7 +16,10 @@ MALFORMED_JSON = "malformed_json"
 MISSING_REQUIRED_FIELD = "missing_required_field"
 INVALID_TYPE = "invalid_type"
 OUT_OF_RANGE = "out_of_range"
-REASON_CODES = (MALFORMED_JSON, MISSING_REQUIRED_FIELD, INVALID_TYPE, OUT_OF_RANGE, MALFORMED_RECORD, UNKNOWN_SCHEMA_VERSION)  # last 2: Kafka
+UNKNOWN_FIELD = "unknown_field"  # dataset.json unknown_fields: reject (glue_jobs/unknown_fields.py)
+# New codes go last: a code's position is its number in the batch cache (glue_jobs/packed_batch.py).
+REASON_CODES = (MALFORMED_JSON, MISSING_REQUIRED_FIELD, INVALID_TYPE, OUT_OF_RANGE, MALFORMED_RECORD, UNKNOWN_SCHEMA_VERSION,
+                UNKNOWN_FIELD)
 
 # What validate() returns besides the dataset's fields: the ingestion columns the envelope carries (the
 # lake's INGESTION_COLUMNS but batch_id, which the write adds), then the verdict and the record's text.
@@ -24,3 +27,5 @@ VALIDATED_INGESTION_COLUMNS = ("source", "source_partition", "source_offset", "a
 if VALIDATED_INGESTION_COLUMNS != tuple(name for name, _, _ in INGESTION_COLUMNS if name != "batch_id"):
     raise AssertionError("VALIDATED_INGESTION_COLUMNS drifted from glue_jobs.schema.INGESTION_COLUMNS")
 VALIDATED_EXTRA_COLUMNS = ("reason", "detail", "payload")
+# Before them, for a dataset that keeps or drops unknown fields: how many a valid record had (null: none).
+UNKNOWN_COUNT = "_unknown_count"

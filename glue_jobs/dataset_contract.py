@@ -8,6 +8,7 @@
 | `rules` | {} | per field path (`a.b`, `items[].x`): min, max, enum, pattern, min_length, max_length, min_items, max_items, normalize |
 | `json_text` | [] | top-level string fields whose wire value may be any JSON value, stored as its JSON text |
 | `table_format` | parquet | parquet or iceberg |
+| `unknown_fields` | reject | a JSON field the schema does not know, at any depth: `reject` (dead letter `unknown_field`, its path), `keep` (stored as JSON text in the `_unknown_fields` column), `drop` (dropped, counted) |
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ TABLE_FORMATS = ("parquet", "iceberg")
 NORMALIZE = ("trim", "lower", "upper")
 _DURATION = re.compile(r"^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+)S)?)?$")
 _INSTANT = re.compile(r"^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.\d{1,6})?(Z|[+-]\d{2}:\d{2})$")
-CONTRACT_KEYS = ("description", "key", "event_time", "rules", "json_text", "table_format")
+CONTRACT_KEYS = ("description", "key", "event_time", "rules", "json_text", "table_format", "unknown_fields")
+UNKNOWN_FIELD_CHOICES = ("reject", "keep", "drop")
+UNKNOWN_FIELDS_COLUMN = "_unknown_fields"  # a `keep` dataset's column: {"path": value, ...} as JSON text
 _NUMERIC = ("int", "long", "float", "double", "decimal")
 _TEXT = ("string", "enum")
 # Which rule applies to which kinds of node (DESIGN.md "Datasets").
@@ -132,8 +135,14 @@ def read_contract(name: str, contract: dict, schema: Node | None, problems: list
     table_format = contract.get("table_format", "parquet")
     if table_format not in TABLE_FORMATS:
         problem("table_format", table_format, f"is not one of {', '.join(TABLE_FORMATS)}")
+    unknown_fields = contract.get("unknown_fields", "reject")
+    if unknown_fields not in UNKNOWN_FIELD_CHOICES:
+        problem("unknown_fields", unknown_fields, f"is not one of {', '.join(UNKNOWN_FIELD_CHOICES)}")
+    elif unknown_fields == "keep" and UNKNOWN_FIELDS_COLUMN in top:
+        problem("unknown_fields", unknown_fields, f"keeps unknown fields in a column {UNKNOWN_FIELDS_COLUMN}, which the schema "
+                "already has as a field: rename the field")
     return {"description": description or "", "key": tuple(key), "event_time": event_time, "rules": rules,
-            "json_text": tuple(json_text), "table_format": table_format}
+            "json_text": tuple(json_text), "table_format": table_format, "unknown_fields": unknown_fields}
 
 
 def _describe(node: Node) -> str:

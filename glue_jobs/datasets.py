@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
-from glue_jobs.dataset_contract import CONTRACT_KEYS, EventTime, Rule, read_contract
+from glue_jobs.dataset_contract import CONTRACT_KEYS, UNKNOWN_FIELDS_COLUMN, EventTime, Rule, read_contract
 from glue_jobs.dataset_types import Node, SchemaError, full_name, parse_schema, resolve
 
 ROOT_VARIABLE = "STREAMLAKE_DATASETS"
@@ -50,6 +50,7 @@ class Dataset:
     rules: tuple[Rule, ...]
     json_text: tuple[str, ...]
     table_format: str
+    unknown_fields: str  # reject, keep or drop (glue_jobs/dataset_contract.py)
     versions: tuple[int, ...]
     schema: Node  # the newest version's root record
     digest: str  # sha256 over dataset.json and every schema version (20 hex digits): changes when the contract does
@@ -85,9 +86,11 @@ class Dataset:
 
     def columns(self, *, catalog: bool = False) -> list[tuple[str, str]]:
         """The dataset's stored columns (name, Spark DDL or, with `catalog`, the Catalog's Hive type), in schema
-        order: each field as its type stores it, the event time as a timestamp."""
-        return [(f.name, "timestamp" if f.name == self.event_time.field else
-                 f.type.catalog_type() if catalog else f.type.stored_ddl()) for f in self.schema.fields]
+        order: each field as its type stores it, the event time as a timestamp; then, for a dataset that keeps unknown
+        fields, the string column holding them."""
+        fields = [(f.name, "timestamp" if f.name == self.event_time.field else
+                   f.type.catalog_type() if catalog else f.type.stored_ddl()) for f in self.schema.fields]
+        return fields + [(UNKNOWN_FIELDS_COLUMN, "string")] if self.unknown_fields == "keep" else fields
 
 
 def root():

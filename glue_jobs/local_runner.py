@@ -27,7 +27,7 @@ READ_TASKS_PER_CORE = 4
 # A micro-batch's files are listed on the driver up to this many: past 32 paths (its default) Spark starts
 # a distributed listing job, which costs a local micro-batch far more than the listing itself.
 DRIVER_LISTING_MAX_PATHS = 100_000
-_COUNTERS = ("records_in", "records_written", "dead_letters", "duplicates_collapsed")  # summed from BatchStats
+_COUNTERS = ("records_in", "records_written", "dead_letters", "duplicates_collapsed", "unknown_fields")  # summed from BatchStats
 
 
 def _session_settings(spark) -> dict[str, str]:
@@ -72,7 +72,7 @@ class RunSummary(RunResults[BatchStats]):
         rate = t["records_in"] / self.seconds if self.seconds else 0.0
         return (
             f"summary: records={t['records_in']} written={t['records_written']} dead_letters={t['dead_letters']} "
-            f"({reasons}) duplicates={t['duplicates_collapsed']} batches={t['batches']}{replayed} "
+            f"({reasons}) duplicates={t['duplicates_collapsed']} unknown_fields={t['unknown_fields']} batches={t['batches']}{replayed} "
             f"seconds={self.seconds:.1f} records_per_second={rate:.0f}"
         )
 

@@ -26,6 +26,9 @@ ARRIVAL_LAG_MS = "ArrivalLagMs"
 # Per source, only when non-zero: anomalies of Glue's source frame the adapter worked around instead of failing the
 # batch (glue_jobs/sources.from_kinesis: unexpected columns, a missing or odd record timestamp); each is logged.
 FRAME_ANOMALIES = "FrameAnomalies"
+# Per dataset, only when non-zero: valid records with fields the schema does not know, kept or dropped (dataset.json
+# unknown_fields keep/drop; a rejected one is a dead letter, reason unknown_field).
+UNKNOWN_FIELDS = "UnknownFields"
 METRIC_NAMES = (RECORDS_IN, RECORDS_WRITTEN, DEAD_LETTERS, DUPLICATES_COLLAPSED, BATCH_DURATION_MS)  # per source
 
 log = logging.getLogger("glue_jobs.metrics")
@@ -70,6 +73,9 @@ def metric_data(stats, environment: str) -> list[dict]:
     if stats.frame_anomalies:
         data.append({"MetricName": FRAME_ANOMALIES, "Dimensions": dimensions, "Value": float(stats.frame_anomalies),
                      "Unit": "Count"})
+    if stats.dataset and stats.unknown_fields:
+        data.append({"MetricName": UNKNOWN_FIELDS, "Value": float(stats.unknown_fields), "Unit": "Count",
+                     "Dimensions": [{"Name": "Dataset", "Value": stats.dataset}, {"Name": "Environment", "Value": environment}]})
     if stats.dataset and stats.newest_event_age_seconds is not None:
         data.append({"MetricName": NEWEST_EVENT_AGE_SECONDS, "Value": float(stats.newest_event_age_seconds), "Unit": "Seconds",
                      "Dimensions": [{"Name": "Dataset", "Value": stats.dataset}, {"Name": "Environment", "Value": environment}]})

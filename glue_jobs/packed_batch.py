@@ -38,7 +38,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from glue_jobs.column_seq import ColumnSeq, aggregate, select
-from glue_jobs.contract import REASON_CODES
+from glue_jobs.contract import REASON_CODES, UNKNOWN_COUNT
 from glue_jobs.lake_layout import dead_letter_write_columns, epoch_millis, hour_modulo, lake_write_columns
 from glue_jobs.lake_table import LakeTable
 from glue_jobs.registry_frames import UNKNOWN_SCHEMA_VERSION, version_id_of
@@ -64,6 +64,7 @@ _CODE = "_code"  # the reason code's number, 0 for a valid row
 _ROW = "_row"  # row id: tells the copies of a duplicated event_id apart (exact ties too)
 _KEY = "_key"  # 64-bit hash of a valid row's event_id, null for a rejected row
 _SLOT = "_slot"  # a valid row's write slot, null for a rejected row
+_UNKNOWN = "_unknown"  # a valid row's count of unknown fields kept or dropped (only for such a dataset), else null
 _REASON_NUMBERS = {code: number for number, code in enumerate(REASON_CODES, start=1)}
 _UNKNOWN_REASON = -1  # never produced by glue_jobs.contract; such a row still counts as rejected
 
@@ -78,6 +79,7 @@ class BatchCounts:
     newest_event_ms: int | None = None  # the latest event time among valid rows (epoch ms)
     oldest_event_ms: int | None = None  # the earliest event time among valid rows (an Iceberg append's hour bounds)
     oldest_arrival_ms: int | None = None  # the earliest arrival time (the source's record timestamp) of any row
+    unknown_fields: int = 0  # valid rows with fields the schema does not know, kept or dropped (dataset.json unknown_fields)
 
     @property
     def rejected(self) -> int:
@@ -106,6 +108,7 @@ class PackedBatch:
     def __init__(self, validated: DataFrame, *, tasks: int, table: LakeTable | None = None) -> None:
         self.tasks = tasks
         self.table = table = table or LakeTable.of()
+        self._counted = UNKNOWN_COUNT in validated.columns
         self._frame = _packed(validated, table)
 
     def __enter__(self) -> PackedBatch:
@@ -122,7 +125,7 @@ class PackedBatch:
     def counts(self) -> BatchCounts:
         """The batch's counts, in one aggregation over (reason number, event_id hash): only longs and counts
         are shuffled, never ids or payloads. The one action that materializes the batch and fills the cache."""
-        by, per_key, totals = _count_columns(self.table.event_time, SparkContext._jvm)
+        by, per_key, totals = _count_columns(self.table.event_time, self._counted, SparkContext._jvm)
         row = aggregate(aggregate(self._frame, by, per_key), None, totals).collect()[0]
         return BatchCounts(
             records_in=int(row["records_in"]),
@@ -133,6 +136,7 @@ class PackedBatch:
             newest_event_ms=row["newest_event_ms"],
             oldest_event_ms=row["oldest_event_ms"],
             oldest_arrival_ms=row["oldest_arrival_ms"],
+            unknown_fields=int(row["unknown_fields"]) if self._counted else 0,
         )
 
     def unknown_versions(self) -> list[str]:
@@ -171,13 +175,14 @@ class PackedBatch:
 
 
 @functools.cache
-def _count_columns(event_time: str, jvm) -> tuple[ColumnSeq, ColumnSeq, ColumnSeq]:
+def _count_columns(event_time: str, counted: bool, jvm) -> tuple[ColumnSeq, ColumnSeq, ColumnSeq]:
     """`counts()`'s grouping, its aggregates per (reason number, key) and its totals, for a table whose event time
-    is `event_time`: built once per JVM (glue_jobs/column_seq.py), as the same ~500 py4j calls each batch otherwise."""
+    is `event_time` (`counted`: rows carry the unknown-field count): built once per JVM, not ~500 py4j calls a batch."""
     is_valid = F.col(_CODE) == 0
     event_ms = F.expr(f"unix_millis(`{_LAKE}`.`{event_time}`)")  # null on rejected rows
     per_key = [F.count(F.lit(1)).alias("_n"), F.min(_SLOT).alias(_SLOT), F.max(event_ms).alias("_newest"),
-               F.min(event_ms).alias("_earliest"), F.min(F.expr(f"unix_millis(`{_LAKE}`.`arrival_time`)")).alias("_oldest")]
+               F.min(event_ms).alias("_earliest"), F.min(F.expr(f"unix_millis(`{_LAKE}`.`arrival_time`)")).alias("_oldest"),
+               *([F.count(_UNKNOWN).alias("_unknown")] if counted else [])]
 
     def total(condition: Column | None = None) -> Column:
         return F.coalesce(F.sum(F.col("_n") if condition is None else F.when(condition, F.col("_n"))), F.lit(0))
@@ -191,6 +196,7 @@ def _count_columns(event_time: str, jvm) -> tuple[ColumnSeq, ColumnSeq, ColumnSe
         F.max(F.when(is_valid, F.col("_newest"))).alias("newest_event_ms"),
         F.min(F.when(is_valid, F.col("_earliest"))).alias("oldest_event_ms"),
         F.min("_oldest").alias("oldest_arrival_ms"),
+        *([F.coalesce(F.sum("_unknown"), F.lit(0)).alias("unknown_fields")] if counted else []),
     ]
     return ColumnSeq([F.col(_CODE), F.col(_KEY)]), ColumnSeq(per_key), ColumnSeq(totals)
 
@@ -265,12 +271,12 @@ def _lake_row_columns(key: tuple[str, ...], jvm) -> _LakeRowColumns:
 def _packed(validated: DataFrame, table: LakeTable) -> DataFrame:
     """validate()'s columns packed for the cache (see the module doc); the row id is assigned here: input
     order, the duplicate ranking's last tie-break."""
-    lake = tuple(name for name in validated.columns if name in set(table.column_names()))
-    return select(validated, _packed_columns(lake, tuple(table.key), table.event_time, SparkContext._jvm))
+    lake, counted = tuple(name for name in validated.columns if name in set(table.column_names())), UNKNOWN_COUNT in validated.columns
+    return select(validated, _packed_columns(lake, tuple(table.key), table.event_time, counted, SparkContext._jvm))
 
 
 @functools.cache
-def _packed_columns(lake: tuple[str, ...], key: tuple[str, ...], event_time: str, jvm) -> ColumnSeq:
+def _packed_columns(lake: tuple[str, ...], key: tuple[str, ...], event_time: str, counted: bool, jvm) -> ColumnSeq:
     """`_packed`'s columns for these lake columns, key and event time, built once per JVM (glue_jobs/column_seq.py)."""
     is_valid = F.col("reason").isNull()
     dead = [name for name, _, _ in DEAD_LETTER_COLUMNS if name != "batch_id"]
@@ -282,6 +288,7 @@ def _packed_columns(lake: tuple[str, ...], key: tuple[str, ...], event_time: str
         F.monotonically_increasing_id().alias(_ROW),
         F.when(is_valid, F.xxhash64(*(F.col(f"`{name}`") for name in key))).alias(_KEY),
         F.when(is_valid, hour_modulo(event_ms, WRITE_SLOTS).cast("byte")).alias(_SLOT),
+        *([F.col(UNKNOWN_COUNT).alias(_UNKNOWN)] if counted else []),
     ])
 
 

@@ -25,7 +25,9 @@ from glue_jobs.dataset_types import Node
 from glue_jobs.json_tokens import CORRUPT
 
 MISSING, INVALID_TYPE, OUT_OF_RANGE = "missing_required_field", "invalid_type", "out_of_range"
-WHAT = {MISSING: "required field absent, null or empty", INVALID_TYPE: "wrong JSON type", OUT_OF_RANGE: "value out of range"}
+UNKNOWN_FIELD = "unknown_field"  # glue_jobs/contract.py
+WHAT = {MISSING: "required field absent, null or empty", INVALID_TYPE: "wrong JSON type", OUT_OF_RANGE: "value out of range",
+        UNKNOWN_FIELD: "field not in the schema"}
 PROBLEM_DDL = "struct<reason:string,detail:string>"
 _INTEGER = r"^-?(0|[1-9][0-9]*)$"
 _NUMBER = r"^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?$"

@@ -1,11 +1,13 @@
 """A dataset's contract as DataFrame transforms: any schema the dataset files declare, nested at any depth.
 
 `validate(envelope, dataset, now_ms=...)` returns one row per record: the dataset's fields as stored
-(struct, array, map, decimal(p,s), date, timestamp), VALIDATED_INGESTION_COLUMNS, then reason (null when
-valid), detail (the field path: `items[3].unit_price: value out of range (min 0)`) and payload.
+(struct, array, map, decimal(p,s), date, timestamp; `_unknown_fields` when the dataset keeps unknown fields),
+VALIDATED_INGESTION_COLUMNS, `_unknown_count` when it keeps or drops them (contract.UNKNOWN_COUNT), then reason (null
+when valid), detail (the field path: `items[3].unit_price: value out of range (min 0)`) and payload.
 
 Order of the checks, first problem wins:
 1. malformed_json: not exactly one JSON object (text after it, a repeated top-level key, a syntax error);
+1b. unknown_field, when the dataset rejects unknown fields (glue_jobs/unknown_fields.py): the first one's path;
 2. the types (glue_jobs/typed_checks.py), in schema order, depth first;
 3. the event time (format, then not_before .. processing time + max_future) and the dataset's rules, in
    schema order; a rule names itself in the detail.
@@ -30,13 +32,14 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from glue_jobs import json_tokens as tokens
-from glue_jobs import registry_frames, strict_json, typed_rules
+from glue_jobs import registry_frames, strict_json, typed_rules, unknown_fields
 from glue_jobs import typed_checks as tc
 from glue_jobs import typed_parse as tp
 from glue_jobs import typed_screen as screen
 from glue_jobs.batch_constants import with_batch_constants
 from glue_jobs.column_seq import ColumnSeq, select
-from glue_jobs.contract import MALFORMED_JSON, VALIDATED_EXTRA_COLUMNS, VALIDATED_INGESTION_COLUMNS
+from glue_jobs.contract import MALFORMED_JSON, UNKNOWN_COUNT, VALIDATED_EXTRA_COLUMNS, VALIDATED_INGESTION_COLUMNS
+from glue_jobs.dataset_contract import UNKNOWN_FIELDS_COLUMN
 from glue_jobs.dataset_types import Node
 from glue_jobs.datasets import Dataset
 from glue_jobs.schema import ENVELOPE_COLUMNS
@@ -125,6 +128,8 @@ def _stages(dataset: Dataset, proof: str | None = None, trusted: bool = True) ->
     root, normalize = dataset.schema, {r.path: r.normalize for r in dataset.rules if r.normalize}
     names = [f.name for f in root.fields]
     json_text = frozenset(dataset.json_text)
+    choice = dataset.unknown_fields  # glue_jobs/unknown_fields.py: only unproven JSON records can have one
+    kept, unk, counted = [UNKNOWN_FIELDS_COLUMN] if choice == "keep" else [], F.col("_unk"), choice != "reject"
     time_field = dataset.event_time.field
     is_json = F.col("record").isNull()
     stages: list[dict[str, Column | None]] = []
@@ -177,6 +182,7 @@ def _stages(dataset: Dataset, proof: str | None = None, trusted: bool = True) ->
     # The proven value (`_wv`) and the strict path's (`_p`) stay apart until each field is stored: a proven decimal
     # already has its stored type (registry_frames.record_type), the strict path's is wide.
     stage(_marked=None, _wv=None, _fast=None, _p=F.when(~fast, tp.to_plain(root, mp)),
+          _unk=F.when(~fast & is_json, unknown_fields.entries(root, F.col("_marked"), json_text)),
           _malformed=F.when(fast, F.lit(False)).otherwise(~one_object | top.getField(tokens.CORRUPT).isNotNull()),
           _flagged=F.when(fast, F.col("_sus")).otherwise(corrupt | tc.suspect(root, mp, normalize=normalize, json_text=json_text) | (
               F.col("_dec").isNotNull() if inexact else F.lit(False))), **json_texts, **dict.fromkeys(inexact))
@@ -190,7 +196,10 @@ def _stages(dataset: Dataset, proof: str | None = None, trusted: bool = True) ->
         F.struct(F.lit(tc.INVALID_TYPE).alias("reason"), F.lit("payload: does not match the schema").alias("detail")))
     malformed = F.struct(F.lit(MALFORMED_JSON).alias("reason"), F.lit("payload is not one JSON object").alias("detail"))
     kept_texts = dict.fromkeys(json_texts)
-    stage(_p=None, _wv=None, _fast=None, _problem=F.when(F.col("_malformed"), malformed).when(F.col("_flagged"), diagnosis),
+    verdict = F.when(F.col("_malformed"), malformed)
+    if choice == "reject":  # after malformed_json, before the types: a misspelled field says so, not "missing"
+        verdict = verdict.when(F.size(unk) > 0, tc.problem(tc.UNKNOWN_FIELD, unk.getItem(0).getField("path")))
+    stage(_p=None, _wv=None, _fast=None, _problem=verdict.when(F.col("_flagged"), diagnosis), **({"_unk": None} if counted else {}),
           **kept_texts)
 
     p, wv = F.col("_p"), F.col("_wv")
@@ -215,7 +224,10 @@ def _stages(dataset: Dataset, proof: str | None = None, trusted: bool = True) ->
             values[stored(f.name)] = F.when(F.col("_problem").isNull(), F.when(fast, proven).otherwise(
                 _store(f.type, p.getField(f.name), normalize, f.name)))
     form, stamp, time_problem = _event_time(dataset)
-    others = dict.fromkeys(stored(n) for n in names if n != time_field)
+    if counted:  # a valid record's unknown fields: how many (kept or dropped), and, kept, their JSON text
+        values["_unknown_n"] = F.when(F.size(unk) > 0, F.size(unk))
+        values.update({stored(n): unknown_fields.as_json(unk) for n in kept})
+    others = dict.fromkeys([*(stored(n) for n in [*names, *kept] if n != time_field), *(["_unknown_n"] if counted else [])])
     stage(_problem=None, _wv=None, _fast=None, **values)
     stage(_problem=None, **others, _et_in=None, _et_form=form)
     stage(_problem=None, **others, _et_in=None, _et_form=None, **{stored(time_field): stamp})
@@ -233,11 +245,12 @@ def _stages(dataset: Dataset, proof: str | None = None, trusted: bool = True) ->
     # stage into one expression tree: the stages share columns (a DAG), inlined they multiply (OutOfMemoryError
     # while planning, seen with orders). It costs one integer comparison per record.
     verdict = F.when(F.spark_partition_id() >= 0, F.coalesce(F.col("problem"), F.col("_problem"), tc.first(rules)))
-    stage(**dict.fromkeys(map(stored, names)), _verdict=verdict)
+    stage(**dict.fromkeys(map(stored, [*names, *kept])), **({"_unknown_n": None} if counted else {}), _verdict=verdict)
     valid = F.col("_verdict").isNull()
     stages.append({
-        **{name: F.when(valid, F.col(stored(name))) if name == time_field else F.col(stored(name)) for name in names},
+        **{name: F.when(valid, F.col(stored(name))) if name == time_field else F.col(stored(name)) for name in [*names, *kept]},
         **dict.fromkeys(VALIDATED_INGESTION_COLUMNS),
+        **({UNKNOWN_COUNT: F.when(valid, F.col("_unknown_n"))} if counted else {}),
         "reason": F.col("_verdict.reason"), "detail": F.col("_verdict.detail"), "payload": None,
     })
     return stages

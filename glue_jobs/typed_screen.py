@@ -19,17 +19,16 @@ caught by the key count below.
 The count, over a payload with no backslash (so no string literal holds a quote):
   Q  = quotes in the payload = 2 x (string literals)
   K  = occurrences of `":`: each is a key (in valid JSON a closing quote followed by ':' ends a key)
-  Kn = occurrences of `":null`: keys written with a null value (counted only when K != N)
   S  = non-null string values in the parse (string, enum, date fields; map values of those)
   N  = keys the parse accounts for: non-null fields of every record, every entry of every map
 Every counted string value came from a string literal, if it is not exactly what a token of another type
 renders as (`_renders_a_token`); every key is a literal. So literals >= keys + S >= K + S, and
   Q == 2 x (K + S)   proves there is no other literal (no string in a number, decimal or boolean field),
                      and that every key is followed directly by ':';
-  K == N + Kn        proves every key is a field the parse kept with a value, or null: no unknown key, and no
-                     repeated key unless an earlier occurrence held null. At the top level that case is checked
-                     (json_object_keys, only when Kn > 0); nested, a repeated key keeps its last value in both
-                     paths (the limit docs/datasets.md states).
+  K == N             proves every key is a field the parse kept with a value: no unknown key, no repeated key,
+                     no key written with null. A record with a null-valued key takes the strict path: the parse
+                     cannot tell a known field's null from an unknown key's (both leave N as it is), and an unknown
+                     key is never silently lost (dataset.json unknown_fields, glue_jobs/unknown_fields.py).
 json_text fields render any token as text, so a record with one present is left to the strict path.
 Native expressions only; the per-record count packs N, S and the flags into one long.
 """
@@ -142,9 +141,4 @@ def proven(text_name: str, wrapped: Column) -> Column:
               & record(wrapped).isNotNull())
     shaped = text.startswith("{") & text.endswith("}") & ~text.contains("\\") & (F.octet_length(text) < MAX_FAST_BYTES)
     literals = (F.shiftright(tally, 40) == 0) & (quotes == 2 * (keys + F.shiftright(tally, 20).bitwiseAND(_FIELD_MASK)))
-    # With the quotes counted, `keys` is every key, so keys == kept means no key holds null (Kn = 0); only a record
-    # with null values pays for counting them and for the top-level repeated-key check.
-    named = F.expr(f"json_object_keys(`{text_name}`)")
-    nulls = F.when(keys == kept, F.lit(True)).otherwise(
-        (keys == kept + _occurrences(text_name, '":null')) & F.coalesce(F.size(named) == F.size(F.array_distinct(named)), F.lit(False)))
-    return F.coalesce(shaped & parsed & literals & nulls, F.lit(False))
+    return F.coalesce(shaped & parsed & literals & (keys == kept), F.lit(False))

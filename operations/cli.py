@@ -154,6 +154,10 @@ def build_parser() -> argparse.ArgumentParser:
                                       description="Draft a dataset's files from sample records and say what was guessed.")
     new.add_argument("name", help="the dataset's folder name under datasets/")
     new.add_argument("--sample", required=True, type=Path, help="newline-delimited JSON records")
+    new.add_argument("--unknown-fields", choices=("reject", "keep", "drop"), default="reject",
+                     help="what the contract does with a record's field the schema does not know: reject (a dead letter, "
+                          "the default), keep (stored as JSON text in the _unknown_fields column) or drop (counted); "
+                          "written to dataset.json")
     check = dataset_commands.add_parser("check", help="run a dataset's real contract over sample records locally",
                                         description="Counts per reason, the first dead letters, the lake table's schema.")
     check.add_argument("name", help="a dataset under datasets/")
@@ -232,7 +236,7 @@ def _dataset(args) -> int:
         from operations.dataset_draft import write_draft
 
         root = Path(str(datasets.root()))
-        notes = write_draft(root, args.name, args.sample)
+        notes = write_draft(root, args.name, args.sample, args.unknown_fields)
         print(f"drafted {root / args.name}/dataset.json and schema.v1.avsc; guessed:")
         for note in notes:
             print(f"  - {note}")

@@ -130,8 +130,9 @@ def _record_name(name: str) -> str:
     return "".join(part.capitalize() for part in re.split(r"[_\W]+", name) if part) or "Record"
 
 
-def draft(name: str, samples: list[dict]) -> tuple[dict, dict, list[str]]:
-    """(schema.v1.avsc, dataset.json, notes on what was guessed)."""
+def draft(name: str, samples: list[dict], unknown_fields: str = "reject") -> tuple[dict, dict, list[str]]:
+    """(schema.v1.avsc, dataset.json, notes on what was guessed); `unknown_fields`: what the contract does with a field
+    the schema does not know (dataset.json unknown_fields), written out either way."""
     root = Shape()
     for record in samples:
         root.add(record)
@@ -143,7 +144,10 @@ def draft(name: str, samples: list[dict]) -> tuple[dict, dict, list[str]]:
     event_time = _event_time(root, required, notes)
     key = _key(root, required, len(samples), notes)
     contract = {"description": f"{name}: describe one record in a line", "key": key, "event_time": event_time,
-                "rules": {}, "json_text": []}
+                "rules": {}, "json_text": [], "unknown_fields": unknown_fields}
+    notes.append(f"unknown_fields: {unknown_fields} (a field the schema does not know is "
+                 + {"reject": "a dead letter, reason unknown_field", "keep": "stored as JSON text in _unknown_fields",
+                    "drop": "dropped and counted"}[unknown_fields] + "; docs/datasets.md \"Unknown fields\")")
     return schema, contract, notes
 
 
@@ -181,12 +185,12 @@ def _key(root: Shape, required: set[str], total: int, notes: list[str]) -> list[
     return []
 
 
-def write_draft(root: Path, name: str, sample: Path) -> list[str]:
+def write_draft(root: Path, name: str, sample: Path, unknown_fields: str = "reject") -> list[str]:
     """Write datasets/<name>/{schema.v1.avsc, dataset.json}; returns the notes. Refuses to overwrite."""
     folder = root / name
     if folder.exists():
         raise ToolError(f"{folder} exists: a drafted dataset never overwrites one")
-    schema, contract, notes = draft(name, read_samples(sample))
+    schema, contract, notes = draft(name, read_samples(sample), unknown_fields)
     # The files as the jobs and synth will read them, checked before anything is written (a bad name, a field name
     # Avro refuses): a written folder that fails every synth would be worse than none.
     from glue_jobs import datasets

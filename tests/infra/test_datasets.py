@@ -69,12 +69,12 @@ def test_every_problem_is_listed_at_once(root):
     _write(root, "bad", {
         "description": "", "key": ["nope"], "event_time": {"field": "id", "format": "epoch_nanos", "max_future": "24h"},
         "rules": {"parts[].n": {"min": "1", "pattern": "x"}, "ghost": {"min": 1}, "id": {"normalize": ["title"]}},
-        "json_text": ["at"], "table_format": "delta", "owner": "me",
+        "json_text": ["at"], "table_format": "delta", "unknown_fields": "ignore", "owner": "me",
     })
     with pytest.raises(DatasetError) as error:
         datasets.load("bad")
     assert error.value.problems == [
-        "bad: owner: 'me' is not a dataset.json key (keys: description, key, event_time, rules, json_text, table_format)",
+        "bad: owner: 'me' is not a dataset.json key (keys: description, key, event_time, rules, json_text, table_format, unknown_fields)",
         "bad: description: '' must be a non-empty string",
         "bad: key: 'nope' is not a top-level field of the schema (fields: id, at, parts)",
         "bad: event_time.format: 'epoch_nanos' is not one of epoch_millis, epoch_seconds, iso8601",
@@ -85,6 +85,7 @@ def test_every_problem_is_listed_at_once(root):
         "bad: rules.ghost: 'ghost' names no field of the schema (paths: a.b for a nested field, items[].x for each element's)",
         "bad: rules.id.normalize: ['title'] must be a list of distinct steps from trim, lower, upper",
         "bad: table_format: 'delta' is not one of parquet, iceberg",
+        "bad: unknown_fields: 'ignore' is not one of reject, keep, drop",
     ]
 
 

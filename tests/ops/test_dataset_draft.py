@@ -46,6 +46,11 @@ def test_a_draft_is_a_loadable_dataset_once_its_version_is_pinned(tmp_path, monk
     assert cli.main(["dataset", "new", "trips", "--sample", str(sample)]) == 0
     assert "guessed:" in capsys.readouterr().out
     assert datasets.load("trips", draft=True).event_time.field == "started"
+    assert datasets.load("trips", draft=True).unknown_fields == "reject"  # written out: dataset.json says what happens
+    assert json.loads((tmp_path / "datasets" / "trips" / "dataset.json").read_text())["unknown_fields"] == "reject"
+    assert cli.main(["dataset", "new", "rides", "--sample", str(sample), "--unknown-fields", "keep"]) == 0
+    assert datasets.load("rides", draft=True).unknown_fields == "keep"
+    assert dict(datasets.load("rides", draft=True).columns())["_unknown_fields"] == "string"
     with pytest.raises(datasets.DatasetError, match='add "schema.v1.avsc": "'):
         datasets.load("trips")  # not pinned: nothing deploys a draft
     with pytest.raises(ToolError, match="exists: a drafted dataset never overwrites one"):
