@@ -20,7 +20,9 @@ What Glue hands the batch function, per source (docs/streaming-job.md "Sources" 
 - Kafka/MSK is not read through Glue: Spark's Kafka source (from_kafka_records, docs/kafka.md) gives each
   record's bytes with partition, offset and timestamp; the frames are decoded in the JVM.
 - Local files (the local runner): the text source with wholetext=true, one row per file; lines are
-  split natively so each record keeps its file name and 1-based line number as partition/offset.
+  split natively so each record keeps its file name and 1-based line number as partition/offset. The value holds
+  the file's bytes as they are: a line that is not UTF-8 is a malformed_json dead letter whose payload is its
+  bytes in base64 (NOT_UTF8), not text with U+FFFD in place of its bad bytes.
 """
 
 from __future__ import annotations
@@ -117,31 +119,53 @@ def from_local_files(raw: DataFrame, source_name: str, arrival_ms: int) -> DataF
     # split itself: substring/length of a multi-megabyte value cost more than the rest of the adapter.
     value = F.col("value")
     piece, position = F.col("_piece"), F.col("_pos")
+    is_utf8 = _utf8_check(raw.sparkSession)
     followed_by_newline = position < F.col("_n") - 1
     is_line = followed_by_newline | ~(F.col("_ends_with_newline") | F.col("_empty"))
-    return raw.select(
+    # A file that is not UTF-8 (checked whole, once: `_utf8`) is split as ISO-8859-1 text, one character per byte, so
+    # each line's bytes come back exact (encoding it as ISO-8859-1 again); split as UTF-8 text, Spark's split (a Java
+    # String) would have put U+FFFD in place of its bad bytes. Its valid lines are those bytes read as UTF-8.
+    utf8, line = F.col("_utf8"), F.when(followed_by_newline & piece.endswith("\r"), piece.substr(F.lit(1), F.length(piece) - 1)).otherwise(piece)
+    line_bytes = F.encode(line, "ISO-8859-1")
+    bad_line = F.when(utf8, F.lit(False)).otherwise(~is_utf8(line_bytes))
+    return raw.select(value, is_utf8(value.cast("binary")).alias("_utf8")).select(
         # Whole-stage codegen evaluates this where it is used, after the explode: once per line, not per file.
         # A regex here cost 10% of the validation's CPU (1M lines); substring_index scans back to the last "/".
         F.substring_index(F.input_file_name(), "/", -1).alias("_file"),
         value.endswith("\n").alias("_ends_with_newline"),
         (value == "").alias("_empty"),
-        F.split(value, "\n").alias("_pieces"),
+        F.split(F.when(utf8, value).otherwise(F.decode(value.cast("binary"), "ISO-8859-1")), "\n").alias("_pieces"),
+        utf8,
     ).select(
         "*", F.size("_pieces").alias("_n")
     ).select(
         # _n is computed before the generator: computed after it, every exploded row would carry the array.
-        "_file", "_ends_with_newline", "_empty", "_n", F.posexplode("_pieces").alias("_pos", "_piece"),
+        "_file", "_ends_with_newline", "_empty", "_n", "_utf8", F.posexplode("_pieces").alias("_pos", "_piece"),
     ).filter(is_line).transform(lambda lines: with_batch_constants(lines, {"_arrival_ms": arrival_ms})).select(
-        F.when(followed_by_newline & piece.endswith("\r"), piece.substr(F.lit(1), F.length(piece) - 1))
-        .otherwise(piece)
-        .alias("payload"),
+        F.when(utf8, line).when(bad_line, F.base64(line_bytes)).otherwise(line_bytes.cast("string")).alias("payload"),
         _no_record(),
         F.lit(source_name).alias("source"),
         F.col("_file").alias("source_partition"),
         (position + 1).cast("string").alias("source_offset"),
         F.expr("timestamp_millis(_arrival_ms)").alias("arrival_time"),
-        _no_problem(),
+        F.when(bad_line, F.struct(F.lit("malformed_json").alias("reason"), F.lit(NOT_UTF8).alias("detail"))).cast(PROBLEM_DDL)
+        .alias("problem"),
     )
+
+
+# A local line whose bytes are not UTF-8: JSON text is UTF-8 (RFC 8259 section 8.1), and the text source would hand the
+# contract U+FFFD in place of each bad byte, a value the producer never sent. Its dead letter keeps the bytes instead.
+NOT_UTF8 = "payload: the line is not valid UTF-8; the dead letter's payload is the line's bytes in base64"
+
+
+def _utf8_check(session):
+    """A function of a binary column: whether its bytes are valid UTF-8. Spark 4 has is_valid_utf8 ("New in version 4.0.0", pyspark.sql.functions reference).
+    Before it, decoding the bytes replaces each malformed sequence with U+FFFD (StringDecode: `new String(bytes,
+    charset)`), so encoding them again gives other bytes exactly when they were not UTF-8. Spark 4's decode raises on
+    malformed input instead (SPARK-48658, spark.sql.legacy.codingErrorAction), so the round trip is Spark 3's only."""
+    if int(session.version.split(".")[0]) >= 4:
+        return lambda data: F.call_function("is_valid_utf8", data.cast("string"))  # the cast keeps the bytes as they are
+    return lambda data: F.encode(F.decode(data, "UTF-8"), "UTF-8") == data
 
 
 # Spark's Kafka source (spark-sql-kafka-0-10; structured-streaming-kafka-integration, "Creating a Kafka Source"):

@@ -125,6 +125,29 @@ def test_local_file_adapter_numbers_lines_per_file(spark, tmp_path):
     ])
 
 
+def test_a_local_line_that_is_not_utf8_is_a_dead_letter_with_its_bytes(spark, tmp_path):
+    """The text source hands over a file's bytes undecoded: a line with a byte sequence that is not UTF-8 is a
+    malformed_json dead letter whose payload is the line's bytes in base64 (recoverable exactly), and the file's other
+    lines, a valid U+FFFD among them (a producer may send one), are records as sent. Before, the line reached the
+    contract with U+FFFD in place of the bytes and, being JSON, was stored (row 3 of issue 57's table)."""
+    import base64
+
+    bad = [b'{"customer_id":"cu\xc3(\xff\xfe"}', b"\x80", b'{"a":"\xed\xa0\x80"}', b"\xf5\x80\x80\x80"]  # a lone surrogate, > U+10FFFF
+    good = ['{"customer_id":"cu\u00e9"}', '{"note":"\ufffd sent as such"}']
+    (tmp_path / "mixed.json").write_bytes(b"\n".join([good[0].encode(), *bad, good[1].encode()]) + b"\n")
+    (tmp_path / "clean.json").write_bytes(good[1].encode() + b"\n")
+    raw = spark.read.format("text").option("wholetext", "true").load(str(tmp_path))
+    rows = from_local_files(raw, "local", 1700000000000).select("payload", "problem", "source_partition", "source_offset").collect()
+    by_line = {(r.source_partition, r.source_offset): r for r in rows}
+    assert len(by_line) == 7
+    for n, line in enumerate(bad, start=2):
+        row = by_line[("mixed.json", str(n))]
+        assert (row.problem.reason, base64.b64decode(row.payload)) == ("malformed_json", line)
+        assert "not valid UTF-8" in row.problem.detail
+    for key, text in ((("mixed.json", "1"), good[0]), (("mixed.json", "6"), good[1]), (("clean.json", "1"), good[1])):
+        assert (by_line[key].payload, by_line[key].problem) == (text, None)
+
+
 def test_entrypoint_argument_contract():
     assert glue_entry.job_arguments("kinesis") == glue_entry.JOB_ARGUMENTS + ("max_fetch_records_per_shard", "max_fetch_time_ms", "source_table",
                                                                    "min_partitions")
