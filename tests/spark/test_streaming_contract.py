@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from pyspark.sql import functions as F
 
-from glue_jobs.contract import VALIDATED_EXTRA_COLUMNS, VALIDATED_INGESTION_COLUMNS
+from glue_jobs.contract import UNKNOWN_COUNT, VALIDATED_EXTRA_COLUMNS, VALIDATED_INGESTION_COLUMNS
 from glue_jobs.lake_layout import lake_write_columns
 from glue_jobs.lake_table import LakeTable
 from glue_jobs.schema import PROBLEM_DDL, contract_fields, envelope_schema, spark_source_schema
@@ -38,7 +38,8 @@ def _written(spark, payloads, batch_id=7):
 def test_validate_returns_exactly_the_written_columns_but_the_write_time_ones(spark):
     frame = validate(json_envelope(spark, []), now_ms=NOW_MS)
     fields = tuple(f.name for f in contract_fields())
-    assert tuple(frame.columns) == (*fields, *VALIDATED_INGESTION_COLUMNS, *VALIDATED_EXTRA_COLUMNS)
+    # clickstream drops unknown fields (dataset.json), counting them: UNKNOWN_COUNT, which no write stores.
+    assert tuple(frame.columns) == (*fields, *VALIDATED_INGESTION_COLUMNS, UNKNOWN_COUNT, *VALIDATED_EXTRA_COLUMNS)
 
 
 def _one(spark, payload):
@@ -61,12 +62,13 @@ def test_valid_record_is_typed_normalized_and_partitioned_in_utc(spark):
         "source_partition": "p0",
         "source_offset": "1",
         "arrival_time": row.arrival_time,
+        UNKNOWN_COUNT: None,
         "reason": None,
         "detail": None,
         "payload": row.payload,
     }
     (written,) = _written(spark, [row.payload])
-    assert written.asDict() == {**{k: v for k, v in row.asDict().items() if k not in VALIDATED_EXTRA_COLUMNS},
+    assert written.asDict() == {**{k: v for k, v in row.asDict().items() if k not in (*VALIDATED_EXTRA_COLUMNS, UNKNOWN_COUNT)},
                                 "batch_id": 7, "event_date": "2023-11-14", "event_hour": 22}
 
 
