@@ -73,12 +73,14 @@ class MicroBatchWriter:
     def __init__(self, spark, *, source_name: str, lake_path: str, dead_letter_path: str, checkpoint_path: str,
                  metrics: MetricsSink | None = None, clock: Callable[[], float] = time.time,
                  stream_id: str | None = None, dataset: Dataset | str | None = None,
-                 iceberg: IcebergTarget | None = None) -> None:
+                 iceberg: IcebergTarget | None = None, count_replacements: bool = False) -> None:
         """`iceberg`: where the dataset's Iceberg table is, when its lake is Iceberg in this deployment (the job's
         arguments say so on Glue, its dataset.json locally); its lake rows are then committed to that table
-        (glue_jobs/iceberg_lake.py), not staged."""
+        (glue_jobs/iceberg_lake.py), not staged. `count_replacements`: the source decoded the records' bytes before
+        the job (Kinesis): the payloads holding U+FFFD are counted (BatchStats.replacement_characters)."""
         self.spark = spark
         self.table = LakeTable.of(dataset)
+        self.count_replacements = count_replacements
         self.iceberg = iceberg
         crash_points.armed()  # a malformed STREAMLAKE_CRASH_AT fails here, not silently
         self.storage = HadoopStorage(spark)
@@ -118,7 +120,8 @@ class MicroBatchWriter:
         # shuffle partitions would stay 200. Set on the batch frame's own session (the query's clone of the
         # job's session), where the batch's plans are made.
         with session_conf(envelope.sparkSession, {SHUFFLE_PARTITIONS: str(tasks)}):
-            with PackedBatch(self.table.validate(envelope, now_ms=int(started * 1000)), tasks=tasks, table=self.table) as batch:
+            validated = self.table.validate(envelope, now_ms=int(started * 1000), count_replacements=self.count_replacements)
+            with PackedBatch(validated, tasks=tasks, table=self.table) as batch:
                 counts = batch.counts()
                 decoded_again = None
                 if redecode is not None and counts.by_reason.get(UNKNOWN_SCHEMA_VERSION):
@@ -139,6 +142,7 @@ class MicroBatchWriter:
             newest_event_age_seconds=None if counts.newest_event_ms is None or not written else started - counts.newest_event_ms / 1000,
             arrival_lag_ms=None if counts.oldest_arrival_ms is None else max(0, int(started * 1000) - counts.oldest_arrival_ms),
             frame_anomalies=frame_anomalies, unknown_fields=counts.unknown_fields,
+            replacement_characters=counts.replacement_characters,
         )
         self.commit.mark_committed(stats)
         log.info("batch %s source=%s in=%s written=%s dead_letters=%s %s duplicates=%s files=%s %sms", batch_id,

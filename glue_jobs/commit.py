@@ -71,6 +71,10 @@ class BatchStats:
     # Valid records holding fields the schema does not know, stored in _unknown_fields or dropped (dataset.json
     # unknown_fields keep/drop). Published as UnknownFields.
     unknown_fields: int = 0
+    # Records whose payload holds U+FFFD where the source decoded the bytes before the job (Kinesis: Glue hands over
+    # text, so a byte that was not UTF-8 may arrive as U+FFFD, unverified; a producer may also send one). Published as
+    # ReplacementCharacters.
+    replacement_characters: int = field(default=0, compare=False)
 
     @property
     def reconciles(self) -> bool:

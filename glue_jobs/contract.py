@@ -29,3 +29,7 @@ if VALIDATED_INGESTION_COLUMNS != tuple(name for name, _, _ in INGESTION_COLUMNS
 VALIDATED_EXTRA_COLUMNS = ("reason", "detail", "payload")
 # Before them, for a dataset that keeps or drops unknown fields: how many a valid record had (null: none).
 UNKNOWN_COUNT = "_unknown_count"
+# Before them, where the source decoded the bytes before the job (Kinesis): 1 for a payload holding U+FFFD, else null.
+REPLACEMENTS = "_replacements"
+# Validated columns whose non-null rows a batch counts (glue_jobs/packed_batch.py), by the BatchStats field they fill.
+COUNTED = {UNKNOWN_COUNT: "unknown_fields", REPLACEMENTS: "replacement_characters"}

@@ -195,6 +195,7 @@ def main(argv: list[str] | None = None) -> None:
         metrics=CloudWatchMetricsSink(environment=args["environment"], namespace=args["metrics_namespace"],
                                       region=args["metrics_region"]),
         dataset=table.dataset,
+        count_replacements=args["source_type"] == "kinesis",  # Glue decodes Kinesis records to text before the job
         iceberg=iceberg,
     )
     if args["source_type"] == "kafka":

@@ -64,11 +64,11 @@ class LakeTable:
                        if f.type.kind == "enum" or (f.type.kind == "string" and f.name in normalized))
         return (*fields, *_DICTIONARY_INGESTION)
 
-    def validate(self, envelope, *, now_ms: int):
+    def validate(self, envelope, *, now_ms: int, count_replacements: bool = False):
         """The dataset's contract over an envelope frame (glue_jobs/typed_contract.py)."""
         from glue_jobs.typed_contract import validate
 
-        return validate(envelope, self.dataset, now_ms=now_ms)
+        return validate(envelope, self.dataset, now_ms=now_ms, count_replacements=count_replacements)
 
 
 @cache

@@ -29,6 +29,9 @@ FRAME_ANOMALIES = "FrameAnomalies"
 # Per dataset, only when non-zero: valid records with fields the schema does not know, kept or dropped (dataset.json
 # unknown_fields keep/drop; a rejected one is a dead letter, reason unknown_field).
 UNKNOWN_FIELDS = "UnknownFields"
+# Per source, only when non-zero: records whose payload holds U+FFFD where Glue decoded the bytes before the job
+# (Kinesis; BatchStats.replacement_characters).
+REPLACEMENT_CHARACTERS = "ReplacementCharacters"
 METRIC_NAMES = (RECORDS_IN, RECORDS_WRITTEN, DEAD_LETTERS, DUPLICATES_COLLAPSED, BATCH_DURATION_MS)  # per source
 
 log = logging.getLogger("glue_jobs.metrics")
@@ -72,6 +75,9 @@ def metric_data(stats, environment: str) -> list[dict]:
                      "Unit": "Milliseconds"})
     if stats.frame_anomalies:
         data.append({"MetricName": FRAME_ANOMALIES, "Dimensions": dimensions, "Value": float(stats.frame_anomalies),
+                     "Unit": "Count"})
+    if stats.replacement_characters:
+        data.append({"MetricName": REPLACEMENT_CHARACTERS, "Dimensions": dimensions, "Value": float(stats.replacement_characters),
                      "Unit": "Count"})
     if stats.dataset and stats.unknown_fields:
         data.append({"MetricName": UNKNOWN_FIELDS, "Value": float(stats.unknown_fields), "Unit": "Count",

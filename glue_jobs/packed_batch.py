@@ -38,7 +38,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from glue_jobs.column_seq import ColumnSeq, aggregate, select
-from glue_jobs.contract import REASON_CODES, UNKNOWN_COUNT
+from glue_jobs.contract import COUNTED, REASON_CODES
 from glue_jobs.lake_layout import dead_letter_write_columns, epoch_millis, hour_modulo, lake_write_columns
 from glue_jobs.lake_table import LakeTable
 from glue_jobs.registry_frames import UNKNOWN_SCHEMA_VERSION, version_id_of
@@ -64,7 +64,6 @@ _CODE = "_code"  # the reason code's number, 0 for a valid row
 _ROW = "_row"  # row id: tells the copies of a duplicated event_id apart (exact ties too)
 _KEY = "_key"  # 64-bit hash of a valid row's event_id, null for a rejected row
 _SLOT = "_slot"  # a valid row's write slot, null for a rejected row
-_UNKNOWN = "_unknown"  # a valid row's count of unknown fields kept or dropped (only for such a dataset), else null
 _REASON_NUMBERS = {code: number for number, code in enumerate(REASON_CODES, start=1)}
 _UNKNOWN_REASON = -1  # never produced by glue_jobs.contract; such a row still counts as rejected
 
@@ -80,6 +79,7 @@ class BatchCounts:
     oldest_event_ms: int | None = None  # the earliest event time among valid rows (an Iceberg append's hour bounds)
     oldest_arrival_ms: int | None = None  # the earliest arrival time (the source's record timestamp) of any row
     unknown_fields: int = 0  # valid rows with fields the schema does not know, kept or dropped (dataset.json unknown_fields)
+    replacement_characters: int = 0  # rows whose payload holds U+FFFD, where the source decoded it (contract.REPLACEMENTS)
 
     @property
     def rejected(self) -> int:
@@ -108,7 +108,7 @@ class PackedBatch:
     def __init__(self, validated: DataFrame, *, tasks: int, table: LakeTable | None = None) -> None:
         self.tasks = tasks
         self.table = table = table or LakeTable.of()
-        self._counted = UNKNOWN_COUNT in validated.columns
+        self._counted = tuple(name for name in COUNTED if name in validated.columns)  # contract.COUNTED
         self._frame = _packed(validated, table)
 
     def __enter__(self) -> PackedBatch:
@@ -136,7 +136,7 @@ class PackedBatch:
             newest_event_ms=row["newest_event_ms"],
             oldest_event_ms=row["oldest_event_ms"],
             oldest_arrival_ms=row["oldest_arrival_ms"],
-            unknown_fields=int(row["unknown_fields"]) if self._counted else 0,
+            **{COUNTED[name]: int(row[COUNTED[name]]) for name in self._counted},
         )
 
     def unknown_versions(self) -> list[str]:
@@ -175,14 +175,14 @@ class PackedBatch:
 
 
 @functools.cache
-def _count_columns(event_time: str, counted: bool, jvm) -> tuple[ColumnSeq, ColumnSeq, ColumnSeq]:
+def _count_columns(event_time: str, counted: tuple[str, ...], jvm) -> tuple[ColumnSeq, ColumnSeq, ColumnSeq]:
     """`counts()`'s grouping, its aggregates per (reason number, key) and its totals, for a table whose event time
-    is `event_time` (`counted`: rows carry the unknown-field count): built once per JVM, not ~500 py4j calls a batch."""
+    is `event_time` (`counted`: contract.COUNTED columns the rows carry): built once per JVM, not ~500 py4j calls a batch."""
     is_valid = F.col(_CODE) == 0
     event_ms = F.expr(f"unix_millis(`{_LAKE}`.`{event_time}`)")  # null on rejected rows
     per_key = [F.count(F.lit(1)).alias("_n"), F.min(_SLOT).alias(_SLOT), F.max(event_ms).alias("_newest"),
                F.min(event_ms).alias("_earliest"), F.min(F.expr(f"unix_millis(`{_LAKE}`.`arrival_time`)")).alias("_oldest"),
-               *([F.count(_UNKNOWN).alias("_unknown")] if counted else [])]
+               *(F.count(name).alias(name) for name in counted)]
 
     def total(condition: Column | None = None) -> Column:
         return F.coalesce(F.sum(F.col("_n") if condition is None else F.when(condition, F.col("_n"))), F.lit(0))
@@ -196,7 +196,7 @@ def _count_columns(event_time: str, counted: bool, jvm) -> tuple[ColumnSeq, Colu
         F.max(F.when(is_valid, F.col("_newest"))).alias("newest_event_ms"),
         F.min(F.when(is_valid, F.col("_earliest"))).alias("oldest_event_ms"),
         F.min("_oldest").alias("oldest_arrival_ms"),
-        *([F.coalesce(F.sum("_unknown"), F.lit(0)).alias("unknown_fields")] if counted else []),
+        *(F.coalesce(F.sum(name), F.lit(0)).alias(COUNTED[name]) for name in counted),
     ]
     return ColumnSeq([F.col(_CODE), F.col(_KEY)]), ColumnSeq(per_key), ColumnSeq(totals)
 
@@ -271,12 +271,12 @@ def _lake_row_columns(key: tuple[str, ...], jvm) -> _LakeRowColumns:
 def _packed(validated: DataFrame, table: LakeTable) -> DataFrame:
     """validate()'s columns packed for the cache (see the module doc); the row id is assigned here: input
     order, the duplicate ranking's last tie-break."""
-    lake, counted = tuple(name for name in validated.columns if name in set(table.column_names())), UNKNOWN_COUNT in validated.columns
+    lake, counted = tuple(name for name in validated.columns if name in set(table.column_names())), tuple(c for c in COUNTED if c in validated.columns)
     return select(validated, _packed_columns(lake, tuple(table.key), table.event_time, counted, SparkContext._jvm))
 
 
 @functools.cache
-def _packed_columns(lake: tuple[str, ...], key: tuple[str, ...], event_time: str, counted: bool, jvm) -> ColumnSeq:
+def _packed_columns(lake: tuple[str, ...], key: tuple[str, ...], event_time: str, counted: tuple[str, ...], jvm) -> ColumnSeq:
     """`_packed`'s columns for these lake columns, key and event time, built once per JVM (glue_jobs/column_seq.py)."""
     is_valid = F.col("reason").isNull()
     dead = [name for name, _, _ in DEAD_LETTER_COLUMNS if name != "batch_id"]
@@ -288,7 +288,7 @@ def _packed_columns(lake: tuple[str, ...], key: tuple[str, ...], event_time: str
         F.monotonically_increasing_id().alias(_ROW),
         F.when(is_valid, F.xxhash64(*(F.col(f"`{name}`") for name in key))).alias(_KEY),
         F.when(is_valid, hour_modulo(event_ms, WRITE_SLOTS).cast("byte")).alias(_SLOT),
-        *([F.col(UNKNOWN_COUNT).alias(_UNKNOWN)] if counted else []),
+        *(F.col(name) for name in counted),
     ])
 
 

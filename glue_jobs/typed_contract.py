@@ -38,7 +38,13 @@ from glue_jobs import typed_parse as tp
 from glue_jobs import typed_screen as screen
 from glue_jobs.batch_constants import with_batch_constants
 from glue_jobs.column_seq import ColumnSeq, select
-from glue_jobs.contract import MALFORMED_JSON, UNKNOWN_COUNT, VALIDATED_EXTRA_COLUMNS, VALIDATED_INGESTION_COLUMNS
+from glue_jobs.contract import (
+    MALFORMED_JSON,
+    REPLACEMENTS,
+    UNKNOWN_COUNT,
+    VALIDATED_EXTRA_COLUMNS,
+    VALIDATED_INGESTION_COLUMNS,
+)
 from glue_jobs.dataset_contract import UNKNOWN_FIELDS_COLUMN
 from glue_jobs.dataset_types import Node
 from glue_jobs.datasets import Dataset
@@ -117,7 +123,7 @@ def _event_time(dataset: Dataset) -> tuple[Column, Column, Column]:
     return fits, stamp, tc.when(out_of_range, tc.problem(tc.OUT_OF_RANGE, where))
 
 
-def _stages(dataset: Dataset, proof: str | None = None, trusted: bool = True) -> list[dict[str, Column | None]]:
+def _stages(dataset: Dataset, proof: str | None = None, trusted: bool = True, replacements: bool = False) -> list[dict[str, Column | None]]:
     """The projections `validate` applies in order (a None keeps a column of the stage before). An expression read
     more than once gets a column of its own stage: inside a CASE branch or a coalesce Spark evaluates a repeated
     expression once per use. Expensive ones sit in a CASE branch, so they run only for the records that need
@@ -251,20 +257,21 @@ def _stages(dataset: Dataset, proof: str | None = None, trusted: bool = True) ->
         **{name: F.when(valid, F.col(stored(name))) if name == time_field else F.col(stored(name)) for name in [*names, *kept]},
         **dict.fromkeys(VALIDATED_INGESTION_COLUMNS),
         **({UNKNOWN_COUNT: F.when(valid, F.col("_unknown_n"))} if counted else {}),
+        **({REPLACEMENTS: F.when(F.col("payload").contains("\ufffd"), F.lit(1).cast("byte"))} if replacements else {}),
         "reason": F.col("_verdict.reason"), "detail": F.col("_verdict.detail"), "payload": None,
     })
     return stages
 
 
 @cache
-def _selects(dataset: Dataset, jvm, proof: str | None, trusted: bool = True) -> list[ColumnSeq]:
+def _selects(dataset: Dataset, jvm, proof: str | None, trusted: bool = True, replacements: bool = False) -> list[ColumnSeq]:
     """The stages' columns, built once per dataset and JVM and kept in the JVM: building them is thousands of py4j
     calls (about a second per batch for orders), so a batch only plans the selects, one call each."""
     return [ColumnSeq([F.col(f"`{n}`") if c is None else c.alias(n) for n, c in stage.items()])
-            for stage in _stages(dataset, proof, trusted)]
+            for stage in _stages(dataset, proof, trusted, replacements)]
 
 
-def validate(envelope: DataFrame, dataset: Dataset, *, now_ms: int) -> DataFrame:
+def validate(envelope: DataFrame, dataset: Dataset, *, now_ms: int, count_replacements: bool = False) -> DataFrame:
     """Envelope -> one row per record: the dataset's stored fields, VALIDATED_INGESTION_COLUMNS, reason, detail,
     payload (see the module doc). Successive selects, so each parse runs once per row."""
     from pyspark import SparkContext
@@ -281,7 +288,7 @@ def validate(envelope: DataFrame, dataset: Dataset, *, now_ms: int) -> DataFrame
         envelope = envelope.withColumn("record", F.lit(None).cast(record_type))
     frame = with_batch_constants(envelope, {_LATEST_MS: now_ms + dataset.event_time.max_future_ms})
     proof = strict_json.register(envelope.sparkSession, dataset)
-    for columns in _selects(dataset, SparkContext._jvm, proof, trusted):
+    for columns in _selects(dataset, SparkContext._jvm, proof, trusted, count_replacements):
         frame = select(frame, columns)
     if tuple(frame.columns[-len(VALIDATED_EXTRA_COLUMNS):]) != VALIDATED_EXTRA_COLUMNS:
         raise AssertionError(f"typed contract columns drifted: {frame.columns}")

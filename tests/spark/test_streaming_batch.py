@@ -520,3 +520,19 @@ def test_the_batch_reads_its_cache_as_one_plan_node(spark):
         assert (counts.records_in, counts.rejected) == (len(PAYLOADS) + 1, rejected)
         assert batch._persisted.storageLevel.useMemory
     assert not batch._persisted.is_cached
+
+
+def test_a_kinesis_batch_counts_the_payloads_holding_a_replacement_character(spark, tmp_path):
+    """Glue hands the job Kinesis records as text (inferSchema=true): a byte that was not UTF-8 may arrive as U+FFFD
+    (unverified: no AWS page says what its reader does), where the job cannot tell it from one a producer sent. So the
+    Kinesis job counts them (count_replacements: glue_entry sets it for Kinesis), valid and dead letters alike, and
+    publishes ReplacementCharacters per source; the records themselves are judged as they arrive."""
+    payloads = [_event("a", event_type="cu\ufffd("), _event("b"), '{"broken\ufffd', _event("c", event_type="x\ufffd")]
+    writer = MicroBatchWriter(spark, source_name="clicks", lake_path=str(tmp_path / "lake"), dead_letter_path=str(tmp_path / "dead"),
+                              checkpoint_path=str(tmp_path / "cp"), clock=lambda: NOW, stream_id="abcd1234", count_replacements=True)
+    stats = writer(json_envelope(spark, payloads), 0)
+    assert (stats.records_written, stats.dead_letters, stats.replacement_characters) == (3, 1, 3)
+    [metric] = [m for m in metric_data(stats, "dev") if m["MetricName"] == "ReplacementCharacters"]
+    assert metric["Value"] == 3 and {"Name": "Source", "Value": "clicks"} in metric["Dimensions"]
+    plain = _writer(spark, tmp_path / "plain")(json_envelope(spark, payloads), 0)
+    assert plain.replacement_characters == 0 and "ReplacementCharacters" not in {m["MetricName"] for m in metric_data(plain, "dev")}
