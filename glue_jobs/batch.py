@@ -26,7 +26,7 @@ from pyspark import inheritable_thread_target
 from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 
-from glue_jobs import crash_points
+from glue_jobs import crash_points, unwritable
 from glue_jobs.commit import BatchCommit, BatchStats
 from glue_jobs.datasets import Dataset
 from glue_jobs.iceberg_lake import IcebergTarget, append_batch, batch_tag, committed_rows, ensure_table
@@ -127,17 +127,23 @@ class MicroBatchWriter:
                 if redecode is not None and counts.by_reason.get(UNKNOWN_SCHEMA_VERSION):
                     decoded_again = redecode(batch.unknown_versions())
                 if decoded_again is None:
-                    written, dead_letters = self._write_both(batch, counts, batch_id, started)
+                    try:
+                        written, dead_letters = self._write_both(batch, counts, batch_id, started)
+                        copies = 0
+                    except Exception as error:  # noqa: BLE001 - glue_jobs/unwritable.py raises it again unless a record's
+                        written, dead_letters, copies = self._write_around(validated, batch, counts, batch_id, started, error)
         if decoded_again is not None:  # nothing was written: the batch starts again, with the versions learned
             log.info("batch %s of %s: learned schema versions from the registry, decoding again", batch_id, self.source_name)
             return self(decoded_again, batch_id, frame_anomalies=frame_anomalies)
-        if dead_letters != counts.rejected:
-            raise AssertionError(f"batch {batch_id}: {counts.rejected} rejected record(s) but {dead_letters} dead letter(s) written")
+        if dead_letters != counts.rejected + copies:
+            raise AssertionError(f"batch {batch_id}: {counts.rejected} rejected and {copies} unwritable record(s) but {dead_letters} "
+                                 "dead letter(s) written")
+        by_reason = {**counts.by_reason, **({unwritable.UNWRITABLE: copies} if copies else {})}
         files = self.commit.publish(batch_id) if counts.records_in else []
         crash_points.reached("after_publish", batch_id)
         stats = BatchStats(
             source=self.source_name, batch_id=batch_id, records_in=counts.records_in, records_written=written,
-            dead_letters=dead_letters, duplicates_collapsed=counts.valid - written, dead_letters_by_reason=counts.by_reason,
+            dead_letters=dead_letters, duplicates_collapsed=counts.valid - copies - written, dead_letters_by_reason=by_reason,
             duration_ms=int((self.clock() - started) * 1000), files_written=len(files), dataset=self.table.name,
             newest_event_age_seconds=None if counts.newest_event_ms is None or not written else started - counts.newest_event_ms / 1000,
             arrival_lag_ms=None if counts.oldest_arrival_ms is None else max(0, int(started * 1000) - counts.oldest_arrival_ms),
@@ -151,7 +157,29 @@ class MicroBatchWriter:
         self.metrics.emit(stats)
         return stats
 
-    def _write_both(self, batch: PackedBatch, counts: BatchCounts, batch_id: int, started: float) -> tuple[int, int]:
+    def _write_around(self, validated: DataFrame, batch: PackedBatch, counts: BatchCounts, batch_id: int, started: float,
+                      error: BaseException) -> tuple[int, int, int]:
+        """After a failed write: the batch written without the records no write takes, which become dead letters
+        (glue_jobs/unwritable.py); (rows written, dead letters, unwritable records). Raises `error` when no record is
+        to blame."""
+        self.commit.discard_partial(batch_id)
+        probe_path = f"{self.commit.lake_staging(batch_id)}/_probe"
+
+        def probe(low: int, high: int) -> None:
+            rows = self._lake_rows(batch, counts, batch_id, rows_between=(low, high))
+            rows.write.mode("overwrite").options(**self._parquet_options).partitionBy("event_date", "event_hour").parquet(probe_path)
+
+        hashes, copies, detail = unwritable.isolate(batch, batch_id, error, probe)
+        self.commit.discard_partial(batch_id)  # the probes' staging (the batch's own: nothing else is staged yet)
+        crash_points.reached("after_isolation", batch_id)
+        extra = unwritable.dead_letters_of(validated, self.table.key, hashes, detail) if hashes else None
+        return (*self._write_both(batch, counts, batch_id, started, without_keys=hashes, extra_dead=extra), copies)
+
+    def _lake_rows(self, batch: PackedBatch, counts: BatchCounts, batch_id: int, **narrowed) -> DataFrame:
+        return crash_points.unwritable(batch.lake_rows(counts, batch_id=batch_id, **narrowed), self.table.key[0])
+
+    def _write_both(self, batch: PackedBatch, counts: BatchCounts, batch_id: int, started: float, *,
+                    without_keys: tuple[int, ...] = (), extra_dead: DataFrame | None = None) -> tuple[int, int]:
         """Stage the dead letters while the lake rows are staged; returns (rows written, dead letters).
 
         Two Spark jobs over the same cache at once: the dead letters' tasks and job commit use the slots and the
@@ -161,23 +189,24 @@ class MicroBatchWriter:
         pyspark's inheritable_thread_target ("recommended to be used in PySpark when the pinned thread mode is
         enabled": it "inherits the inheritable properties specific to JVM thread such as InheritableThreadLocal").
         An Iceberg lake keeps the order lake, then dead letters."""
+        any_dead = counts.rejected or extra_dead is not None
         if self.iceberg is not None:  # in order: a kill right after the table's commit finds no dead letter staged
-            written = self._write_lake(batch, counts, batch_id) if counts.valid else 0
+            written = self._write_lake(batch, counts, batch_id, without_keys) if counts.valid else 0
             crash_points.reached("after_lake_commit", batch_id)
-            return written, self._write_dead_letters(batch, batch_id, started) if counts.rejected else 0
+            return written, self._write_dead_letters(batch, batch_id, started, extra_dead) if any_dead else 0
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="dead-letters") as pool:
             # Wrapped here, in the batch's thread: the wrapper captures the local properties when it is made.
-            dead = pool.submit(inheritable_thread_target(self._write_dead_letters), batch, batch_id, started) if counts.rejected else None
-            written = self._write_lake(batch, counts, batch_id) if counts.valid else 0  # leaving `with` waits for `dead`
+            dead = pool.submit(inheritable_thread_target(self._write_dead_letters), batch, batch_id, started, extra_dead) if any_dead else None
+            written = self._write_lake(batch, counts, batch_id, without_keys) if counts.valid else 0  # leaving `with` waits for `dead`
             crash_points.reached("after_lake_commit", batch_id)
             return written, dead.result() if dead is not None else 0
 
-    def _write_lake(self, batch: PackedBatch, counts: BatchCounts, batch_id: int) -> int:
+    def _write_lake(self, batch: PackedBatch, counts: BatchCounts, batch_id: int, without_keys: tuple[int, ...] = ()) -> int:
         """Stage the batch's lake rows as Parquet partitioned by hour (an Iceberg table: commit them, once per
         batch id); returns the rows written."""
         if self.iceberg is not None:
             tag = batch_tag(self.source_name, self.stream_id, batch_id)
-            rows = batch.lake_rows(counts, batch_id=batch_id)
+            rows = self._lake_rows(batch, counts, batch_id, without_keys=without_keys)
             # The batch's own session (the query's clone): the catalog that commits is the one that looks.
             recorded = committed_rows(rows.sparkSession, self.iceberg, tag)
             if recorded is not None:
@@ -185,15 +214,15 @@ class MicroBatchWriter:
                 return recorded
             return append_batch(self.table, self.iceberg, rows, tag, (counts.oldest_event_ms, counts.newest_event_ms))
         observed = Observation()
-        batch.lake_rows(counts, batch_id=batch_id).observe(observed, F.count(F.lit(1)).alias("rows")).write.options(
+        self._lake_rows(batch, counts, batch_id, without_keys=without_keys).observe(observed, F.count(F.lit(1)).alias("rows")).write.options(
             **self._parquet_options).partitionBy("event_date", "event_hour").parquet(self.commit.lake_staging(batch_id))
         return int(observed.get["rows"])
 
-    def _write_dead_letters(self, batch: PackedBatch, batch_id: int, started: float) -> int:
+    def _write_dead_letters(self, batch: PackedBatch, batch_id: int, started: float, extra: DataFrame | None = None) -> int:
         """Stage the batch's dead letters partitioned by ingest date; returns the rows written."""
         observed = Observation()
         processing_date = time.strftime("%Y-%m-%d", time.gmtime(started))
-        batch.dead_letters(batch_id=batch_id, processing_date=processing_date).observe(
+        batch.dead_letters(batch_id=batch_id, processing_date=processing_date, extra=extra).observe(
             observed, F.count(F.lit(1)).alias("rows")).write.options(**_STAGING_WRITE_OPTIONS, compression="snappy").partitionBy(
             "ingest_date").parquet(self.commit.dead_letter_staging(batch_id))
         return int(observed.get["rows"])

@@ -17,9 +17,10 @@ MISSING_REQUIRED_FIELD = "missing_required_field"
 INVALID_TYPE = "invalid_type"
 OUT_OF_RANGE = "out_of_range"
 UNKNOWN_FIELD = "unknown_field"  # dataset.json unknown_fields: reject (glue_jobs/unknown_fields.py)
+UNWRITABLE = "unwritable"  # a valid record no lake write takes (glue_jobs/unwritable.py): found after the write, not here
 # New codes go last: a code's position is its number in the batch cache (glue_jobs/packed_batch.py).
 REASON_CODES = (MALFORMED_JSON, MISSING_REQUIRED_FIELD, INVALID_TYPE, OUT_OF_RANGE, MALFORMED_RECORD, UNKNOWN_SCHEMA_VERSION,
-                UNKNOWN_FIELD)
+                UNKNOWN_FIELD, UNWRITABLE)
 
 # What validate() returns besides the dataset's fields: the ingestion columns the envelope carries (the
 # lake's INGESTION_COLUMNS but batch_id, which the write adds), then the verdict and the record's text.

@@ -7,8 +7,14 @@ from __future__ import annotations
 import os
 import signal
 
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
 CRASH_ENV = "STREAMLAKE_CRASH_AT"
+# Tests: a key value whose lake row no write takes (the write raises for it, as a record no retry can write would).
+UNWRITABLE_ENV = "STREAMLAKE_UNWRITABLE"
 POINTS = (
+    "after_isolation",  # a failed write's unwritable records found (glue_jobs/unwritable.py), nothing written again yet
     "after_lake_commit",  # the lake rows committed (an Iceberg table's snapshot), dead letters not yet written (a Parquet lake: lake rows staged, dead letters staged at most)
     "after_publish",  # dead letters published, the commit marker not yet written
 )
@@ -31,3 +37,12 @@ def reached(point: str, batch_id: int) -> None:
         raise ValueError(f"unknown crash point {point!r}")
     if armed() == (point, int(batch_id)):
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+def unwritable(rows: DataFrame, key: str) -> DataFrame:
+    """`rows` whose write raises (Spark's raise_error) for the row whose `key` is STREAMLAKE_UNWRITABLE; unset, `rows`."""
+    value = os.environ.get(UNWRITABLE_ENV)
+    if not value:
+        return rows
+    refused = F.raise_error(F.lit(f"{UNWRITABLE_ENV}: the row with {key} {value} cannot be written"))
+    return rows.withColumn(key, F.when(F.col(key).cast("string") == value, refused).otherwise(F.col(key)))

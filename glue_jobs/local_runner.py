@@ -69,10 +69,12 @@ class RunSummary(RunResults[BatchStats]):
         t = self.totals()
         reasons = ", ".join(f"{r}={c}" for r, c in sorted(t["dead_letters_by_reason"].items())) or "none"
         replayed = f" (replayed {t['replayed_batches']})" if t["replayed_batches"] else ""
+        # Records whose unknown fields were kept or dropped (dataset.json unknown_fields), when there are any.
+        unknown = f" unknown_fields={t['unknown_fields']}" if t["unknown_fields"] else ""
         rate = t["records_in"] / self.seconds if self.seconds else 0.0
         return (
             f"summary: records={t['records_in']} written={t['records_written']} dead_letters={t['dead_letters']} "
-            f"({reasons}) duplicates={t['duplicates_collapsed']} unknown_fields={t['unknown_fields']} batches={t['batches']}{replayed} "
+            f"({reasons}) duplicates={t['duplicates_collapsed']}{unknown} batches={t['batches']}{replayed} "
             f"seconds={self.seconds:.1f} records_per_second={rate:.0f}"
         )
 

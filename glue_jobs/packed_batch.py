@@ -13,7 +13,7 @@ Packing (why, with figures: docs/streaming-job.md, "Benchmark history"):
   the columnar cache costs per cached value, and a valid row's payload is never read again;
 - the reason as a number and a 64-bit hash of event_id: the counts group by fixed-width keys only, and
   only rows whose hash occurs twice are ranked (glue_jobs/survivors.py says which copy survives);
-- read through the cache alone (`_cached_leaf`): every query the batch builds on it is planned on one node, the
+- read through the cache alone (glue_jobs/cache_leaf.py): every query the batch builds on it is planned on one node, the
   cache, not on the validation's plan beneath it;
 - not sorted before it is cached: the partitioned lake write sorts its rows by hour anyway, and sorting
   the whole batch by slot and time first cost more than it saved the write (docs/streaming-job.md).
@@ -28,15 +28,13 @@ writing its share of every hour, which keeps all cores busy when a batch holds o
 from __future__ import annotations
 
 import functools
-import logging
 from dataclasses import dataclass
 
-from py4j.java_gateway import JavaPackage
-from py4j.protocol import Py4JError
 from pyspark import SparkContext, StorageLevel
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from glue_jobs.cache_leaf import cached_leaf
 from glue_jobs.column_seq import ColumnSeq, aggregate, select
 from glue_jobs.contract import COUNTED, REASON_CODES
 from glue_jobs.lake_layout import dead_letter_write_columns, epoch_millis, hour_modulo, lake_write_columns
@@ -116,7 +114,7 @@ class PackedBatch:
         # flag is read when the cache is defined, so it is restored right after.
         with session_conf(self._frame.sparkSession, {_CACHE_COMPRESSED: "false"}):
             self._persisted = self._frame.persist(CACHE_LEVEL)
-        self._frame = _cached_leaf(self._persisted)
+        self._frame = cached_leaf(self._persisted)
         return self
 
     def __exit__(self, *exc) -> None:
@@ -139,19 +137,34 @@ class PackedBatch:
             **{COUNTED[name]: int(row[COUNTED[name]]) for name in self._counted},
         )
 
+    def valid_row_ids(self) -> list[int]:
+        """The valid rows' ids, in order (glue_jobs/unwritable.py bisects over them)."""
+        return sorted(row[0] for row in self._frame.filter(F.col(_CODE) == 0).select(_ROW).collect())
+
+    def key_hashes(self, row_ids: list[int]) -> tuple[tuple[int, ...], int]:
+        """The key hashes of these rows (what `lake_rows(without_keys=...)` takes) and how many valid rows have them."""
+        hashes = tuple(sorted({row[0] for row in self._frame.filter(F.col(_ROW).isin(row_ids)).select(_KEY).collect()}))
+        return hashes, self._frame.filter((F.col(_CODE) == 0) & F.col(_KEY).isin(list(hashes))).count()
+
     def unknown_versions(self) -> list[str]:
         """The schema version UUIDs of the batch's unknown_schema_version rows (glue_jobs/registry_frames.py)."""
         number = _REASON_NUMBERS[UNKNOWN_SCHEMA_VERSION]
         details = self._frame.filter(F.col(_CODE) == number).select(F.col(f"{_DEAD}.detail")).distinct().limit(1000).collect()
         return sorted({v for v in (version_id_of(row[0] or "") for row in details) if v})
 
-    def lake_rows(self, counts: BatchCounts, *, batch_id: int) -> DataFrame:
+    def lake_rows(self, counts: BatchCounts, *, batch_id: int, rows_between: tuple[int, int] | None = None,
+                  without_keys: tuple[int, ...] = ()) -> DataFrame:
         """Valid rows, one per event_id, as the lake's columns. The copies of a duplicated id are ranked
         (only the rows whose hash occurs twice: a collision merely ranks two ids that each keep their own
         winner) and the losers' row ids broadcast and removed, so the other rows are neither shuffled nor
-        sorted and each write task keeps its partitions."""
+        sorted and each write task keeps its partitions. `rows_between` (row ids, inclusive) and `without_keys`
+        (key hashes: every copy of those keys) narrow the rows (glue_jobs/unwritable.py)."""
         columns = _lake_row_columns(tuple(self.table.key), SparkContext._jvm)
         valid = self._frame.filter(columns.is_valid)
+        if rows_between is not None:
+            valid = valid.filter(F.col(_ROW).between(*rows_between))
+        if without_keys:
+            valid = valid.filter(~F.col(_KEY).isin(list(without_keys)))
         if write_by_slot(counts.slot_rows):
             rows = _lake_rows_by_slot(valid, self.tasks, columns.unpacked)
         else:
@@ -167,10 +180,12 @@ class PackedBatch:
             rows = rows.join(F.broadcast(losers), _ROW, "left_anti")
         return lake_write_columns(rows, batch_id=batch_id, table=self.table)
 
-    def dead_letters(self, *, batch_id: int, processing_date: str) -> DataFrame:
-        """The rejected rows as dead letters, in `tasks` partitions (see lake_layout.dead_letter_write_columns)."""
+    def dead_letters(self, *, batch_id: int, processing_date: str, extra: DataFrame | None = None) -> DataFrame:
+        """The rejected rows as dead letters, in `tasks` partitions (see lake_layout.dead_letter_write_columns), with
+        `extra` rows of the same columns (glue_jobs/unwritable.py)."""
         columns = _lake_row_columns(tuple(self.table.key), SparkContext._jvm)
         rejected = select(self._frame.filter(~columns.is_valid), columns.dead_letter)
+        rejected = rejected if extra is None else rejected.unionByName(extra)
         return dead_letter_write_columns(rejected, batch_id=batch_id, processing_date=processing_date).coalesce(self.tasks)
 
 
@@ -199,37 +214,6 @@ def _count_columns(event_time: str, counted: tuple[str, ...], jvm) -> tuple[Colu
         *(F.coalesce(F.sum(name), F.lit(0)).alias(COUNTED[name]) for name in counted),
     ]
     return ColumnSeq([F.col(_CODE), F.col(_KEY)]), ColumnSeq(per_key), ColumnSeq(totals)
-
-
-def _cached_leaf(persisted: DataFrame) -> DataFrame:
-    """The persisted frame as a plan of one node, its cache: Spark's InMemoryRelation, found as the CacheManager finds
-    it for any query (`lookupCachedData(Dataset)`; apache/spark sql/core .../execution/CacheManager.scala) and made a
-    DataFrame with `Dataset.ofRows(session, plan)` (org.apache.spark.sql.Dataset in Spark 3,
-    org.apache.spark.sql.classic.Dataset in Spark 4). A query on the persisted frame itself carries the validation's
-    plan, thousands of expressions, which every DataFrame operation analyzes again and every query matches against
-    the cache; on the leaf it does not. The relation keeps the plan that fills it, so a lost cached partition is
-    computed again from the batch, as before. These are Spark internals, checked on Spark 3.3, 3.5 and 4.1 (tests) and unverified on
-    Glue's own Spark builds: where they are missing, the batch reads the persisted frame, logged once, with the same rows."""
-    session = persisted.sparkSession
-    jss, jvm = session._jsparkSession, session._jvm
-    try:
-        cached = jss.sharedState().cacheManager().lookupCachedData(persisted._jdf)
-        if cached.isDefined():
-            relation = cached.get().cachedRepresentation()
-            for name in ("org.apache.spark.sql.classic.Dataset", "org.apache.spark.sql.Dataset"):
-                holder = getattr(jvm, name)
-                if not isinstance(holder, JavaPackage):  # a class of this Spark
-                    return DataFrame(holder.ofRows(jss, relation), session)
-    except Py4JError as error:
-        _warn_once(f"the batch cache's plan node is not reachable on Spark {session.version} ({error}); reading the persisted frame")
-        return persisted
-    _warn_once(f"no cache entry or Dataset.ofRows on Spark {session.version}; reading the persisted frame")
-    return persisted
-
-
-@functools.cache
-def _warn_once(message: str) -> None:
-    logging.getLogger("glue_jobs.packed_batch").warning(message)
 
 
 def _lake_rows_by_slot(valid: DataFrame, tasks: int, unpacked: ColumnSeq) -> DataFrame:

@@ -536,3 +536,56 @@ def test_a_kinesis_batch_counts_the_payloads_holding_a_replacement_character(spa
     assert metric["Value"] == 3 and {"Name": "Source", "Value": "clicks"} in metric["Dimensions"]
     plain = _writer(spark, tmp_path / "plain")(json_envelope(spark, payloads), 0)
     assert plain.replacement_characters == 0 and "ReplacementCharacters" not in {m["MetricName"] for m in metric_data(plain, "dev")}
+
+
+def test_a_record_no_write_takes_is_a_dead_letter_and_the_batch_commits(spark, tmp_path, monkeypatch):
+    """A valid record whose lake write fails every time (injected: the write raises for its event_id, as Spark 3.x's
+    ancient-date refusal did) would fail its batch on every retry. The batch finds it by bisection and dead-letters
+    it and its copies (reason unwritable, payload as sent); every other record is written once, the counts reconcile."""
+    from glue_jobs import crash_points
+
+    monkeypatch.setenv(crash_points.UNWRITABLE_ENV, "bad")
+    payloads = [_event(i) for i in ("a", "b", "bad", "c", "d")] + [_event("bad", event_type="copy"), _event("e"), "{oops"]
+    recorder = Recorder()
+    stats = _writer(spark, tmp_path, recorder)(json_envelope(spark, payloads), 0)
+    assert (stats.records_written, stats.dead_letters, stats.duplicates_collapsed) == (5, 3, 0) and stats.reconciles
+    assert stats.dead_letters_by_reason == {"malformed_json": 1, "unwritable": 2}
+    lake = spark.read.schema(spark_lake_schema()).parquet(str(tmp_path / "lake"))
+    assert sorted(r.event_id for r in lake.select("event_id").collect()) == ["a", "b", "c", "d", "e"]
+    dead = spark.read.schema(spark_dead_letter_schema()).parquet(str(tmp_path / "dead")).filter("reason = 'unwritable'").collect()
+    assert sorted(r.payload for r in dead) == sorted(payloads[i] for i in (2, 5))
+    assert all("no retry can write it" in r.detail and "cannot be written" in r.detail for r in dead)
+    assert not list((tmp_path / "lake").rglob("_probe"))
+
+
+def test_a_write_that_fails_for_every_record_is_not_blamed_on_one(spark, tmp_path, monkeypatch):
+    """No probe writes (the sink fails, not a record): the batch fails as it did, nothing is published or dead-lettered."""
+    from glue_jobs import crash_points
+
+    monkeypatch.setenv(crash_points.UNWRITABLE_ENV, "bad")
+    with pytest.raises(Exception, match="cannot be written"):
+        _writer(spark, tmp_path)(json_envelope(spark, [_event("bad")]), 0)
+    assert not list((tmp_path / "lake").rglob("*.parquet")) and not list((tmp_path / "dead").rglob("*.parquet"))
+
+
+def test_the_bisection_finds_each_row_no_write_takes_and_blames_none_when_none_writes():
+    from glue_jobs.unwritable import MAX_UNWRITABLE, bisect
+
+    calls = []
+
+    def probe_refusing(bad):
+        def probe(low, high):
+            calls.append((low, high))
+            if any(low <= b <= high for b in bad):
+                raise RuntimeError(f"refused {low}..{high}")
+        return probe
+
+    ids = list(range(0, 2000, 2))  # row ids are increasing, not dense
+    assert bisect(ids, probe_refusing({})) == ([], None) and calls == [(0, 1998)]
+    failing, last = bisect(ids, probe_refusing({10, 1500}))
+    assert failing == [10, 1500] and str(last) == "refused 1500..1500"
+    assert len(calls) - 1 < 4 * 10 + 2  # about two probes per level per bad row: log2(1000) = 10 levels
+    with pytest.raises(RuntimeError, match="no probe wrote"):
+        bisect([4], probe_refusing({4}))
+    with pytest.raises(RuntimeError, match=f"more than {MAX_UNWRITABLE}"):
+        bisect(ids, probe_refusing(set(ids[:MAX_UNWRITABLE + 1])))

@@ -100,12 +100,24 @@ def test_run_once_end_to_end_in_another_time_zone(spark, tmp_path):
 
 @pytest.mark.e2e
 def test_sigkill_mid_stream_three_times_then_finish_exactly_once(spark, tmp_path):
+    """Three kills, then a run to the end: every valid record once, every bad one a dead letter once. One valid record
+    of the first batch no write takes (injected: STREAMLAKE_UNWRITABLE), and the first kill comes right after the batch
+    found it (glue_jobs/unwritable.py): after the restarts it is a dead letter (reason unwritable, payload as sent)
+    and the source went on past it, instead of failing that batch on every retry."""
     expect = generate(tmp_path / "in", records=1200, files=12, bad_ratio=0.05, seed=5)
+    files = [f.read_text(encoding="utf-8").splitlines() for f in sorted((tmp_path / "in").iterdir())]
+    everywhere = [line for lines in files for line in lines]
+    stuck = next(line for line in files[0] if line.startswith("{") and json.loads(line).get("event_id") in expect.valid_event_ids
+                 and sum(f'"{json.loads(line)["event_id"]}"' in other for other in everywhere) == 1)  # no copy elsewhere
+    expect.valid_event_ids.remove(json.loads(stuck)["event_id"])
+    expect.bad_lines.append(stuck)
+    unwritable = {"STREAMLAKE_UNWRITABLE": json.loads(stuck)["event_id"]}
     kills = 0
     for attempt in range(3):
         # A new process group, so SIGKILL takes the Spark JVM down with the Python driver: a real crash.
+        crash = {"STREAMLAKE_CRASH_AT": "after_isolation:0"} if attempt == 0 else {}
         process = subprocess.Popen(_runner_command(tmp_path, "--max-files-per-batch", "1", "--trigger-seconds", "1"),
-                                   env=_env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                   env=_env(**unwritable, **crash), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                                    cwd=REPO, start_new_session=True)
         try:
             batches_seen = 0
@@ -116,15 +128,19 @@ def test_sigkill_mid_stream_three_times_then_finish_exactly_once(spark, tmp_path
                     break
                 batches_seen += line.startswith("batch ")
             time.sleep(0.3 * attempt)  # land in different phases: between batches, mid-write, mid-publish
+            if attempt == 0:  # the crash point killed it before batch 0 committed (its line would follow the commit)
+                assert (batches_seen, process.wait(timeout=120)) == (0, -signal.SIGKILL)
         finally:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait(timeout=60)
             kills += 1
     assert kills == 3
-    done = subprocess.run(_runner_command(tmp_path, "--once"), env=_env(), capture_output=True, text=True, timeout=600,
-                          cwd=REPO)
+    done = subprocess.run(_runner_command(tmp_path, "--once"), env=_env(**unwritable), capture_output=True, text=True,
+                          timeout=600, cwd=REPO)
     assert done.returncode == 0, done.stderr[-3000:]
     _assert_exactly_once(spark, tmp_path, expect)
+    dead = spark.read.schema(spark_dead_letter_schema()).parquet(str(tmp_path / "dead")).filter("reason = 'unwritable'").collect()
+    assert [r.payload for r in dead] == [stuck] and "no retry can write it" in dead[0].detail
 
 
 def test_runner_reads_several_partitions_of_whole_files_per_core_and_restores_the_session(spark, tmp_path, monkeypatch):

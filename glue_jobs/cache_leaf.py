@@ -1,0 +1,41 @@
+"""The persisted batch as a plan of one node, its cache (glue_jobs/packed_batch.py reads the batch through it)."""
+
+from __future__ import annotations
+
+import functools
+import logging
+
+from py4j.java_gateway import JavaPackage
+from py4j.protocol import Py4JError
+from pyspark.sql import DataFrame
+
+
+def cached_leaf(persisted: DataFrame) -> DataFrame:
+    """The persisted frame as a plan of one node, its cache: Spark's InMemoryRelation, found as the CacheManager finds
+    it for any query (`lookupCachedData(Dataset)`; apache/spark sql/core .../execution/CacheManager.scala) and made a
+    DataFrame with `Dataset.ofRows(session, plan)` (org.apache.spark.sql.Dataset in Spark 3,
+    org.apache.spark.sql.classic.Dataset in Spark 4). A query on the persisted frame itself carries the validation's
+    plan, thousands of expressions, which every DataFrame operation analyzes again and every query matches against
+    the cache; on the leaf it does not. The relation keeps the plan that fills it, so a lost cached partition is
+    computed again from the batch, as before. These are Spark internals, checked on Spark 3.3, 3.5 and 4.1 (tests) and unverified on
+    Glue's own Spark builds: where they are missing, the batch reads the persisted frame, logged once, with the same rows."""
+    session = persisted.sparkSession
+    jss, jvm = session._jsparkSession, session._jvm
+    try:
+        cached = jss.sharedState().cacheManager().lookupCachedData(persisted._jdf)
+        if cached.isDefined():
+            relation = cached.get().cachedRepresentation()
+            for name in ("org.apache.spark.sql.classic.Dataset", "org.apache.spark.sql.Dataset"):
+                holder = getattr(jvm, name)
+                if not isinstance(holder, JavaPackage):  # a class of this Spark
+                    return DataFrame(holder.ofRows(jss, relation), session)
+    except Py4JError as error:
+        _warn_once(f"the batch cache's plan node is not reachable on Spark {session.version} ({error}); reading the persisted frame")
+        return persisted
+    _warn_once(f"no cache entry or Dataset.ofRows on Spark {session.version}; reading the persisted frame")
+    return persisted
+
+
+@functools.cache
+def _warn_once(message: str) -> None:
+    logging.getLogger("glue_jobs.packed_batch").warning(message)

@@ -1,0 +1,94 @@
+"""A valid record the lake write cannot take, found and dead-lettered so its source goes on.
+
+A batch whose write fails is retried from scratch by the engine, and fails again if a record in it can never be
+written (Spark 3.x refused ancient dates so before CALENDAR_SETTINGS, glue_jobs/session.py): the source would be stuck
+on that batch for good. So when a batch's write raises, `isolate` bisects the batch's valid rows by row id, writing
+each half as a probe into the batch's staging (`<lake staging>/_probe`, removed with the staging), down to the single
+rows whose write fails. Those rows' keys (every copy) leave the lake rows and become dead letters, reason
+`unwritable`, detail the error's first line, payload the record as sent (the validated batch again: its plan reads
+the source once more, on this rare path only). The batch then writes as usual.
+
+Not a record's fault, and so raised as before (the batch fails and is retried: nothing lost, nothing stored):
+- the whole batch writes in the first probe (a transient failure: the batch is written again, no dead letter);
+- no probe writes at all (the sink itself fails: S3 denied, a full disk), so no row can be blamed;
+- more than MAX_UNWRITABLE rows fail alone (a systematic failure is a bug to see, not data to dead-letter).
+Probes are Parquet writes; a failure only the Iceberg commit makes (not the files) is not isolated (unverified that
+one exists).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from glue_jobs.contract import UNWRITABLE
+MAX_UNWRITABLE = 100
+log = logging.getLogger("glue_jobs.unwritable")
+
+
+def first_line(error: BaseException) -> str:
+    """The error's first line that says something (a Py4J error's Java message, not its 'An error occurred' line)."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    useful = [line for line in lines if not line.startswith(("An error occurred while calling", "Traceback"))]
+    return (useful or lines or [type(error).__name__])[0][:500]
+
+
+def bisect(row_ids: list[int], probe: Callable[[int, int], None]) -> tuple[list[int], BaseException | None]:
+    """The row ids whose write fails alone, and the last probe error; ([], None) when every row writes in one probe.
+    `probe(low, high)` writes the rows with ids in [low, high] and raises when the write fails. Raises RuntimeError
+    when no probe wrote (nothing to blame on a row) or more than MAX_UNWRITABLE rows fail."""
+    failing: list[int] = []
+    state = {"wrote": 0, "error": None}
+
+    def search(start: int, end: int) -> None:
+        try:
+            probe(row_ids[start], row_ids[end - 1])
+            state["wrote"] += 1
+            return
+        except Exception as error:  # noqa: BLE001 - a probe's failure is what is searched for
+            state["error"] = error
+        if end - start == 1:
+            failing.append(row_ids[start])
+            if len(failing) > MAX_UNWRITABLE:
+                raise RuntimeError(f"more than {MAX_UNWRITABLE} rows fail to write alone: not a record's fault")
+            return
+        middle = (start + end) // 2
+        search(start, middle)
+        search(middle, end)
+
+    if row_ids:
+        search(0, len(row_ids))
+    if failing and not state["wrote"]:
+        raise RuntimeError("no probe wrote: the failure is not a record's")
+    return failing, state["error"]
+
+
+def dead_letters_of(validated: DataFrame, key: tuple[str, ...], hashes: tuple[int, ...], detail: str) -> DataFrame:
+    """The valid records of the batch whose key hashes are `hashes`, as dead letters before their write-time columns
+    (lake_layout.dead_letter_write_columns), reason `unwritable`."""
+    hashed = F.xxhash64(*(F.col(f"`{name}`") for name in key))  # packed_batch's _KEY
+    rows = validated.filter(F.col("reason").isNull() & hashed.isin(list(hashes)))
+    return rows.select("payload", F.lit(UNWRITABLE).alias("reason"), F.lit(detail).alias("detail"), "source",
+                       "source_partition", "source_offset", "arrival_time")
+
+
+def isolate(batch, batch_id: int, error: BaseException, probe: Callable[[int, int], None]) -> tuple[tuple[int, ...], int, str]:
+    """(the key hashes of the rows no write takes, their valid copies, the dead letters' detail) (see the module doc), or
+    ((), 0, "") when the batch writes now; raises `error` when the failure is not a record's. `probe(low, high)` writes
+    the lake rows with row ids in [low, high] (raising on failure)."""
+    log.warning("batch %s: the write failed (%s); looking for records no retry can write", batch_id, first_line(error))
+    try:
+        failing, last = bisect(batch.valid_row_ids(), probe)
+    except RuntimeError as why:
+        log.error("batch %s: %s; the batch fails as it did", batch_id, why)
+        raise error from None
+    if not failing:
+        log.warning("batch %s: every row writes now: the failure was not a record's", batch_id)
+        return (), 0, ""
+    hashes, copies = batch.key_hashes(failing)
+    detail = f"the lake write fails for this record alone (no retry can write it): {first_line(last)}"
+    log.error("batch %s: %s record(s) no write takes: dead letters, reason %s: %s", batch_id, copies, UNWRITABLE, detail)
+    return hashes, copies, detail
