@@ -13,6 +13,7 @@ import sqlite3
 import subprocess
 import time
 from collections import Counter
+from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -104,7 +105,10 @@ def test_an_iceberg_dataset_runs_locally_every_valid_record_once_read_back_by_py
     assert str(table.schema().find_field("items.element.discount").field_type) == "decimal(10, 2)"
     assert str(table.schema().find_field("channel").field_type) == "string"
     rows = {r["order_id"]: r for r in table.scan().to_arrow().to_pylist()}
-    assert len(rows) == len(expect["valid_keys"]) + 1
+    assert len(rows) == len(expect["valid_keys"]) + 1 + len(EXTREMES)
+    assert [(rows[f"extreme-{n}"]["delivered_by"], rows[f"extreme-{n}"]["shipping"]["eta"]) for n in range(len(EXTREMES))] == [
+        (datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(microseconds=micros), date.fromisoformat(day))
+        for micros, day in EXTREMES]  # read back equal by a reader the project did not write (pyiceberg, pyarrow)
     assert rows["evolved-1"]["channel"] == "web" and str(rows["evolved-1"]["items"][0]["discount"]) == "1.25"
     assert rows["evolved-1"]["source"] == "local" and rows["evolved-1"]["currency"] == "EUR"  # by name, not position
     old = rows[expect["valid_keys"][0]]
@@ -189,8 +193,27 @@ def _evolve(tmp_path: Path, datasets: Path) -> None:
     items["type"]["items"]["fields"].append({"name": "discount", "type": ["null", {"type": "bytes", "logicalType": "decimal",
                                                                                    "precision": 10, "scale": 2}], "default": None})
     schema["fields"].append({"name": "channel", "type": ["null", "string"], "default": None})
+    # Issue 57's row 5: a time and a date a team adds, with values at the ends of their range (years 1 and 9999, the
+    # Julian-Gregorian switch, 1899-12-31); Spark 3.x refused to write the ancient ones (WRITE_ANCIENT_DATETIME).
+    schema["fields"].append({"name": "delivered_by", "type": ["null", {"type": "long", "logicalType": "timestamp-micros"}],
+                             "default": None})
+    (shipping,) = [f for f in schema["fields"] if f["name"] == "shipping"]
+    record = next(t for t in shipping["type"] if isinstance(t, dict)) if isinstance(shipping["type"], list) else shipping["type"]
+    record["fields"].append({"name": "eta", "type": ["null", {"type": "int", "logicalType": "date"}], "default": None})
     _commit_version(datasets, schema)
     line = {"order_id": "evolved-1", "ordered_at": "2026-11-20T10:00:00+01:00", "customer_id": "c-1", "status": "paid",
             "currency": "EUR", "total": 10.5, "channel": "web",
             "items": [{"sku": "s-1", "quantity": 1, "unit_price": 10.5, "discount": 1.25}]}
-    (tmp_path / "in" / "evolved.json").write_text(json.dumps(line) + "\n")
+    extremes = [{**line, "order_id": f"extreme-{n}", "delivered_by": micros, "shipping": {"country": "DE", "eta": day}}
+                for n, (micros, day) in enumerate(EXTREMES)]
+    (tmp_path / "in" / "evolved.json").write_text("\n".join(json.dumps(x) for x in [line, *extremes]) + "\n")
+
+
+def _micros(text: str) -> int:
+    return (datetime.fromisoformat(text) - datetime(1970, 1, 1)) // timedelta(microseconds=1)
+
+
+# (delivered_by as epoch micros, shipping.eta): the ends of each type's documented range and the calendar switch.
+EXTREMES = [(_micros("0001-01-01T00:00:00"), "0001-01-01"), (_micros("1582-10-04T12:00:00"), "1582-10-04"),
+            (_micros("1582-10-15T00:00:00"), "1582-10-15"), (_micros("1899-12-31T23:59:59.999999"), "1899-12-31"),
+            (_micros("9999-12-31T23:59:59.999999"), "9999-12-31")]
