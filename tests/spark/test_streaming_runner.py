@@ -71,11 +71,11 @@ def test_the_summary_line_totals_the_micro_batches():
     summary.add(BatchStats(source="s", batch_id=0, records_in=10, records_written=7, dead_letters=2,
                            duplicates_collapsed=1, dead_letters_by_reason={"malformed_json": 2}))
     summary.add(BatchStats(source="s", batch_id=1, records_in=5, records_written=3, dead_letters=1,
-                           duplicates_collapsed=1, dead_letters_by_reason={"invalid_type": 1}, replayed=True))
+                           duplicates_collapsed=1, dead_letters_by_reason={"invalid_type": 1}, replayed=True, unknown_fields=2))
     assert summary.render() == ("summary: records=15 written=10 dead_letters=3 (invalid_type=1, malformed_json=2) "
-                                "duplicates=2 batches=2 (replayed 1) seconds=2.0 records_per_second=8")
+                                "duplicates=2 unknown_fields=2 batches=2 (replayed 1) seconds=2.0 records_per_second=8")
     assert summary.totals() == {"batches": 2, "replayed_batches": 1, "records_in": 15, "records_written": 10,
-                                "dead_letters": 3, "duplicates_collapsed": 2,
+                                "dead_letters": 3, "duplicates_collapsed": 2, "unknown_fields": 2,
                                 "dead_letters_by_reason": {"invalid_type": 1, "malformed_json": 2}, "seconds": 2.0}
     assert RunSummary().render() == ("summary: records=0 written=0 dead_letters=0 (none) duplicates=0 batches=0 "
                                      "seconds=0.0 records_per_second=0")
