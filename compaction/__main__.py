@@ -117,14 +117,17 @@ def _mb(n: int) -> str:
     return f"{n / MB:.2f} MB"
 
 
-def print_summary(summary, out=sys.stdout) -> None:
+def print_summary(summary, out=None) -> None:
+    out = out or sys.stdout  # looked up when called: a caller (a test) may have replaced it since import
     print(f"run {summary.run_id}", file=out)
     for r in summary.results:
         if r.action in ("compacted", "rolled_forward"):
             print(
                 f"  {r.partition}  {r.action}: files {r.files_before} -> {r.files_after}, "
                 f"{_mb(r.bytes_before)} -> {_mb(r.bytes_after)}, rows {r.rows_in} -> {r.rows_out}, "
-                f"duplicates removed {r.duplicates}{', re-staged' if r.restaged else ''}"
+                f"duplicates removed {r.duplicates}"
+                f"{f' ({r.differing_duplicates} differing from the copy kept)' if r.differing_duplicates else ''}"
+                f"{', re-staged' if r.restaged else ''}"
                 f"{f', {r.inputs_left} changed input(s) left for next run' if r.inputs_left else ''}, {r.seconds:.2f} s",
                 file=out,
             )
@@ -137,7 +140,8 @@ def print_summary(summary, out=sys.stdout) -> None:
     compacted = summary.of("compacted")
     print(
         f"{len(compacted)} partition(s) compacted, {len(summary.of('rolled_forward', 'rolled_back'))} recovered, "
-        f"{len(summary.of('skipped'))} skipped, {len(summary.of('failed'))} failed in {summary.seconds:.2f} s",
+        f"{len(summary.of('skipped'))} skipped, {len(summary.of('failed'))} failed in {summary.seconds:.2f} s; "
+        f"{summary.total('differing_duplicates', compacted)} dropped duplicate(s) differed from the copy kept",
         file=out,
     )
 

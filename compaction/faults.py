@@ -5,6 +5,11 @@ n-th time (default 1) it reaches that point, which is exactly what a lost Glue w
 job run looks like to the next run. `staging_write` is special: it arms a watcher that kills the
 process while Spark is writing the staging files (as soon as the first staging entry appears).
 Unset, every point is a no-op.
+
+The check tests arm a bug instead (COMPACTION_BUG=<bug>, or FaultInjector(bug=...)): a named transform bug in the
+rows compaction writes to staging (`staged_rows`), or, for an Iceberg dataset, a faulty commit right after Iceberg's
+rewrite (`iceberg_commit`, standing in for a buggy rewrite). Each must stop the partition or the table's maintenance
+with its inputs intact (compaction/verify.py, compaction/iceberg_verify.py).
 """
 
 from __future__ import annotations
@@ -16,6 +21,9 @@ import time
 from collections.abc import Callable
 
 CRASH_ENV = "COMPACTION_CRASH_AT"
+BUG_ENV = "COMPACTION_BUG"
+# drop_column: a column written away; drop_rows: some keys' rows lost; null_key: some rows' key nulled.
+BUGS = ("drop_column", "drop_rows", "null_key")
 
 # In the order a partition goes through them; docs/compaction.md says what recovery does after each.
 PHASES = (
@@ -43,8 +51,48 @@ def _kill_now() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
+def armed_bug(bug: str | None = None) -> str | None:
+    """The bug to inject: `bug`, else COMPACTION_BUG; None when neither names one. ValueError for an unknown name."""
+    bug = os.environ.get(BUG_ENV, "") if bug is None else bug
+    if bug and bug not in BUGS:
+        raise ValueError(f"{BUG_ENV}={bug!r}: the bug must be one of {', '.join(BUGS)}")
+    return bug or None
+
+
+def _victim(table) -> str:
+    """The column a bug drops or nulls: the first data column that is neither a key field nor the event time."""
+    return next(name for name, _ in table.data_columns() if name not in (*table.key, table.event_time))
+
+
+def staged_rows(bug: str, frame, table):
+    """`frame` (the rows compaction is about to stage) with `bug` in it."""
+    from pyspark.sql import functions as F
+
+    key = [F.col(f"`{k}`") for k in table.key]
+    some = F.xxhash64(*key) % 2 == 0  # about half the keys, the same ones every time
+    if bug == "drop_column":
+        return frame.drop(_victim(table))
+    if bug == "drop_rows":
+        return frame.where(~some)
+    return frame.withColumn(table.key[0], F.when(some, F.lit(None)).otherwise(key[0]))
+
+
+def iceberg_commit(bug: str, spark, target, table) -> None:
+    """Commit `bug` to an Iceberg dataset's table (target: glue_jobs.iceberg_lake.IcebergTarget), as a faulty rewrite
+    would leave it: a column's values gone, about half the keys' rows deleted, or their key nulled."""
+    key = ", ".join(f"`{k}`" for k in table.key)
+    some = f"xxhash64({key}) % 2 = 0"
+    if bug == "drop_column":
+        spark.sql(f"UPDATE {target.name} SET `{_victim(table)}` = NULL")
+    elif bug == "drop_rows":
+        spark.sql(f"DELETE FROM {target.name} WHERE {some}")
+    else:
+        spark.sql(f"UPDATE {target.name} SET `{table.key[0]}` = NULL WHERE {some}")
+
+
 class FaultInjector:
-    def __init__(self, spec: str | None = None, hook: PhaseHook | None = None) -> None:
+    def __init__(self, spec: str | None = None, hook: PhaseHook | None = None, bug: str | None = None) -> None:
+        self.bug = armed_bug(bug)
         spec = os.environ.get(CRASH_ENV, "") if spec is None else spec
         self.phase, self.occurrence = None, 1
         if spec:
@@ -68,6 +116,10 @@ class FaultInjector:
             hit = self._seen == self.occurrence
         if hit:
             _kill_now()
+
+    def staged(self, frame, table):
+        """The rows to write to staging: `frame`, or with the armed bug in it (tests only)."""
+        return frame if self.bug is None else staged_rows(self.bug, frame, table)
 
     def watch_staging(self, exists: Callable[[], bool]) -> None:
         """At `staging_write`: kill the process from a watcher thread once staging output exists."""

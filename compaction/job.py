@@ -2,8 +2,9 @@
 
 Per partition (docs/compaction.md has the why of each step and what recovery does after a kill):
 
-    list inputs -> plan.json -> read exactly those files -> drop duplicate event_ids -> write staging
-    -> count staged rows == input rows - duplicates -> staged.json (commit point) -> publish outputs
+    list inputs -> plan.json -> read exactly those files -> drop duplicate keys -> write staging
+    -> check the staged files hold every input row but the copies dropped (compaction/verify.py)
+    -> staged.json (commit point) -> publish outputs
     into the partition -> delete the inputs -> history record -> remove journal and staging
 
 Nothing is ever written to a path that is being read: inputs are read from the partition, outputs
@@ -75,7 +76,7 @@ class Compactor:
 
     def run(self) -> RunSummary:
         started = time.monotonic()
-        summary = RunSummary(run_id=self.run_id)
+        summary = RunSummary(run_id=self.run_id, dataset=self.stager.table.name)
         try:
             summary.results += self.recover()
             self._sweep_orphaned_staging()
@@ -244,5 +245,6 @@ class Compactor:
             files_before=len(record["inputs"]), files_after=len(record["outputs"]),
             bytes_before=sum(f["size"] for f in record["inputs"]), bytes_after=sum(o["size"] for o in record["outputs"]),
             rows_in=record["rows_in"], rows_out=record["rows_out"], duplicates=record["duplicates"],
+            differing_duplicates=record.get("differing_duplicates", 0),
             restaged=record.get("restaged", False), inputs_left=len(changed),
         )

@@ -22,8 +22,12 @@ DUPLICATES_REMOVED = "CompactionDuplicatesRemoved"  # rows dropped as duplicate 
 RECOVERED = "CompactionRecovered"  # unfinished earlier runs rolled forward or back
 DURATION = "CompactionDurationMs"  # wall time of the whole run
 SUCCEEDED = "CompactionSucceeded"  # 1 when every partition succeeded, else 0 (alarm: no 1 for N hours)
+# Per dataset (dimension Dataset too): dropped copies whose content differed from the copy kept (docs/datasets.md
+# "Duplicates"): a key that names two versions of a record, not a replay.
+DIFFERING_DUPLICATES = "CompactionDifferingDuplicates"
 
-METRIC_NAMES = (PARTITIONS, FILES_BEFORE, FILES_AFTER, ROWS_WRITTEN, DUPLICATES_REMOVED, RECOVERED, DURATION, SUCCEEDED)
+METRIC_NAMES = (PARTITIONS, FILES_BEFORE, FILES_AFTER, ROWS_WRITTEN, DUPLICATES_REMOVED, RECOVERED, DURATION, SUCCEEDED,
+                DIFFERING_DUPLICATES)
 # Per dataset (dimension Dataset too), after each run of the deployed job (compaction/glue_entry.py): the bytes and files
 # under the dataset's lake prefix. S3's own storage metrics are per bucket, and every dataset shares the lake bucket.
 LAKE_BYTES = "LakeBytes"

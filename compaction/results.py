@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from compaction.metrics import (
+    DIFFERING_DUPLICATES,
     DUPLICATES_REMOVED,
     DURATION,
     FILES_AFTER,
@@ -36,6 +37,7 @@ class PartitionResult:
     rows_in: int = 0
     rows_out: int = 0
     duplicates: int = 0
+    differing_duplicates: int = 0  # of the duplicates, copies whose content differed from the copy kept
     restaged: bool = False
     inputs_left: int = 0  # inputs changed after listing, kept for the next run
     seconds: float = 0.0
@@ -45,6 +47,7 @@ class PartitionResult:
 @dataclass
 class RunSummary(RunResults[PartitionResult]):
     run_id: str = ""
+    dataset: str = ""  # the lake table's dataset: the Dataset dimension of its per-dataset metrics
 
     def of(self, *actions: str) -> list[PartitionResult]:
         return [r for r in self.results if r.action in actions]
@@ -61,6 +64,7 @@ class RunSummary(RunResults[PartitionResult]):
             Metric(FILES_AFTER, self.total("files_after", compacted)),
             Metric(ROWS_WRITTEN, self.total("rows_out", compacted)),
             Metric(DUPLICATES_REMOVED, self.total("duplicates", compacted)),
+            Metric(DIFFERING_DUPLICATES, self.total("differing_duplicates", compacted), dataset=self.dataset or None),
             Metric(RECOVERED, len(self.of("rolled_forward", "rolled_back"))),
             Metric(DURATION, round(self.seconds * 1000), "Milliseconds"),
             Metric(SUCCEEDED, 1 if self.succeeded else 0),

@@ -1,6 +1,7 @@
 """Steps 3-6 of a partition's compaction (docs/compaction.md "Per partition, in order"): read exactly the
-listed inputs, drop duplicate event_ids, write the rows to staging in files near the target size, and check
-that the staged rows add up. Nothing here touches the partition: publishing is the Compactor's."""
+listed inputs, drop duplicate keys, write the rows to staging in files near the target size, and check that the
+staged files hold every input row but the copies dropped (compaction/verify.py). Nothing here touches the
+partition: publishing is the Compactor's."""
 
 from __future__ import annotations
 
@@ -12,13 +13,23 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from compaction import layout
+from compaction import layout, verify
 from compaction.discovery import data_files
 from compaction.faults import FaultInjector
 from compaction.layout import HourPartition, LakePaths
 from compaction.results import CompactionError
 from compaction.settings import MB
-from compaction.transforms import Survivors, data_schema, survivors_by_window, survivors_in_runs
+from compaction.transforms import (
+    CONTENT_HASH,
+    DUPLICATE_RANK,
+    KEPT_HASH,
+    Survivors,
+    data_columns,
+    data_schema,
+    mark_copies,
+    observe_named,
+    survivors_in_runs,
+)
 from glue_jobs.lake_table import LakeTable
 from glue_jobs.session import session_conf
 from glue_jobs.storage import FileInfo, HadoopStorage
@@ -59,16 +70,25 @@ class Stager:
         """Write the deduplicated rows to staging and verify them; the journal's staged fields."""
         staging = self.paths.staging(self.run_id, partition)
         target = self.target_file_bytes
+        paths = [f.path for f in inputs]
+        with self._listing_parallelism():
+            physical = verify.physical_schema(self.spark, paths)
+        verify.check(partition.key, verify.foreign_columns(physical, self.table))
         file_count = self._estimate_file_count(inputs)
-        survivors = self._survivors(
+        survivors, tally = self._survivors(
             # one shuffle: sizes the output and groups each key
-            self._read_exactly([f.path for f in inputs]).repartition(file_count, *self._key),
+            mark_copies(self._read_exactly(paths).repartition(file_count, *self._key), self.table),
             name=f"compaction_{partition.date_dir}_{partition.hour_dir}".replace("=", "_"))
         attempt = f"{staging}/attempt-1"
         self.faults.watch_staging(lambda: self.storage.exists(staging))
-        survivors.frame.write.option("compression", "snappy").parquet(attempt)
+        self.faults.staged(survivors.frame, self.table).write.option("compression", "snappy").parquet(attempt)
         rows_in, duplicates = survivors.counts()
-        files, rows_out = self._verify_staged(attempt, rows_in - duplicates)
+        read, dropped, differing = tally()
+        files, rows_out = self._verify_staged(partition, attempt, rows_in - duplicates)
+        ranked = [f"the ranking read {rows_in} rows and dropped {duplicates}, its window counted {read.rows} and "
+                  f"{dropped.rows}"] if (rows_in, duplicates) != (read.rows, dropped.rows) else []
+        expected = read.minus(dropped)  # the survivors as the window ranks them
+        self._check_output(partition, files, expected, physical, ranked)
 
         staged_bytes = sum(f.size for f in files)
         if not any(layout.output_run_id(f.name) for f in inputs) and inputs and sum(f.size for f in inputs):
@@ -86,11 +106,13 @@ class Stager:
                 .write.option("compression", "snappy")
                 .parquet(attempt)
             )
-            files, _ = self._verify_staged(attempt, rows_out)
+            files, _ = self._verify_staged(partition, attempt, rows_out)
+            self._check_output(partition, files, expected, physical, [])
             restaged = True
         return {
             "rows_in": rows_in,
             "duplicates": duplicates,
+            "differing_duplicates": differing,
             "rows_out": rows_out,
             "restaged": restaged,
             "outputs": [
@@ -99,10 +121,48 @@ class Stager:
             ],
         }
 
-    def _survivors(self, rows, *, name: str) -> Survivors:
-        """The survivors of rows grouped by key, counted: in runs (RankInRuns, no window operator) where the jar is
-        loaded, else with the window; both keep the same survivor (tests/spark/test_compaction_ranks.py)."""
-        return survivors_in_runs(rows, self.table) or survivors_by_window(rows, self.table, name=name)
+    def _check_output(self, partition: HourPartition, files: list[FileInfo], expected: verify.Account, physical,
+                      problems: list[str]) -> None:
+        """The staged files read back against `expected`, and every column of the inputs' files among theirs."""
+        found, present = verify.output_account(self.spark, self.table, [f.path for f in files]) if files else (
+            verify.Account(0, 0, 0), [])
+        lost = [f.name for f in physical.fields if f.name.lower() not in {p.lower() for p in present}]
+        problems = problems + [f"column `{name}` of the input files is not in the output" for name in lost]
+        columns = list(dict.fromkeys([*data_columns(self.table), *found.non_null]))
+        verify.check(partition.key, problems + verify.differences(expected, found, columns=columns))
+
+    def _survivors(self, marked, *, name: str):
+        """The survivors of the marked rows (compaction/transforms.py mark_copies), and `tally`: after the write, the
+        Accounts of the rows read and of the copies the window drops, and how many of those differ from the kept copy.
+        RankInRuns keeps the survivors where the jar is loaded (no second window), else the window's ranks do; the
+        counts are one observation of the marked rows either way."""
+        from pyspark.sql import Observation
+        from pyspark.sql import functions as F
+
+        columns = data_columns(self.table)
+        dropped = F.col(DUPLICATE_RANK) > 1
+        measures = [*verify.aggregates(self.table, columns, prefix="in_"),
+                    *verify.aggregates(self.table, columns, prefix="dropped_", where=dropped),
+                    F.count(F.when(dropped & (F.col(CONTENT_HASH) != F.col(KEPT_HASH)), F.lit(1))).alias("differing")]
+        survivors = survivors_in_runs(observe_named(marked, name, *measures), self.table, presorted=True)
+        if survivors is not None:
+            observed = survivors.observed
+        else:
+            observation = Observation(name)
+            kept = marked.observe(observation, *measures).filter(~dropped).select(*(F.col(f"`{c}`") for c in columns))
+            survivors = Survivors(kept, lambda: (int(observation.get["in_rows"]), int(observation.get["dropped_rows"])))
+
+            def observed(_: str) -> dict:
+                return observation.get
+
+        def tally() -> tuple[verify.Account, verify.Account, int]:
+            metrics = observed(name)
+            if metrics is None:
+                raise CompactionError(f"the staging write's counts of its rows ({name}) were not observed")
+            return (verify.account(metrics, columns, prefix="in_"), verify.account(metrics, columns, prefix="dropped_"),
+                    int(metrics["differing"] or 0))
+
+        return survivors, tally
 
     @property
     def _key(self) -> list[str]:
@@ -135,15 +195,13 @@ class Stager:
         estimate = compacted + other * self._bytes_ratio
         return min(MAX_OUTPUT_FILES, max(1, round(estimate / self.target_file_bytes)))
 
-    def _verify_staged(self, directory: str, expected_rows: int) -> tuple[list[FileInfo], int]:
+    def _verify_staged(self, partition: HourPartition, directory: str, expected_rows: int) -> tuple[list[FileInfo], int]:
         """The staged files, listed, and their rows, read back from storage, which must be `expected_rows`."""
         files = data_files(self.storage, directory)
         rows = self._footer_rows([f.path for f in files]) if files else 0
         if rows != expected_rows:
-            raise CompactionError(
-                f"staged {rows} rows in {directory}, expected {expected_rows} (input rows - duplicates); "
-                "nothing was published"
-            )
+            verify.check(partition.key, [f"staged {rows} rows in {directory}, expected {expected_rows} "
+                                         "(input rows - duplicates)"])
         return files, rows
 
     def _footer_rows(self, paths: list[str]) -> int:

@@ -9,10 +9,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from glue_jobs.lake_table import LakeTable
-from glue_jobs.schema import PARTITION_COLUMNS
+from glue_jobs.schema import INGESTION_COLUMNS, PARTITION_COLUMNS
 from glue_jobs.survivors import SURVIVOR_ORDER, survivor_first, survivor_order
 
 DUPLICATE_RANK = "_duplicate_rank"
+# mark_copies' columns besides DUPLICATE_RANK: each row's content hash and its key's survivor's (the copy ranked 1).
+CONTENT_HASH, KEPT_HASH = "_content_hash", "_kept_hash"
 # jvm/glue-functions: the survivors of rows sorted survivor first, without Spark's window operator (survivors_in_runs).
 RANK_IN_RUNS_CLASS = "com.streamlake.glue.RankInRuns"
 _LOGGED: set[str] = set()
@@ -55,6 +57,68 @@ def rank_duplicates(events, table: LakeTable | None = None):
     )
 
 
+def content_columns(table: LakeTable | None = None) -> list[str]:
+    """The columns that make a copy's content: every data column but the ingestion metadata, which differs between
+    copies of one record by nature (where and when each copy arrived, the batch that wrote it)."""
+    ingestion = {name for name, _, _ in INGESTION_COLUMNS}
+    return [c for c in data_columns(table) if c not in ingestion]
+
+
+def mark_copies(events, table: LakeTable | None = None):
+    """The data columns plus the window's verdict on each row (events hash-partitioned by the key): DUPLICATE_RANK as
+    rank_duplicates gives it, CONTENT_HASH (xxhash64 of content_columns) and KEPT_HASH (the survivor's CONTENT_HASH).
+    A dropped copy whose CONTENT_HASH differs from KEPT_HASH differs from the kept copy; one window, both functions
+    over the same order. Rows without a key are their own survivor."""
+    from pyspark.sql import functions as F
+
+    table = table or LakeTable.of()
+    by_key = survivor_first(*(f"`{c}`" for c in _tie_breakers(table)), key=tuple(f"`{k}`" for k in table.key))
+    has_key = F.lit(True)
+    for name in table.key:
+        has_key = has_key & F.col(f"`{name}`").isNotNull()
+    types = {f.name: f.dataType for f in data_schema(table).fields}
+    # Each column hashed on its own first: Spark's hash of several columns skips a null one, so (null, x) and (x, null)
+    # would hash alike; one column's hash is never null (a null hashes to the seed).
+    hashed = events.select(*(F.col(f"`{c}`") for c in data_columns(table)), F.xxhash64(
+        *(F.xxhash64(_hashable(F.col(f"`{c}`"), types[c])) for c in content_columns(table))).alias(CONTENT_HASH))
+    return hashed.select(
+        *(F.col(f"`{c}`") for c in data_columns(table)),
+        F.when(has_key, F.row_number().over(by_key)).otherwise(F.lit(1)).alias(DUPLICATE_RANK),
+        F.col(CONTENT_HASH),
+        F.when(has_key, F.first(CONTENT_HASH).over(by_key)).otherwise(F.col(CONTENT_HASH)).alias(KEPT_HASH))
+
+
+def _hashable(column, data_type):
+    """`column` in a form Spark's hash functions take and that hashes equal values alike: a map (which they refuse, and
+    whose entry order is not its value) as its entries sorted by key, at any depth."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    if not any(isinstance(t, T.MapType) for t in _types_within(data_type)):
+        return column
+    if isinstance(data_type, T.MapType):
+        entries = F.transform(F.map_entries(column), lambda e: F.struct(
+            e["key"].alias("key"), _hashable(e["value"], data_type.valueType).alias("value")))
+        return F.array_sort(entries)
+    if isinstance(data_type, T.ArrayType):
+        return F.transform(column, lambda x: _hashable(x, data_type.elementType))
+    return F.struct(*(_hashable(column[f.name], f.dataType).alias(f.name) for f in data_type.fields))
+
+
+def _types_within(data_type):
+    from pyspark.sql import types as T
+
+    yield data_type
+    if isinstance(data_type, T.StructType):
+        for f in data_type.fields:
+            yield from _types_within(f.dataType)
+    elif isinstance(data_type, T.ArrayType):
+        yield from _types_within(data_type.elementType)
+    elif isinstance(data_type, T.MapType):
+        yield from _types_within(data_type.keyType)
+        yield from _types_within(data_type.valueType)
+
+
 @dataclass(frozen=True)
 class Survivors:
     """The rows to stage, and how many rows went in and how many copies were dropped, to read once `frame` is written
@@ -62,10 +126,15 @@ class Survivors:
 
     frame: Any  # a DataFrame: the data columns, one row per key, every keyless row
     _counts: Callable[[], tuple[int, int]]
+    # The metrics of a named observation (DataFrame.observe) in the rows ranked, once `frame` is computed; None if absent.
+    _observed: Callable[[str], dict | None] = lambda name: None
 
     def counts(self) -> tuple[int, int]:
         """(rows in, duplicates dropped), after an action computed `frame`."""
         return self._counts()
+
+    def observed(self, name: str) -> dict | None:
+        return self._observed(name)
 
 
 def survivors_by_window(events, table: LakeTable | None = None, *, name: str = "compaction") -> Survivors:
@@ -84,12 +153,14 @@ def survivors_by_window(events, table: LakeTable | None = None, *, name: str = "
     return Survivors(drop_ranked_duplicates(ranked), counts)
 
 
-def survivors_in_runs(events, table: LakeTable | None = None) -> Survivors | None:
+def survivors_in_runs(events, table: LakeTable | None = None, *, presorted: bool = False) -> Survivors | None:
     """rank_duplicates' survivors for `events` already hash-partitioned by the key, without Spark's window operator or an
     Observation: each partition is sorted by the key, then survivor first, and jvm/glue-functions RankInRuns keeps the
     first row of each key's run in one pass, counting rows and dropped copies in accumulators as it goes (figures:
     docs/performance.md). None where that class is not loaded or cannot rank this frame (a key of a type it does not
-    compare, Spark internals it does not find); the caller then uses survivors_by_window. The reason is logged once."""
+    compare, Spark internals it does not find); the caller then uses survivors_by_window. The reason is logged once.
+    `presorted`: `events` is in that order already (mark_copies' window sorts it so; a second sort would not be seen
+    as redundant, its offset-length expression being the window's own column there)."""
     from py4j.java_gateway import JavaClass
     from pyspark.sql import DataFrame
     from pyspark.sql import functions as F
@@ -101,8 +172,10 @@ def survivors_in_runs(events, table: LakeTable | None = None) -> Survivors | Non
         found = getattr(found, part)
     if not isinstance(found, JavaClass):
         return _window_instead(f"{RANK_IN_RUNS_CLASS} is not on the classpath (jvm/glue-functions jar)")
-    ordered = events.select(*(F.col(f"`{c}`") for c in data_columns(table))).sortWithinPartitions(
-        *(F.col(f"`{k}`") for k in table.key), *survivor_order(*(f"`{c}`" for c in _tie_breakers(table))))
+    ordered = events.select(*(F.col(f"`{c}`") for c in data_columns(table)))
+    if not presorted:  # mark_copies' frame comes in this order already: its window sorted it so
+        ordered = ordered.sortWithinPartitions(
+            *(F.col(f"`{k}`") for k in table.key), *survivor_order(*(f"`{c}`" for c in _tie_breakers(table))))
     context = session.sparkContext._jsc.sc()
     rows_in, duplicates = context.longAccumulator("compaction rows in"), context.longAccumulator("compaction duplicates")
     try:
@@ -110,7 +183,32 @@ def survivors_in_runs(events, table: LakeTable | None = None) -> Survivors | Non
     except Exception as error:  # a key type it does not compare (named in its message), missing Spark internals, ...
         return _window_instead(f"{RANK_IN_RUNS_CLASS} cannot rank this frame on Spark {session.version}: {error}")
     _log_once(logging.INFO, f"duplicates ranked in sorted runs with {RANK_IN_RUNS_CLASS}")
-    return Survivors(kept, lambda: (int(rows_in.value()), int(duplicates.value())))
+    return Survivors(kept, lambda: (int(rows_in.value()), int(duplicates.value())), lambda name: _observed(ordered, name))
+
+
+def observe_named(frame, name: str, *measures):
+    """frame.observe(name, ...) by name (no Observation object: none is told of an observation RankInRuns computes).
+    pyspark 3.3 takes only an Observation; Spark's Dataset.observe(name, ...) underneath takes a name."""
+    import pyspark
+
+    if tuple(int(p) for p in pyspark.__version__.split(".")[:2]) >= (3, 4):
+        return frame.observe(name, *measures)
+    from pyspark.sql import DataFrame
+    from pyspark.sql.column import _to_seq
+
+    context = frame.sparkSession.sparkContext
+    return DataFrame(frame._jdf.observe(name, measures[0]._jc, _to_seq(context, [m._jc for m in measures[1:]])),
+                     frame.sparkSession)
+
+
+def _observed(frame, name: str) -> dict | None:
+    """The metrics of observation `name` in the plan that computed `frame` (RankInRuns executes that frame's own plan,
+    inside the write's: a pyspark Observation there is never told, Spark's QueryExecution.observedMetrics holds them)."""
+    found = frame._jdf.queryExecution().observedMetrics().get(name)
+    if found.isEmpty():
+        return None
+    row = found.get()
+    return {field: row.get(i) for i, field in enumerate(row.schema().fieldNames())}
 
 
 def _window_instead(why: str) -> None:

@@ -200,8 +200,8 @@ def test_verification_failure_publishes_nothing_and_leaves_inputs(spark, tmp_pat
     before = data_file_names(lake)
     real = staging.survivors_in_runs  # a row lost between the dedup and the write: the counts still say 3 went in
 
-    def losing_b(rows, table):
-        survivors = real(rows, table)
+    def losing_b(rows, table, **options):
+        survivors = real(rows, table, **options)
         return dataclasses.replace(survivors, frame=survivors.frame.filter("event_id != 'b'"))
 
     monkeypatch.setattr(staging, "survivors_in_runs", losing_b)

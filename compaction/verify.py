@@ -1,0 +1,153 @@
+"""Compaction's check before it deletes (docs/compaction.md "Per partition, in order", step 5): the staged output holds
+every input row but the duplicate copies dropped, shown by counts of both sides.
+
+What is counted, an `Account` of a set of rows: the rows, the rows without a key (a null key field), for every column
+the non-null values, and the keys as a sum of their xxhash64 values (each key's 64 bits taken as an unsigned number,
+summed exactly: two long sums of 32-bit halves, which cannot overflow below 2^31 rows). The sum is order-independent
+and one aggregation computes it; two multisets of keys with the same sum, the same row count and the same number of
+keyless rows differ only where their hashes collide or cancel: for one key lost and another gained that is a 64-bit
+collision (2^-64), for any other difference a sum of 64-bit values hitting one exact number. The expected output is
+the inputs' account minus the dropped copies' account, each copy taken from Spark's window (compaction/transforms.py
+mark_copies), so the survivors RankInRuns keeps are checked against a ranking that is not its own.
+
+The inputs' columns are their files' own: their footers' schema (Spark's schema merge reads every footer), not the
+dataset's schema the rows are read with, so a file of another dataset or with a column the dataset lacks fails here
+(its extra column would be read as nothing at all). Given that, the inputs read with the dataset's schema give each of
+their physical columns' counts (a column a file lacks is null there, as in the file).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from compaction.results import CompactionError
+from glue_jobs.lake_table import LakeTable
+
+_LOW = 0xFFFFFFFF
+
+
+class CheckFailed(CompactionError):
+    """The staged output does not hold what the inputs say it must: nothing is published, no input is deleted."""
+
+
+@dataclass(frozen=True)
+class Account:
+    rows: int
+    keyless: int  # rows with a null key field (never dropped as duplicates)
+    key_sum: int  # the sum of the keyed rows' xxhash64(key) as unsigned 64-bit numbers
+    non_null: dict[str, int] = field(default_factory=dict)  # column -> its non-null values
+
+    def minus(self, other: Account) -> Account:
+        names = {*self.non_null, *other.non_null}
+        return Account(self.rows - other.rows, self.keyless - other.keyless, self.key_sum - other.key_sum,
+                       {c: self.non_null.get(c, 0) - other.non_null.get(c, 0) for c in names})
+
+
+def aggregates(table: LakeTable, columns: list[str], *, prefix: str = "", where=None) -> list:
+    """The aggregate columns of an Account of the rows (those where `where` holds), named `prefix`...; read back by
+    `account`. `columns`: the columns to count the non-null values of (those present)."""
+    from pyspark.sql import functions as F
+
+    def only(value):
+        return value if where is None else F.when(where, value)
+
+    has_key = F.lit(True)
+    for name in table.key:
+        has_key = has_key & F.col(f"`{name}`").isNotNull()
+    key_hash = F.xxhash64(*(F.col(f"`{k}`") for k in table.key))
+    keyed = has_key if where is None else has_key & where
+    return [
+        F.count(only(F.lit(1))).alias(f"{prefix}rows"),
+        F.count(only(F.when(~has_key, F.lit(1)))).alias(f"{prefix}keyless"),
+        F.sum(F.when(keyed, key_hash.bitwiseAND(F.lit(_LOW)))).alias(f"{prefix}key_low"),
+        F.sum(F.when(keyed, F.shiftrightunsigned(key_hash, 32))).alias(f"{prefix}key_high"),
+        *(F.count(only(F.col(f"`{c}`"))).alias(f"{prefix}nn_{i}") for i, c in enumerate(columns)),
+    ]
+
+
+def account(metrics: dict, columns: list[str], *, prefix: str = "") -> Account:
+    """The Account in `metrics` (an observation's or an aggregation's row as a dict) that `aggregates` named."""
+    def number(name: str) -> int:
+        return int(metrics.get(f"{prefix}{name}") or 0)
+
+    return Account(number("rows"), number("keyless"), number("key_low") + (number("key_high") << 32),
+                   {c: number(f"nn_{i}") for i, c in enumerate(columns)})
+
+
+def output_account(spark, table: LakeTable, paths: list[str]) -> tuple[Account, list[str]]:
+    """The staged files as written: their Account, read back from storage (one Spark job after a schema merge of their
+    footers), and their physical columns. A column a file lacks counts no value, whatever the dataset says."""
+    from pyspark.sql import functions as F
+
+    frame = spark.read.option("mergeSchema", "true").parquet(*paths)
+    present = [f.name for f in frame.schema.fields]
+    wanted = [name for name, _ in table.data_columns()]
+    counted = [c for c in wanted if c in present] + [c for c in present if c not in wanted]
+    key_missing = [k for k in table.key if k not in present]
+    if key_missing:  # the key itself written away: every row keyless
+        frame = frame.select("*", *(F.lit(None).cast("string").alias(k) for k in key_missing))
+    row = frame.agg(*aggregates(table, counted)).first()
+    return account(row.asDict(), counted), present
+
+
+def physical_schema(spark, paths: list[str]):
+    """The inputs' columns as their files hold them: every footer's schema, merged (Spark's schema merge, one job that
+    reads only footers). A column that two files hold with types Spark cannot merge fails it: CheckFailed."""
+    try:
+        return spark.read.option("mergeSchema", "true").parquet(*paths).schema
+    except Exception as error:  # AnalysisException / SparkException "Failed to merge incompatible data types"
+        raise CheckFailed(f"the input files' own schemas do not merge: {str(error).splitlines()[0]}") from None
+
+
+def foreign_columns(physical, table: LakeTable) -> list[str]:
+    """What the inputs' physical schema holds that the dataset's lake table does not: a column it lacks, or a column of
+    another type (at any depth; a struct may lack fields the dataset added later). Names compare as Spark reads Parquet
+    columns, ignoring case."""
+    from compaction.transforms import data_schema
+
+    expected = {f.name.lower(): f for f in data_schema(table).fields}
+    problems = []
+    for found in physical.fields:
+        wanted = expected.get(found.name.lower())
+        if wanted is None:
+            problems.append(f"column `{found.name}` ({found.dataType.simpleString()}) is not a column of {table.name}")
+        elif not _fits(found.dataType, wanted.dataType):
+            problems.append(f"column `{found.name}` is {found.dataType.simpleString()} in the files, "
+                            f"{wanted.dataType.simpleString()} in {table.name}")
+    return problems
+
+
+def _fits(found, wanted) -> bool:
+    from pyspark.sql import types as T
+
+    if isinstance(found, T.StructType) and isinstance(wanted, T.StructType):
+        fields = {f.name.lower(): f.dataType for f in wanted.fields}
+        return all(f.name.lower() in fields and _fits(f.dataType, fields[f.name.lower()]) for f in found.fields)
+    if isinstance(found, T.ArrayType) and isinstance(wanted, T.ArrayType):
+        return _fits(found.elementType, wanted.elementType)
+    if isinstance(found, T.MapType) and isinstance(wanted, T.MapType):
+        return _fits(found.keyType, wanted.keyType) and _fits(found.valueType, wanted.valueType)
+    return found.simpleString() == wanted.simpleString()
+
+
+def differences(expected: Account, found: Account, *, columns: list[str]) -> list[str]:
+    """Each way `found` (the output) differs from `expected`, in words; [] when they agree."""
+    problems = []
+    if found.rows != expected.rows:
+        problems.append(f"row count {found.rows} in the output, {expected.rows} expected")
+    if found.keyless != expected.keyless:
+        problems.append(f"rows without a key {found.keyless} in the output, {expected.keyless} in the inputs")
+    if found.key_sum != expected.key_sum:
+        problems.append("the set of keys differs (the sums of their hashes differ)")
+    for column in columns:
+        have, want = found.non_null.get(column, 0), expected.non_null.get(column, 0)
+        if have != want:
+            problems.append(f"column `{column}` non-null count {have} in the output, {want} expected")
+    return problems
+
+
+def check(where: str, problems: list[str]) -> None:
+    """CheckFailed naming every check that failed for `where` (a partition), when any did."""
+    if problems:
+        raise CheckFailed(f"compaction check failed for {where}: {'; '.join(problems)}; nothing was published, "
+                          "the inputs are in place")
