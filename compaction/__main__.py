@@ -234,19 +234,30 @@ def _maintain_local(args: argparse.Namespace, iceberg) -> int:
         return 2
     try:
         defaults = _config_defaults(args.environment, CONFIG_PATH)
+        from compaction.faults import armed_bug, iceberg_commit
         from compaction.iceberg_maintenance import MaintenanceSettings, maintain
 
         settings = MaintenanceSettings(
             target_file_mb=max(1, round(args.target_file_mb if args.target_file_mb is not None else defaults["target_file_mb"])),
             snapshot_retention_hours=args.snapshot_retention_hours or defaults["iceberg_snapshot_retention_hours"])
+        bug = armed_bug()  # COMPACTION_BUG (the check tests): a faulty commit right after the rewrite
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    from compaction.verify import CheckFailed
+    from glue_jobs.lake_table import LakeTable
     from glue_jobs.session import local_session
 
     spark = local_session("compaction-local", master=os.environ.get("COMPACTION_SPARK_MASTER", "local[2]"),
                           iceberg_warehouse=args.lake)
-    print(f"maintained {maintain(spark, iceberg, settings).render()}")
+    table = LakeTable.of(args.dataset)
+    hook = None if bug is None else lambda session: iceberg_commit(bug, session, iceberg, table)
+    try:
+        result = maintain(spark, iceberg, settings, lake_table=table, after_rewrite=hook)
+    except CheckFailed as failed:
+        print(f"FAILED: {failed}")
+        return 1
+    print(f"maintained {result.render()}")
     return 0
 
 

@@ -108,6 +108,7 @@ def maintain_iceberg_tables(spark, args: dict, tables: dict[str, tuple[str, str,
 
     from compaction.iceberg_maintenance import MaintenanceSettings, maintain
     from glue_jobs.iceberg_lake import IcebergTarget
+    from glue_jobs.lake_table import LakeTable
     from glue_jobs.session import GLUE_ICEBERG_CATALOG
 
     settings = MaintenanceSettings(target_file_mb=max(1, round(float(args["target_file_mb"]))),
@@ -115,7 +116,8 @@ def maintain_iceberg_tables(spark, args: dict, tables: dict[str, tuple[str, str,
     failed = []
     for dataset, (database, table, location) in tables.items():
         try:
-            result = maintain(spark, IcebergTarget(GLUE_ICEBERG_CATALOG, database, table, location=location), settings)
+            result = maintain(spark, IcebergTarget(GLUE_ICEBERG_CATALOG, database, table, location=location), settings,
+                              lake_table=LakeTable.of(dataset))
             logging.getLogger("compaction").info("%s: %s", dataset, result.render())
         except Exception as error:  # one table's failure must not keep the others from their run
             logging.getLogger("compaction").exception("%s: Iceberg maintenance failed", dataset)

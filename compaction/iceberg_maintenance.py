@@ -3,7 +3,10 @@ Spark procedures (iceberg.apache.org "Spark Procedures"), each one Iceberg commi
 the table as its last commit left it and the next run starts over.
 
 1. `rewrite_data_files`: the micro-batches' small files of each hour partition rewritten to the target size (the
-   binpack strategy; a file group that a concurrent append changed fails alone, Iceberg retries or leaves it).
+   binpack strategy; a file group that a concurrent append changed fails alone, Iceberg retries or leaves it). Then
+   the check (compaction/iceberg_verify.py): the rewrite, and any other commit since maintenance began but the
+   streaming job's appends, must hold its parent snapshot's rows, keys and non-null values; one that does not is
+   rolled back, nothing is expired, and the run fails (verify.CheckFailed).
 2. `rewrite_manifests`: one manifest per batch becomes a few, so planning a query reads few manifests.
 3. `expire_snapshots`: snapshots older than the retention go, keeping at least RETAIN_LAST; the data and manifest
    files only they referenced are deleted. The streaming job's replay check reads the batch tags of the snapshots
@@ -26,6 +29,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta, timezone
 
 from glue_jobs.iceberg_lake import IcebergTarget
+from glue_jobs.lake_table import LakeTable
 
 log = logging.getLogger("compaction.iceberg_maintenance")
 
@@ -70,15 +74,24 @@ def _timestamp(moment: datetime) -> str:
     return moment.astimezone(timezone.utc).strftime("TIMESTAMP '%Y-%m-%d %H:%M:%S.%f UTC'")
 
 
-def maintain(spark, target: IcebergTarget, settings: MaintenanceSettings, *, now: datetime | None = None) -> MaintenanceResult:
-    """Run the four procedures on `target`, in the module doc's order; returns what each did. `now` (default: the
-    clock) dates the snapshot retention; a later one expires as of then (the tests)."""
+def maintain(spark, target: IcebergTarget, settings: MaintenanceSettings, *, now: datetime | None = None,
+             lake_table: LakeTable | None = None, after_rewrite=None) -> MaintenanceResult:
+    """Run the four procedures on `target`, in the module doc's order, checking the rewrite before anything is
+    expired; returns what each did. `lake_table`: the dataset's (its key; default: the dataset named like the table).
+    `now` (default: the clock) dates the snapshot retention; a later one expires as of then (the tests).
+    `after_rewrite(spark)`: a test hook run right after the rewrite (compaction/faults.py iceberg_commit)."""
+    from compaction.iceberg_verify import check_since, current_snapshot
+
     started = time.time()
     now = now or datetime.now(timezone.utc)
     call = f"CALL {target.catalog}.system"
     table = f"'{target.namespace}.{target.table}'"
+    before = current_snapshot(spark, target)
     rewrite = spark.sql(f"{call}.rewrite_data_files(table => {table}, options => map("
                         f"'target-file-size-bytes', '{settings.target_file_mb * MB}', 'min-input-files', '2'))").first()
+    if after_rewrite is not None:
+        after_rewrite(spark)
+    check_since(spark, target, lake_table or LakeTable.of(target.table), before)
     manifests = spark.sql(f"{call}.rewrite_manifests(table => {table})").first()
     expired = spark.sql(f"{call}.expire_snapshots(table => {table}, "
                         f"older_than => {_timestamp(now - timedelta(hours=settings.snapshot_retention_hours))}, "

@@ -24,6 +24,7 @@ from compaction.results import CompactionError
 from glue_jobs.lake_table import LakeTable
 
 _LOW = 0xFFFFFFFF
+SHOWN_COLUMNS = 4  # a failure names this many columns whose counts differ, then how many more do
 
 
 class CheckFailed(CompactionError):
@@ -139,11 +140,10 @@ def differences(expected: Account, found: Account, *, columns: list[str]) -> lis
         problems.append(f"rows without a key {found.keyless} in the output, {expected.keyless} in the inputs")
     if found.key_sum != expected.key_sum:
         problems.append("the set of keys differs (the sums of their hashes differ)")
-    for column in columns:
-        have, want = found.non_null.get(column, 0), expected.non_null.get(column, 0)
-        if have != want:
-            problems.append(f"column `{column}` non-null count {have} in the output, {want} expected")
-    return problems
+    counts = [f"column `{c}` non-null count {found.non_null.get(c, 0)} in the output, {expected.non_null.get(c, 0)} expected"
+              for c in columns if found.non_null.get(c, 0) != expected.non_null.get(c, 0)]
+    more = [f"{len(counts) - SHOWN_COLUMNS} other columns' non-null counts too"] if len(counts) > SHOWN_COLUMNS else []
+    return problems + counts[:SHOWN_COLUMNS] + more
 
 
 def check(where: str, problems: list[str]) -> None:
