@@ -158,13 +158,26 @@ def from_local_files(raw: DataFrame, source_name: str, arrival_ms: int) -> DataF
 NOT_UTF8 = "payload: the line is not valid UTF-8; the dead letter's payload is the line's bytes in base64"
 
 
+VALID_UTF8_CLASS = "com.streamlake.glue.ValidUtf8"  # jvm/glue-functions
+
+
 def _utf8_check(session):
-    """A function of a binary column: whether its bytes are valid UTF-8. Spark 4 has is_valid_utf8 ("New in version 4.0.0", pyspark.sql.functions reference).
-    Before it, decoding the bytes replaces each malformed sequence with U+FFFD (StringDecode: `new String(bytes,
-    charset)`), so encoding them again gives other bytes exactly when they were not UTF-8. Spark 4's decode raises on
-    malformed input instead (SPARK-48658, spark.sql.legacy.codingErrorAction), so the round trip is Spark 3's only."""
+    """A function of a binary column: whether its bytes are valid UTF-8. Spark 4 has is_valid_utf8 ("New in version
+    4.0.0", pyspark.sql.functions reference). Before it: the functions jar's ValidUtf8 where it is on the classpath (one
+    pass over the bytes), registered on `session` (a streaming query plans each batch in a clone of the job's session,
+    with its own function registry: glue_jobs/strict_json.py); else decoding the bytes, which replaces each malformed
+    sequence with U+FFFD (StringDecode: `new String(bytes, charset)`), and encoding them again gives other bytes exactly
+    when they were not UTF-8. Spark 4's decode raises on malformed input instead (SPARK-48658), so that round trip is
+    Spark 3's only."""
     if int(session.version.split(".")[0]) >= 4:
         return lambda data: F.call_function("is_valid_utf8", data.cast("string"))  # the cast keeps the bytes as they are
+    found = session.sparkContext._jvm
+    for part in VALID_UTF8_CLASS.split("."):
+        found = getattr(found, part)
+    if hasattr(F, "call_udf") and type(found).__name__ == "JavaClass":  # call_udf: pyspark 3.4+
+        session._jsparkSession.udf().register("streamlake_valid_utf8", found(),
+                                              session.sparkContext._jvm.org.apache.spark.sql.types.DataTypes.BooleanType)
+        return lambda data: F.call_udf("streamlake_valid_utf8", data)
     return lambda data: F.encode(F.decode(data, "UTF-8"), "UTF-8") == data
 
 

@@ -148,6 +148,34 @@ def test_a_local_line_that_is_not_utf8_is_a_dead_letter_with_its_bytes(spark, tm
         assert (by_line[key].payload, by_line[key].problem) == (text, None)
 
 
+def test_the_utf8_check_agrees_with_a_strict_decoder_on_tricky_and_random_bytes(spark):
+    """The check from_local_files uses on this Spark line (is_valid_utf8 on Spark 4; the jar's ValidUtf8 on 3.4+ with the
+    jar; the decode/encode round trip otherwise) against Python's strict UTF-8 decoder (RFC 3629: no overlongs,
+    surrogates or code points above U+10FFFF)."""
+    import random
+
+    from glue_jobs.sources import _utf8_check
+
+    rng = random.Random(7)
+    tricky = [b"", b"ok", "\u00e9\u2713\U0001F600".encode(), b"\xc0\x80", b"\xc1\xbf", b"\xe0\x80\x80", b"\xe0\xa0\x80",
+              b"\xed\x9f\xbf", b"\xed\xa0\x80", b"\xf0\x8f\xbf\xbf", b"\xf0\x90\x80\x80", b"\xf4\x8f\xbf\xbf", b"\xf4\x90\x80\x80",
+              b"\xf5\x80\x80\x80", b"\xe2\x82", b"a\xe2\x82", b"\x80", b"\xff", "\ufffd".encode()]
+    samples = tricky + [bytes(rng.choice([rng.randrange(256), rng.randrange(0x80, 0xC0), 0xE2, 0xF0, 0x41])
+                              for _ in range(rng.randrange(1, 9))) for _ in range(400)]
+
+    def strict(data: bytes) -> bool:
+        try:
+            data.decode("utf-8")
+            return True
+        except UnicodeDecodeError:
+            return False
+
+    # Literals, not createDataFrame: Spark 3.3's pyspark cannot pickle on Python 3.11.
+    frame = spark.range(1).select(F.posexplode(F.array(*[F.unhex(F.lit(b.hex())) for b in samples])).alias("i", "b"))
+    checked = [r[1] for r in sorted(frame.select("i", _utf8_check(spark)(F.col("b"))).collect())]
+    assert checked == [strict(b) for b in samples]
+
+
 def test_entrypoint_argument_contract():
     assert glue_entry.job_arguments("kinesis") == glue_entry.JOB_ARGUMENTS + ("max_fetch_records_per_shard", "max_fetch_time_ms", "source_table",
                                                                    "min_partitions")
