@@ -85,13 +85,16 @@ def iceberg_commit(bug: str, spark, target, table) -> None:
     property: glue_jobs/iceberg_lake.py), "UPDATE TABLE is not supported temporarily"."""
     from pyspark.sql import functions as F
 
+    from compaction.iceberg_verify import MAINTENANCE_PROPERTY
+
     rows = spark.table(target.name)
     if bug == "drop_column":
         victim = _victim(table)
         faulty = rows.withColumn(victim, F.lit(None).cast(rows.schema[victim].dataType))
     else:
         faulty = staged_rows(bug, rows, table)
-    faulty.writeTo(target.name).overwrite(F.lit(True))
+    # marked as maintenance's own commit: it stands in for a buggy rewrite
+    faulty.writeTo(target.name).option(f"snapshot-property.{MAINTENANCE_PROPERTY}", f"bug:{bug}").overwrite(F.lit(True))
 
 
 class FaultInjector:

@@ -1,8 +1,9 @@
 """The check of an Iceberg dataset's maintenance (compaction/iceberg_maintenance.py) before anything is expired: every
-commit made to the table since maintenance started, other than the streaming job's appends, must leave the rows as
-they were: row count, keys, non-null values of every column (compaction/verify.py's Account), each commit against its
-parent snapshot. Iceberg's `rewrite_data_files` is such a commit (a `replace`); so would be anything else that changed
-the table meanwhile (in the tests, a faulty commit standing in for a buggy rewrite: compaction/faults.py).
+commit maintenance made since it started must leave the rows as they were: row count, keys, non-null values of every
+column (compaction/verify.py's Account), each commit against its parent snapshot. Maintenance's commits are the
+`replace` snapshots (Iceberg's `rewrite_data_files`) and any carrying MAINTENANCE_PROPERTY (in the tests, a faulty
+commit standing in for a buggy rewrite: compaction/faults.py); an append, or a delete someone else runs meanwhile,
+is not maintenance's and is left alone.
 
 Each commit is read at its own snapshot and at its parent's with SQL time travel, `VERSION AS OF <snapshot id>` ("Spark
 Queries", https://iceberg.apache.org/docs/1.0.0/spark-queries/#time-travel: Spark 3.3 and later; the read option
@@ -12,8 +13,9 @@ current snapshot, whose manifests hold the commit's ADDED and DELETED entries un
 step after this check; the whole table when it names none), so the cost follows what was rewritten, not the table.
 
 A commit that fails is undone before the run fails: `rollback_to_snapshot` to its parent, then `cherrypick_snapshot`
-of every streaming append the rollback took out of the current state (appends commit concurrently; a rolled-back
-append's batch tag would otherwise stay in the snapshot list, and its replay would be skipped as committed). Both are
+of every append the rollback took out of the current state (appends commit concurrently; a rolled-back streaming
+append's batch tag would otherwise stay in the snapshot list, and its replay would be skipped as committed). A delete
+or overwrite someone else committed after the failed commit cannot be cherry-picked: the log names it. Both are
 Iceberg's Spark procedures ("Spark Procedures", https://iceberg.apache.org/docs/1.0.0/spark-procedures/: rollback_to_
 snapshot(table, snapshot_id), cherrypick_snapshot(table, snapshot_id); an append can be cherry-picked). No snapshot is
 expired before this check passes, so the rolled-back commit's inputs are the parent's files, in place.
@@ -33,6 +35,8 @@ log = logging.getLogger("compaction.iceberg_maintenance")
 # Iceberg's snapshot summary property naming the snapshot a cherry-pick applied (SnapshotSummary.SOURCE_SNAPSHOT_ID_PROP,
 # apache/iceberg core/src/main/java/org/apache/iceberg/SnapshotSummary.java).
 SOURCE_SNAPSHOT = "source-snapshot-id"
+# A snapshot summary property marking a commit as maintenance's, besides Iceberg's rewrite (`replace`).
+MAINTENANCE_PROPERTY = "streamlake.maintenance"
 _HOUR = timedelta(hours=1)
 
 
@@ -59,13 +63,14 @@ def _ancestry(snapshots: dict[int, dict], current: int | None, stop: int | None)
 
 
 def check_since(spark, target: IcebergTarget, table: LakeTable, before: int | None) -> None:
-    """Check every commit after snapshot `before` that is not a streaming append; undo the first that fails and raise
+    """Check every commit of maintenance's after snapshot `before`; undo the first that fails and raise
     verify.CheckFailed naming the check."""
     snapshots = _snapshots(spark, target)
     for snapshot in _ancestry(snapshots, current_snapshot(spark, target), before):
         info = snapshots[snapshot]
-        if BATCH_PROPERTY in info["summary"] or info["parent"] is None:
-            continue  # the streaming job's append (or the table's first commit: nothing to compare with)
+        ours = info["operation"] == "replace" or MAINTENANCE_PROPERTY in info["summary"]
+        if not ours or info["parent"] is None:
+            continue  # another writer's commit (the streaming job's appends), or a first commit: nothing to compare
         parent = int(info["parent"])
         where = _touched_hours(spark, target, table, snapshot)
         columns, before_rows = _account(spark, target, table, parent, where)
@@ -112,8 +117,8 @@ def _touched_hours(spark, target: IcebergTarget, table: LakeTable, snapshot: int
 
 
 def undo(spark, target: IcebergTarget, parent: int) -> None:
-    """The table back at snapshot `parent` (an ancestor of the current one), keeping the streaming appends committed
-    since: rolled back, then each append the rollback left out cherry-picked onto it, oldest first."""
+    """The table back at snapshot `parent` (an ancestor of the current one), keeping the appends committed since (the
+    streaming job's): rolled back, then each append the rollback left out cherry-picked onto it, oldest first."""
     call, name = f"CALL {target.catalog}.system", f"'{target.namespace}.{target.table}'"
     spark.sql(f"{call}.rollback_to_snapshot(table => {name}, snapshot_id => {int(parent)})").collect()
     snapshots = _snapshots(spark, target)
@@ -121,7 +126,13 @@ def undo(spark, target: IcebergTarget, parent: int) -> None:
     picked = {int(s["summary"][SOURCE_SNAPSHOT]) for a, s in snapshots.items() if a in ancestors and SOURCE_SNAPSHOT in s["summary"]}
     since = snapshots[int(parent)]["at"]
     lost = sorted((s["at"], snapshot) for snapshot, s in snapshots.items()
-                  if BATCH_PROPERTY in s["summary"] and s["at"] > since and snapshot not in ancestors and snapshot not in picked)
+                  if s["at"] > since and snapshot not in ancestors and snapshot not in picked)
     for _, snapshot in lost:
-        spark.sql(f"{call}.cherrypick_snapshot(table => {name}, snapshot_id => {snapshot})").collect()
-        log.warning("%s: streaming append %s re-applied after the rollback", target.name, snapshot)
+        info = snapshots[snapshot]
+        if info["operation"] == "append":
+            spark.sql(f"{call}.cherrypick_snapshot(table => {name}, snapshot_id => {snapshot})").collect()
+            log.warning("%s: append %s (%s) re-applied after the rollback", target.name, snapshot,
+                        info["summary"].get(BATCH_PROPERTY, "not the streaming job's"))
+        elif info["operation"] != "replace" and MAINTENANCE_PROPERTY not in info["summary"]:
+            log.error("%s: the rollback took out %s snapshot %s, someone else's commit: it cannot be cherry-picked, "
+                      "commit it again", target.name, info["operation"], snapshot)

@@ -158,7 +158,7 @@ def survivors_in_runs(events, table: LakeTable | None = None, *, presorted: bool
     Observation: each partition is sorted by the key, then survivor first, and jvm/glue-functions RankInRuns keeps the
     first row of each key's run in one pass, counting rows and dropped copies in accumulators as it goes (figures:
     docs/performance.md). None where that class is not loaded or cannot rank this frame (a key of a type it does not
-    compare, Spark internals it does not find); the caller then uses survivors_by_window. The reason is logged once.
+    compare, Spark internals it does not find); the caller then ranks with the window. The reason is logged once.
     `presorted`: `events` is in that order already (mark_copies' window sorts it so; a second sort would not be seen
     as redundant, its offset-length expression being the window's own column there)."""
     from py4j.java_gateway import JavaClass
