@@ -188,7 +188,8 @@ def survivors_in_runs(events, table: LakeTable | None = None, *, presorted: bool
 
 def observe_named(frame, name: str, *measures):
     """frame.observe(name, ...) by name (no Observation object: none is told of an observation RankInRuns computes).
-    pyspark 3.3 takes only an Observation; Spark's Dataset.observe(name, ...) underneath takes a name."""
+    pyspark 3.3 takes only an Observation ("observation should be Observation", found on the Spark 3.3 line); Spark's
+    Dataset.observe(name: String, expr, exprs*) underneath takes a name (apache/spark sql/core Dataset.scala)."""
     import pyspark
 
     if tuple(int(p) for p in pyspark.__version__.split(".")[:2]) >= (3, 4):
@@ -203,7 +204,10 @@ def observe_named(frame, name: str, *measures):
 
 def _observed(frame, name: str) -> dict | None:
     """The metrics of observation `name` in the plan that computed `frame` (RankInRuns executes that frame's own plan,
-    inside the write's: a pyspark Observation there is never told, Spark's QueryExecution.observedMetrics holds them)."""
+    inside the write's: a pyspark Observation there is never told, and its `get` waits for ever). Spark's
+    QueryExecution.observedMetrics collects them from the executed plan's CollectMetricsExec nodes (apache/spark
+    sql/core QueryExecution.scala, CollectMetricsExec.scala); tested on Spark 3.3, 3.5 and 4.1, unverified on Glue's
+    builds. Their accumulators are updated in the write's result tasks, once per partition like RankInRuns' counts."""
     found = frame._jdf.queryExecution().observedMetrics().get(name)
     if found.isEmpty():
         return None
