@@ -1,7 +1,8 @@
 """Compaction's check before it deletes (compaction/verify.py), on every Spark line: a bug injected into the rows it
 stages (a column dropped, rows dropped, a key nulled: compaction/faults.py) and input files that are not the dataset's
-each stop the partition with its inputs in place and the run failing; differing duplicates are counted; values at the
-ends of their types' ranges survive compaction and read back equal by Spark and pyarrow."""
+each stop the partition with its inputs in place and the run failing; differing duplicates are counted, in nested
+columns and maps too; values at the ends of their types' ranges survive compaction and read back equal by Spark and
+pyarrow."""
 
 from __future__ import annotations
 
@@ -150,6 +151,37 @@ def test_differing_duplicates_are_counted(spark, tmp_path):
     printed = out.getvalue()
     assert "duplicates removed 4 (3 differing from the copy kept)" in printed
     assert printed.rstrip().endswith("3 dropped duplicate(s) differed from the copy kept")
+
+
+def test_orders_nested_columns_and_maps_are_compacted_checked_and_compared_by_content(spark, tmp_path):
+    """The orders lake (a list of records, a record, a map): a copy whose map holds the same entries in another order
+    is the same content; one whose line items differ is counted."""
+    table = LakeTable.of("orders")
+
+    def order(order_id, offset, *, coupons="map('A', 1, 'B', 2)", quantity=2):
+        return (f"SELECT '{order_id}' AS order_id, TIMESTAMP '2026-01-01 05:10:00' AS ordered_at, 'c-1' AS customer_id, "
+                f"'paid' AS status, 'EUR' AS currency, CAST(12.50 AS DECIMAL(12,2)) AS total, "
+                f"array(named_struct('sku', 's-1', 'quantity', {quantity}, 'unit_price', CAST(6.25 AS DECIMAL(10,2)))) AS items, "
+                f"named_struct('country', 'DE', 'city', CAST(NULL AS STRING), 'express', true) AS shipping, "
+                f"{coupons} AS coupons, 'orders-in' AS source, '0' AS source_partition, '{offset}' AS source_offset, "
+                f"TIMESTAMP '2026-01-01 05:11:00' + INTERVAL {offset} SECONDS AS arrival_time, CAST(0 AS BIGINT) AS batch_id")
+
+    lake = tmp_path / "lake"
+    files = [[order("o-1", 1), order("o-2", 2)], [order("o-1", 3, coupons="map('B', 2, 'A', 1)"), order("o-2", 4, quantity=3)]]
+    (lake / PARTITION).mkdir(parents=True)
+    types = dict(table.data_columns())
+    for i, rows in enumerate(files):
+        scratch = tmp_path / f"scratch-{i}"
+        frame = spark.sql(" UNION ALL ".join(rows))
+        frame.select(*(F.col(c).cast(t).alias(c) for c, t in types.items())).coalesce(1).write.parquet(str(scratch))
+        shutil.move(next(scratch.glob("*.parquet")), lake / PARTITION / f"part-orders-b{i}-0.snappy.parquet")
+
+    summary, _ = _compact(spark, lake, dataset="orders")
+
+    (result,) = summary.of("compacted")
+    assert (result.rows_in, result.duplicates, result.differing_duplicates, result.rows_out) == (4, 2, 1, 2)
+    kept = spark.read.parquet(str(lake / PARTITION)).orderBy("order_id").collect()
+    assert [(r.order_id, r.source_offset, r.items[0].quantity) for r in kept] == [("o-1", "1", 2), ("o-2", "2", 2)]
 
 
 # ---- values at the ends of their ranges -----------------------------------------------------------------------
