@@ -25,6 +25,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from glue_jobs.contract import UNWRITABLE
+
 MAX_UNWRITABLE = 100
 log = logging.getLogger("glue_jobs.unwritable")
 
