@@ -31,7 +31,17 @@ log = logging.getLogger("glue_jobs.unwritable")
 
 
 def first_line(error: BaseException) -> str:
-    """The error's first line that says something (a Py4J error's Java message, not its 'An error occurred' line)."""
+    """The first line of what caused the error: the root cause of its Java exception when it has one (Spark 3.3 raises a
+    Py4JJavaError whose own message is only "Job aborted."; later lines wrap it in a captured exception, `_origin`),
+    else the first line of its text that says something."""
+    java = getattr(error, "java_exception", None) or getattr(error, "_origin", None)
+    try:
+        while java is not None and java.getCause() is not None:
+            java = java.getCause()
+        if java is not None:
+            return f"{java.getClass().getName()}: {java.getMessage()}".splitlines()[0][:500]
+    except Exception:  # noqa: BLE001 - a message is wanted, not a second failure; the text below says enough
+        pass
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
     useful = [line for line in lines if not line.startswith(("An error occurred while calling", "Traceback"))]
     return (useful or lines or [type(error).__name__])[0][:500]
