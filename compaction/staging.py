@@ -10,12 +10,14 @@ import json
 import logging
 import math
 import statistics
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from compaction import layout, verify
+from compaction import footers, layout, verify
 from compaction.discovery import data_files
 from compaction.faults import FaultInjector
+from compaction.footers import FooterSummary
 from compaction.layout import HourPartition, LakePaths
 from compaction.results import CompactionError
 from compaction.settings import MB
@@ -24,6 +26,7 @@ from compaction.transforms import (
     DUPLICATE_RANK,
     KEPT_HASH,
     Survivors,
+    content_columns,
     data_columns,
     data_schema,
     mark_copies,
@@ -35,6 +38,7 @@ from glue_jobs.session import session_conf
 from glue_jobs.storage import FileInfo, HadoopStorage
 
 log = logging.getLogger("compaction")
+KEY_HASH = "_key_hash"  # the key's hash (compaction/verify.py key_hash), beside the rows RankInRuns ranks
 
 # Staged files whose average size is outside this band of the target are re-staged once with the file
 # count the measured size calls for (the first count is an estimate from the input bytes).
@@ -71,24 +75,27 @@ class Stager:
         staging = self.paths.staging(self.run_id, partition)
         target = self.target_file_bytes
         paths = [f.path for f in inputs]
-        with self._listing_parallelism():
-            physical = verify.physical_schema(self.spark, paths)
-        verify.check(partition.key, verify.foreign_columns(physical, self.table))
         file_count = self._estimate_file_count(inputs)
-        survivors, tally = self._survivors(
-            # one shuffle: sizes the output and groups each key
-            mark_copies(self._read_exactly(paths).repartition(file_count, *self._key), self.table),
-            name=f"compaction_{partition.date_dir}_{partition.hour_dir}".replace("=", "_"))
+        # one shuffle: sizes the output and groups each key
+        survivors, tally = self._survivors(self._read_exactly(paths).repartition(file_count, *self._key),
+                                           name=f"compaction_{partition.date_dir}_{partition.hour_dir}".replace("=", "_"))
         attempt = f"{staging}/attempt-1"
         self.faults.watch_staging(lambda: self.storage.exists(staging))
-        self.faults.staged(survivors.frame, self.table).write.option("compression", "snappy").parquet(attempt)
+        # The inputs' footers are read while the rows are written (on S3 each is a request or two): the check of their
+        # columns needs them only before anything is published.
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="input-footers") as pool:
+            input_footers = pool.submit(footers.summary, self.spark, paths)
+            self.faults.staged(survivors.frame, self.table).write.option("compression", "snappy").parquet(attempt)
+            with self._listing_parallelism():
+                physical = verify.physical_schema(self.spark, paths, input_footers.result())
+        verify.check(partition.key, verify.foreign_columns(physical, self.table))
         rows_in, duplicates = survivors.counts()
         read, dropped, differing = tally()
-        files, rows_out = self._verify_staged(partition, attempt, rows_in - duplicates)
-        ranked = [f"the ranking read {rows_in} rows and dropped {duplicates}, its window counted {read.rows} and "
-                  f"{dropped.rows}"] if (rows_in, duplicates) != (read.rows, dropped.rows) else []
-        expected = read.minus(dropped)  # the survivors as the window ranks them
-        self._check_output(partition, files, expected, physical, ranked)
+        files, rows_out, written = self._verify_staged(partition, attempt, rows_in - duplicates)
+        ranked = [f"the ranking read {rows_in} rows and dropped {duplicates}, the count of the rows read says {read.rows} "
+                  f"and of the copies dropped {dropped.rows}"] if (rows_in, duplicates) != (read.rows, dropped.rows) else []
+        expected = read.minus(dropped)
+        self._check_output(partition, files, written, expected, physical, ranked)
 
         staged_bytes = sum(f.size for f in files)
         if not any(layout.output_run_id(f.name) for f in inputs) and inputs and sum(f.size for f in inputs):
@@ -106,8 +113,8 @@ class Stager:
                 .write.option("compression", "snappy")
                 .parquet(attempt)
             )
-            files, _ = self._verify_staged(partition, attempt, rows_out)
-            self._check_output(partition, files, expected, physical, [])
+            files, _, written = self._verify_staged(partition, attempt, rows_out)
+            self._check_output(partition, files, written, expected, physical, [])
             restaged = True
         return {
             "rows_in": rows_in,
@@ -121,48 +128,57 @@ class Stager:
             ],
         }
 
-    def _check_output(self, partition: HourPartition, files: list[FileInfo], expected: verify.Account, physical,
-                      problems: list[str]) -> None:
+    def _check_output(self, partition: HourPartition, files: list[FileInfo], written: FooterSummary | None,
+                      expected: verify.Account, physical, problems: list[str]) -> None:
         """The staged files read back against `expected`, and every column of the inputs' files among theirs."""
-        found, present = verify.output_account(self.spark, self.table, [f.path for f in files]) if files else (
+        found, present = verify.output_account(self.spark, self.table, [f.path for f in files], written) if files else (
             verify.Account(0, 0, 0), [])
         lost = [f.name for f in physical.fields if files and f.name.lower() not in {p.lower() for p in present}]
         problems = problems + [f"column `{name}` of the input files is not in the output" for name in lost]
         columns = list(dict.fromkeys([*data_columns(self.table), *found.non_null]))
         verify.check(partition.key, problems + verify.differences(expected, found, columns=columns))
 
-    def _survivors(self, marked, *, name: str):
-        """The survivors of the marked rows (compaction/transforms.py mark_copies), and `tally`: after the write, the
-        Accounts of the rows read and of the copies the window drops, and how many of those differ from the kept copy.
-        RankInRuns keeps the survivors where the jar is loaded (no second window), else the window's ranks do; the
-        counts are one observation of the marked rows either way."""
+    def _survivors(self, rows, *, name: str):
+        """The survivors of `rows` (hash-partitioned by the key), and `tally`: after the write, the Accounts of the rows
+        read and of the copies dropped, and how many of those differ from the kept copy. Where the jar is loaded, the rows
+        read are one observation of the shuffled rows, and RankInRuns keeps the survivors of the rows sorted by the key
+        and accounts for the copies it drops in the same pass (their columns' non-null values and key hashes, those that
+        differ from the kept copy), failing if a key's rows are not one run. Else Spark's window ranks them, and one
+        observation of its ranks accounts for both (mark_copies' content hashes; the window and the hashes cost about
+        1.5 s more per million rows, docs/performance.md)."""
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
         columns = data_columns(self.table)
+        hashed = observe_named(rows, name, *verify.aggregates(self.table, columns, prefix="in_")).select(
+            *(F.col(f"`{c}`") for c in columns), verify.key_hash(self.table).alias(KEY_HASH))
+        survivors = survivors_in_runs(hashed, self.table, content=content_columns(self.table), key_hash=KEY_HASH)
+        if survivors is not None:
+            def tally() -> tuple[verify.Account, verify.Account, int]:
+                metrics = survivors.observed(name)
+                if metrics is None:
+                    raise CompactionError(f"the staging write's counts of its rows ({name}) were not observed")
+                _, duplicates = survivors.counts()
+                non_null, key_sum, differing = survivors.dropped()
+                return verify.account(metrics, columns, prefix="in_"), verify.Account(duplicates, 0, key_sum, non_null), \
+                    differing
+
+            return survivors, tally
+
+        marked = mark_copies(rows, self.table)
         dropped = F.col(DUPLICATE_RANK) > 1
         measures = [*verify.aggregates(self.table, columns, prefix="in_"),
                     *verify.aggregates(self.table, columns, prefix="dropped_", where=dropped),
                     F.count(F.when(dropped & (F.col(CONTENT_HASH) != F.col(KEPT_HASH)), F.lit(1))).alias("differing")]
-        survivors = survivors_in_runs(observe_named(marked, name, *measures), self.table, presorted=True)
-        if survivors is not None:
-            observed = survivors.observed
-        else:
-            observation = Observation(name)
-            kept = marked.observe(observation, *measures).filter(~dropped).select(*(F.col(f"`{c}`") for c in columns))
-            survivors = Survivors(kept, lambda: (int(observation.get["in_rows"]), int(observation.get["dropped_rows"])))
+        observation = Observation(name)
+        kept = marked.observe(observation, *measures).filter(~dropped).select(*(F.col(f"`{c}`") for c in columns))
 
-            def observed(_: str) -> dict:
-                return observation.get
-
-        def tally() -> tuple[verify.Account, verify.Account, int]:
-            metrics = observed(name)
-            if metrics is None:
-                raise CompactionError(f"the staging write's counts of its rows ({name}) were not observed")
+        def window_tally() -> tuple[verify.Account, verify.Account, int]:
+            metrics = observation.get
             return (verify.account(metrics, columns, prefix="in_"), verify.account(metrics, columns, prefix="dropped_"),
                     int(metrics["differing"] or 0))
 
-        return survivors, tally
+        return Survivors(kept, lambda: (int(observation.get["in_rows"]), int(observation.get["dropped_rows"]))), window_tally
 
     @property
     def _key(self) -> list[str]:
@@ -195,21 +211,22 @@ class Stager:
         estimate = compacted + other * self._bytes_ratio
         return min(MAX_OUTPUT_FILES, max(1, round(estimate / self.target_file_bytes)))
 
-    def _verify_staged(self, partition: HourPartition, directory: str, expected_rows: int) -> tuple[list[FileInfo], int]:
-        """The staged files, listed, and their rows, read back from storage, which must be `expected_rows`."""
+    def _verify_staged(self, partition: HourPartition, directory: str, expected_rows: int
+                       ) -> tuple[list[FileInfo], int, FooterSummary | None]:
+        """The staged files, listed, their rows, read back from storage, which must be `expected_rows`, and their
+        footers' summary (None without the jar)."""
         files = data_files(self.storage, directory)
-        rows = self._footer_rows([f.path for f in files]) if files else 0
+        written = footers.summary(self.spark, [f.path for f in files]) if files else None
+        rows = written.rows if written is not None else self._footer_rows([f.path for f in files]) if files else 0
         if rows != expected_rows:
             verify.check(partition.key, [f"staged {rows} rows in {directory}, expected {expected_rows} "
                                          "(input rows - duplicates)"])
-        return files, rows
+        return files, rows, written
 
     def _footer_rows(self, paths: list[str]) -> int:
         """The rows of these Parquet files as their footers declare them: what Spark's count() of Parquet files
         reads as well (each row group's row count, no page decoded), without a Spark job (docs/performance.md:
         0.1 s a partition). A few files at a time: on S3 a footer is one or two requests."""
-        from concurrent.futures import ThreadPoolExecutor
-
         jvm, conf = self.spark.sparkContext._jvm, self.spark.sparkContext._jsc.hadoopConfiguration()
         path_class, input_file = jvm.org.apache.hadoop.fs.Path, jvm.org.apache.parquet.hadoop.util.HadoopInputFile
         reader_class = jvm.org.apache.parquet.hadoop.ParquetFileReader

@@ -128,6 +128,9 @@ class Survivors:
     _counts: Callable[[], tuple[int, int]]
     # The metrics of a named observation (DataFrame.observe) in the rows ranked, once `frame` is computed; None if absent.
     _observed: Callable[[str], dict | None] = lambda name: None
+    # The dropped copies' non-null values per column, the sum of their key hashes and how many differ from the kept
+    # copy, where accounted.
+    _dropped: Callable[[], tuple[dict[str, int], int, int]] | None = None
 
     def counts(self) -> tuple[int, int]:
         """(rows in, duplicates dropped), after an action computed `frame`."""
@@ -135,6 +138,14 @@ class Survivors:
 
     def observed(self, name: str) -> dict | None:
         return self._observed(name)
+
+    def dropped(self) -> tuple[dict[str, int], int, int]:
+        """(column -> its non-null values among the dropped copies, the sum of their key hashes, dropped copies
+        differing from the kept one), after an action computed `frame`; only where survivors_in_runs was asked to
+        account for them."""
+        if self._dropped is None:
+            raise ValueError("these survivors do not account for the copies they drop")
+        return self._dropped()
 
 
 def survivors_by_window(events, table: LakeTable | None = None, *, name: str = "compaction") -> Survivors:
@@ -153,14 +164,17 @@ def survivors_by_window(events, table: LakeTable | None = None, *, name: str = "
     return Survivors(drop_ranked_duplicates(ranked), counts)
 
 
-def survivors_in_runs(events, table: LakeTable | None = None, *, presorted: bool = False) -> Survivors | None:
+def survivors_in_runs(events, table: LakeTable | None = None, *, presorted: bool = False,
+                      content: list[str] | None = None, key_hash: str | None = None) -> Survivors | None:
     """rank_duplicates' survivors for `events` already hash-partitioned by the key, without Spark's window operator or an
     Observation: each partition is sorted by the key, then survivor first, and jvm/glue-functions RankInRuns keeps the
     first row of each key's run in one pass, counting rows and dropped copies in accumulators as it goes (figures:
     docs/performance.md). None where that class is not loaded or cannot rank this frame (a key of a type it does not
     compare, Spark internals it does not find); the caller then ranks with the window. The reason is logged once.
     `presorted`: `events` is in that order already (mark_copies' window sorts it so; a second sort would not be seen
-    as redundant, its offset-length expression being the window's own column there)."""
+    as redundant, its offset-length expression being the window's own column there). `content`: also account for the
+    dropped copies in the same pass (Survivors.dropped), comparing these columns with the kept copy, and summing the
+    `key_hash` column of `events` (a long: the key's hash) over them; that column is not in the survivors."""
     from py4j.java_gateway import JavaClass
     from pyspark.sql import DataFrame
     from pyspark.sql import functions as F
@@ -172,18 +186,32 @@ def survivors_in_runs(events, table: LakeTable | None = None, *, presorted: bool
         found = getattr(found, part)
     if not isinstance(found, JavaClass):
         return _window_instead(f"{RANK_IN_RUNS_CLASS} is not on the classpath (jvm/glue-functions jar)")
-    ordered = events.select(*(F.col(f"`{c}`") for c in data_columns(table)))
+    columns = data_columns(table)
+    accounted = [*columns, key_hash] if content is not None else []
+    ordered = events.select(*(F.col(f"`{c}`") for c in accounted or columns))
     if not presorted:  # mark_copies' frame comes in this order already: its window sorted it so
         ordered = ordered.sortWithinPartitions(
             *(F.col(f"`{k}`") for k in table.key), *survivor_order(*(f"`{c}`" for c in _tie_breakers(table))))
     context = session.sparkContext._jsc.sc()
     rows_in, duplicates = context.longAccumulator("compaction rows in"), context.longAccumulator("compaction duplicates")
+    non_null = [context.longAccumulator() for _ in accounted]
+    hashes = [context.longAccumulator(), context.longAccumulator()]
+    differing = context.longAccumulator()
     try:
-        kept = DataFrame(found.survivors(ordered._jdf, list(table.key), rows_in, duplicates), session)
+        if content is None:
+            kept = DataFrame(found.survivors(ordered._jdf, list(table.key), rows_in, duplicates), session)
+        else:
+            kept = DataFrame(found.survivorsAccounted(ordered._jdf, list(table.key), list(content), key_hash, rows_in,
+                                                      duplicates, non_null, hashes, differing), session)
+            kept = kept.select(*(F.col(f"`{c}`") for c in columns))
     except Exception as error:  # a key type it does not compare (named in its message), missing Spark internals, ...
         return _window_instead(f"{RANK_IN_RUNS_CLASS} cannot rank this frame on Spark {session.version}: {error}")
     _log_once(logging.INFO, f"duplicates ranked in sorted runs with {RANK_IN_RUNS_CLASS}")
-    return Survivors(kept, lambda: (int(rows_in.value()), int(duplicates.value())), lambda name: _observed(ordered, name))
+    dropped = None if content is None else lambda: (
+        {c: int(a.value()) for c, a in zip(columns, non_null, strict=False)},
+        int(hashes[0].value()) + (int(hashes[1].value()) << 32), int(differing.value()))
+    return Survivors(kept, lambda: (int(rows_in.value()), int(duplicates.value())), lambda name: _observed(ordered, name),
+                     dropped)
 
 
 def observe_named(frame, name: str, *measures):

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from compaction.footers import FooterSummary
 from compaction.results import CompactionError
 from glue_jobs.lake_table import LakeTable
 
@@ -44,6 +45,13 @@ class Account:
                        {c: self.non_null.get(c, 0) - other.non_null.get(c, 0) for c in names})
 
 
+def key_hash(table: LakeTable):
+    """The key's hash every Account sums: Spark's xxhash64 of the key fields."""
+    from pyspark.sql import functions as F
+
+    return F.xxhash64(*(F.col(f"`{k}`") for k in table.key))
+
+
 def aggregates(table: LakeTable, columns: list[str], *, prefix: str = "", where=None) -> list:
     """The aggregate columns of an Account of the rows (those where `where` holds), named `prefix`...; read back by
     `account`. `columns`: the columns to count the non-null values of (those present)."""
@@ -55,13 +63,13 @@ def aggregates(table: LakeTable, columns: list[str], *, prefix: str = "", where=
     has_key = F.lit(True)
     for name in table.key:
         has_key = has_key & F.col(f"`{name}`").isNotNull()
-    key_hash = F.xxhash64(*(F.col(f"`{k}`") for k in table.key))
+    hashed = key_hash(table)
     keyed = has_key if where is None else has_key & where
     return [
         F.count(only(F.lit(1))).alias(f"{prefix}rows"),
         F.count(only(F.when(~has_key, F.lit(1)))).alias(f"{prefix}keyless"),
-        F.sum(F.when(keyed, key_hash.bitwiseAND(F.lit(_LOW)))).alias(f"{prefix}key_low"),
-        F.sum(F.when(keyed, F.shiftrightunsigned(key_hash, 32))).alias(f"{prefix}key_high"),
+        F.sum(F.when(keyed, hashed.bitwiseAND(F.lit(_LOW)))).alias(f"{prefix}key_low"),
+        F.sum(F.when(keyed, F.shiftrightunsigned(hashed, 32))).alias(f"{prefix}key_high"),
         *(F.count(only(F.col(f"`{c}`"))).alias(f"{prefix}nn_{i}") for i, c in enumerate(columns)),
     ]
 
@@ -75,25 +83,43 @@ def account(metrics: dict, columns: list[str], *, prefix: str = "") -> Account:
                    {c: number(f"nn_{i}") for i, c in enumerate(columns)})
 
 
-def output_account(spark, table: LakeTable, paths: list[str]) -> tuple[Account, list[str]]:
-    """The staged files as written: their Account, read back from storage (one Spark job after a schema merge of their
-    footers), and their physical columns. A column a file lacks counts no value, whatever the dataset says."""
+def output_account(spark, table: LakeTable, paths: list[str], footers: FooterSummary | None = None
+                   ) -> tuple[Account, list[str]]:
+    """The staged files as written: their Account, read back from storage, and their physical columns. A column a file
+    lacks counts no value, whatever the dataset says. With their `footers` (compaction/footers.py), a top-level primitive
+    column's non-null values are its chunks' rows less their null counts, and Spark reads only the key and the columns
+    the footers do not count (nested ones); without, one Spark job reads every column after a schema merge."""
     from pyspark.sql import functions as F
+    from pyspark.sql import types as T
 
-    frame = spark.read.option("mergeSchema", "true").parquet(*paths)
-    present = [f.name for f in frame.schema.fields]
+    if footers is not None and not footers.unschemed:
+        schema = footers.merged()
+    else:
+        footers, schema = None, spark.read.option("mergeSchema", "true").parquet(*paths).schema
+    present = [f.name for f in schema.fields]
     wanted = [name for name, _ in table.data_columns()]
     counted = [c for c in wanted if c in present] + [c for c in present if c not in wanted]
+    by_spark = counted if footers is None else [c for c in counted if footers.non_null.get(c) is None]
+    read = list(dict.fromkeys([*(k for k in table.key if k in present), *by_spark]))
+    fields = {f.name: f for f in schema.fields}
+    frame = spark.read.schema(T.StructType([fields[c] for c in read])).parquet(*paths)
     key_missing = [k for k in table.key if k not in present]
     if key_missing:  # the key itself written away: every row keyless
         frame = frame.select("*", *(F.lit(None).cast("string").alias(k) for k in key_missing))
-    row = frame.agg(*aggregates(table, counted)).first()
-    return account(row.asDict(), counted), present
+    found = account(frame.agg(*aggregates(table, by_spark)).first().asDict(), by_spark)
+    if footers is not None:
+        found = Account(found.rows, found.keyless, found.key_sum,
+                        {c: found.non_null[c] if c in found.non_null else footers.non_null[c] for c in counted})
+    return found, present
 
 
-def physical_schema(spark, paths: list[str]):
-    """The inputs' columns as their files hold them: every footer's schema, merged (Spark's schema merge, one job that
-    reads only footers). A column that two files hold with types Spark cannot merge fails it: CheckFailed."""
+def physical_schema(spark, paths: list[str], footers: FooterSummary | None = None):
+    """The inputs' columns as their files hold them: the Spark schemas their `footers` carry (compaction/footers.py),
+    each distinct column once; where the footers were not read or a file carries no Spark schema, every footer's
+    schema, merged (Spark's schema merge, one job that reads only footers), and a column that two files hold with
+    types Spark cannot merge fails it: CheckFailed."""
+    if footers is not None and not footers.unschemed:
+        return footers.merged()
     try:
         return spark.read.option("mergeSchema", "true").parquet(*paths).schema
     except Exception as error:  # AnalysisException / SparkException "Failed to merge incompatible data types"

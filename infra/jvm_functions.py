@@ -9,7 +9,8 @@ survivors without a window operator (compaction/transforms.py survivors_in_runs)
 AWS Glue loads the jar from `--extra-jars`. It is compiled with `javac --release 8` (Glue 4.0 runs Java 8; later Glue
 versions run newer JVMs that load Java 8 classes) against the Spark, Avro and Hadoop client jars of the default
 pyspark: it uses Spark's Java UDF and Java RDD APIs (org.apache.spark.sql.api.java.UDF1, Row, RowFactory, JavaRDD,
-InternalRow), Avro's generic reader and Hadoop's FileSystem API (FileSystem, Path, Configuration), present on every
+InternalRow), Avro's generic reader, Hadoop's FileSystem API (FileSystem, Path, Configuration) and parquet-mr's footer
+reader (ParquetFileReader, its metadata and statistics classes, 1.12 on Spark 3.3), present on every
 Spark line; the few Spark internals RankInRuns needs are looked up by name at run time (its class doc).
 
 The jar is reproducible for identical class files: sorted entries, a fixed time, no compression. Its name
@@ -36,7 +37,8 @@ CURRENT_JAR = TARGET_DIR / "glue-functions.jar"
 _FIXED_TIME = (1980, 1, 1, 0, 0, 0)
 # What javac needs from Spark's jars; every Spark line has these artifacts (the API moved to spark-sql-api in 4.x).
 _COMPILE_JARS = ("spark-sql_", "spark-sql-api_", "spark-catalyst_", "spark-core_", "spark-unsafe_", "spark-common-utils_",
-                 "kryo-shaded-", "avro-1", "scala-library-", "hadoop-client-api-", "jackson-core-")
+                 "kryo-shaded-", "avro-1", "scala-library-", "hadoop-client-api-", "jackson-core-", "parquet-hadoop-",
+                 "parquet-column-", "parquet-common-", "parquet-format-structures-")
 
 
 def _javac() -> str:

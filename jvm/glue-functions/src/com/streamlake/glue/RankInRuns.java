@@ -1,16 +1,24 @@
 package com.streamlake.glue;
 
 import java.lang.reflect.Method;
+import java.util.Arrays;
+import java.util.HashMap;
 import java.util.Iterator;
 import java.util.List;
+import java.util.Map;
 import java.util.NoSuchElementException;
 
 import org.apache.spark.api.java.JavaRDD;
 import org.apache.spark.api.java.function.FlatMapFunction;
 import org.apache.spark.rdd.RDD;
 import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.util.ArrayData;
+import org.apache.spark.sql.catalyst.util.MapData;
+import org.apache.spark.sql.types.ArrayType;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.MapType;
+import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.unsafe.types.UTF8String;
 import org.apache.spark.util.LongAccumulator;
@@ -31,6 +39,15 @@ import org.apache.spark.util.LongAccumulator;
  * task the scheduler applies the updates of one successful attempt per partition (apache/spark DAGScheduler, "Only
  * update the accumulator once for each result task", pull request 19877). A count off for any other reason fails the
  * compaction's verification, which publishes nothing.
+ *
+ * <p>{@link #survivorsAccounted} also accounts for the copies it drops, in the same pass (compaction/verify.py): each
+ * top-level field's non-null values among the dropped copies, and how many dropped copies differ from the copy kept
+ * in the content fields the caller names. Content compares by value at any depth: a map's entries in another order
+ * are the same map, a double NaN equals NaN and -0.0 equals 0.0 (as the window path's content hash, Spark's xxhash64,
+ * hashes them: {@code xxhash64(-0.0) = xxhash64(0.0)} run on Spark 3.5). The kept copy of each key is copied once to compare against.
+ *
+ * <p>A key whose run comes after a greater key's (the rows not sorted by the key, so two runs of one key could each
+ * keep a copy) fails the pass: every key in a partition forms one run, so the survivors hold each key once.
  *
  * <p>Only key fields of types whose values compare by {@code equals} are accepted (strings, integers, booleans,
  * dates, timestamps, decimals); the caller keeps the window for any other key. Each key value is copied before the
@@ -55,6 +72,19 @@ public final class RankInRuns {
     @SuppressWarnings("unchecked")
     public static Object survivors(Object frame, List<String> keyFields, LongAccumulator rowsIn, LongAccumulator duplicates)
             throws Exception {
+        return survivorsAccounted(frame, keyFields, null, null, rowsIn, duplicates, null, null, null);
+    }
+
+    /**
+     * {@link #survivors}, and the dropped copies accounted: {@code droppedNonNull} has one accumulator per field of the
+     * frame's schema, in its order, counting that field's non-null values among the dropped copies; {@code differing}
+     * counts the dropped copies that differ from the copy kept in the fields {@code contentFields} names;
+     * {@code droppedHash} sums the long field {@code hashField} (the caller's hash of the key) over the dropped copies,
+     * as two unsigned halves: the low 32 bits in the first accumulator, the high 32 in the second.
+     */
+    public static Object survivorsAccounted(Object frame, List<String> keyFields, List<String> contentFields,
+            String hashField, LongAccumulator rowsIn, LongAccumulator duplicates, List<LongAccumulator> droppedNonNull,
+            List<LongAccumulator> droppedHash, LongAccumulator differing) throws Exception {
         StructType schema = (StructType) call(frame, "schema");
         int[] ordinals = new int[keyFields.size()];
         DataType[] types = new DataType[keyFields.size()];
@@ -66,8 +96,26 @@ public final class RankInRuns {
                         + ": ranking in runs takes strings, integers, booleans, dates, timestamps and decimals");
             }
         }
+        Accounting accounting = null;
+        if (contentFields != null) {
+            if (droppedNonNull.size() != schema.fields().length) {
+                throw new IllegalArgumentException(droppedNonNull.size() + " non-null accumulators for "
+                        + schema.fields().length + " fields");
+            }
+            int[] content = new int[contentFields.size()];
+            for (int i = 0; i < content.length; i++) {
+                content[i] = schema.fieldIndex(contentFields.get(i));
+            }
+            DataType[] all = new DataType[schema.fields().length];
+            for (int i = 0; i < all.length; i++) {
+                all[i] = schema.fields()[i].dataType();
+            }
+            accounting = new Accounting(all, content, droppedNonNull.toArray(new LongAccumulator[0]), differing,
+                    schema.fieldIndex(hashField), droppedHash.get(0), droppedHash.get(1));
+        }
         RDD<InternalRow> rows = (RDD<InternalRow>) call(call(frame, "queryExecution"), "toRdd");
-        JavaRDD<InternalRow> kept = rows.toJavaRDD().mapPartitions(new FirstOfRuns(ordinals, types, rowsIn, duplicates));
+        JavaRDD<InternalRow> kept = rows.toJavaRDD().mapPartitions(
+                new FirstOfRuns(ordinals, types, rowsIn, duplicates, accounting));
         Object session = call(frame, "sparkSession");
         Method create = session.getClass().getMethod("internalCreateDataFrame", RDD.class, StructType.class, boolean.class);
         return create.invoke(session, kept.rdd(), schema, false);
@@ -80,22 +128,142 @@ public final class RankInRuns {
                 || type.typeName().startsWith("decimal");
     }
 
+    /** Two values of {@code type} are the same content (the class doc says how). */
+    static boolean same(Object a, Object b, DataType type) {
+        if (a == null || b == null) {
+            return a == b;
+        }
+        if (type instanceof StructType) {
+            StructField[] fields = ((StructType) type).fields();
+            InternalRow x = (InternalRow) a;
+            InternalRow y = (InternalRow) b;
+            for (int i = 0; i < fields.length; i++) {
+                DataType field = fields[i].dataType();
+                if (!same(x.isNullAt(i) ? null : x.get(i, field), y.isNullAt(i) ? null : y.get(i, field), field)) {
+                    return false;
+                }
+            }
+            return true;
+        }
+        if (type instanceof ArrayType) {
+            DataType element = ((ArrayType) type).elementType();
+            ArrayData x = (ArrayData) a;
+            ArrayData y = (ArrayData) b;
+            if (x.numElements() != y.numElements()) {
+                return false;
+            }
+            for (int i = 0; i < x.numElements(); i++) {
+                if (!same(x.isNullAt(i) ? null : x.get(i, element), y.isNullAt(i) ? null : y.get(i, element), element)) {
+                    return false;
+                }
+            }
+            return true;
+        }
+        if (type instanceof MapType) {
+            return sameMap((MapData) a, (MapData) b, (MapType) type);
+        }
+        if (a instanceof byte[]) {
+            return Arrays.equals((byte[]) a, (byte[]) b);
+        }
+        if (a instanceof Double) {
+            double x = (Double) a;
+            double y = (Double) b;
+            return x == y || (Double.isNaN(x) && Double.isNaN(y));
+        }
+        if (a instanceof Float) {
+            float x = (Float) a;
+            float y = (Float) b;
+            return x == y || (Float.isNaN(x) && Float.isNaN(y));
+        }
+        return a.equals(b);
+    }
+
+    private static boolean sameMap(MapData x, MapData y, MapType type) {
+        int size = x.numElements();
+        if (size != y.numElements()) {
+            return false;
+        }
+        DataType key = type.keyType();
+        DataType value = type.valueType();
+        Map<Object, Object> entries = new HashMap<>();
+        for (int i = 0; i < size; i++) {
+            Object entry = x.valueArray().isNullAt(i) ? null : x.valueArray().get(i, value);
+            entries.put(x.keyArray().get(i, key), entry);
+        }
+        for (int i = 0; i < size; i++) {
+            Object found = y.keyArray().get(i, key);
+            if (!entries.containsKey(found)) {
+                return false;
+            }
+            Object entry = y.valueArray().isNullAt(i) ? null : y.valueArray().get(i, value);
+            if (!same(entries.get(found), entry, value)) {
+                return false;
+            }
+        }
+        return true;
+    }
+
     private static Object call(Object target, String method) throws Exception {
         return target.getClass().getMethod(method).invoke(target);
     }
 
+    /** The accounting of the dropped copies: which fields, and the accumulators it adds to. */
+    private static final class Accounting implements java.io.Serializable {
+        private static final long serialVersionUID = 1L;
+        private final DataType[] types;  // every field's
+        private final int[] content;
+        private final LongAccumulator[] nonNull;
+        private final LongAccumulator differing;
+        private final int hash;
+        private final LongAccumulator hashLow;
+        private final LongAccumulator hashHigh;
+
+        Accounting(DataType[] types, int[] content, LongAccumulator[] nonNull, LongAccumulator differing, int hash,
+                LongAccumulator hashLow, LongAccumulator hashHigh) {
+            this.types = types;
+            this.content = content;
+            this.nonNull = nonNull;
+            this.differing = differing;
+            this.hash = hash;
+            this.hashLow = hashLow;
+            this.hashHigh = hashHigh;
+        }
+
+        void dropped(InternalRow row, InternalRow kept) {
+            for (int i = 0; i < types.length; i++) {
+                if (!row.isNullAt(i)) {
+                    nonNull[i].add(1L);
+                }
+            }
+            long value = row.getLong(hash);
+            hashLow.add(value & 0xFFFFFFFFL);
+            hashHigh.add(value >>> 32);
+            for (int i : content) {
+                Object a = kept.isNullAt(i) ? null : kept.get(i, types[i]);
+                Object b = row.isNullAt(i) ? null : row.get(i, types[i]);
+                if (!same(a, b, types[i])) {
+                    differing.add(1L);
+                    return;
+                }
+            }
+        }
+    }
+
     private static final class FirstOfRuns implements FlatMapFunction<Iterator<InternalRow>, InternalRow> {
-        private static final long serialVersionUID = 2L;
+        private static final long serialVersionUID = 3L;
         private final int[] ordinals;
         private final DataType[] types;
         private final LongAccumulator rowsIn;
         private final LongAccumulator duplicates;
+        private final Accounting accounting;  // null: the dropped copies are only counted
 
-        FirstOfRuns(int[] ordinals, DataType[] types, LongAccumulator rowsIn, LongAccumulator duplicates) {
+        FirstOfRuns(int[] ordinals, DataType[] types, LongAccumulator rowsIn, LongAccumulator duplicates,
+                Accounting accounting) {
             this.ordinals = ordinals;
             this.types = types;
             this.rowsIn = rowsIn;
             this.duplicates = duplicates;
+            this.accounting = accounting;
         }
 
         @Override
@@ -103,6 +271,7 @@ public final class RankInRuns {
             final Object[] previous = new Object[ordinals.length];
             return new Iterator<InternalRow>() {
                 private boolean started;
+                private InternalRow kept;  // a copy of the current run's survivor, when accounting
                 private InternalRow next;  // the next survivor, read ahead by hasNext
 
                 @Override
@@ -114,6 +283,9 @@ public final class RankInRuns {
                             next = row;
                         } else {
                             duplicates.add(1L);
+                            if (accounting != null) {
+                                accounting.dropped(row, kept);
+                            }
                         }
                     }
                     return next != null;
@@ -129,6 +301,26 @@ public final class RankInRuns {
                     return row;
                 }
 
+                /** How this row's key compares with the previous run's, in Spark's ascending order of the key fields. */
+                @SuppressWarnings({"unchecked", "rawtypes"})
+                private int after(InternalRow row) {
+                    for (int i = 0; i < ordinals.length; i++) {
+                        int order = ((Comparable) row.get(ordinals[i], types[i])).compareTo(previous[i]);
+                        if (order != 0) {
+                            return order;
+                        }
+                    }
+                    return 0;
+                }
+
+                private String key(InternalRow row) {
+                    Object[] values = new Object[ordinals.length];
+                    for (int i = 0; i < ordinals.length; i++) {
+                        values[i] = row.get(ordinals[i], types[i]);
+                    }
+                    return Arrays.toString(values);
+                }
+
                 private boolean survives(InternalRow row) {
                     boolean repeated = started;
                     for (int i = 0; i < ordinals.length; i++) {
@@ -139,11 +331,19 @@ public final class RankInRuns {
                         repeated = repeated && value.equals(previous[i]);
                     }
                     if (!repeated) {
+                        if (started && after(row) <= 0) {
+                            throw new IllegalStateException("the rows are not sorted by the key: a run of key "
+                                    + key(row) + " after one of " + Arrays.toString(previous)
+                                    + "; ranking in runs would keep two copies of a key");
+                        }
                         for (int i = 0; i < ordinals.length; i++) {
                             Object value = row.get(ordinals[i], types[i]);
                             previous[i] = value instanceof UTF8String ? ((UTF8String) value).clone() : value;
                         }
                         started = true;
+                        if (accounting != null) {
+                            kept = row.copy();
+                        }
                     }
                     return !repeated;
                 }

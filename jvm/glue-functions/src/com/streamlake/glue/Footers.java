@@ -1,0 +1,119 @@
+package com.streamlake.glue;
+
+import java.io.IOException;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.Path;
+import org.apache.parquet.column.statistics.Statistics;
+import org.apache.parquet.hadoop.ParquetFileReader;
+import org.apache.parquet.hadoop.metadata.BlockMetaData;
+import org.apache.parquet.hadoop.metadata.ColumnChunkMetaData;
+import org.apache.parquet.hadoop.metadata.ParquetMetadata;
+import org.apache.parquet.hadoop.util.HadoopInputFile;
+import org.apache.parquet.schema.MessageType;
+import org.apache.parquet.schema.Type;
+
+/**
+ * What the footers of a set of Parquet files say about all of them together, read on the driver by a few threads
+ * (compaction/footers.py): no Spark job, and no call from Python per file (a partition has thousands of inputs).
+ *
+ * <p>The summary is text, one fact per line, fields separated by tabs:
+ * <ul>
+ * <li>{@code rows <n>}: the rows of every row group of every file (Parquet's BlockMetaData row count, what Spark's
+ * count of Parquet files reads as well);</li>
+ * <li>{@code schema <json>}: each distinct Spark schema the files carry, the JSON Spark's Parquet writer stores under the
+ * key {@value #SPARK_SCHEMA} of the footer's key-value metadata (apache/spark ParquetWriteSupport.SPARK_ROW_SCHEMA);</li>
+ * <li>{@code unschemed <n> <a path>}: files without that key (written by another writer), for which the caller asks
+ * Spark to read the Parquet schema;</li>
+ * <li>{@code nonnull <column> <n>}: for a top-level column that is a primitive and not repeated, its non-null values in
+ * the files that hold it: each column chunk's rows less its statistics' null count (parquet-format Statistics
+ * {@code null_count}; parquet-mr {@code Statistics.isNumNullsSet} is false where a writer left it out). {@code ?}
+ * instead of a number where any chunk of the column has no null count; a nested or repeated column is not listed
+ * (a chunk's null count counts the nulls of its leaf, not of the column), and the caller counts it with Spark.</li>
+ * </ul>
+ */
+public final class Footers {
+    public static final String SPARK_SCHEMA = "org.apache.spark.sql.parquet.row.metadata";
+
+    private Footers() {
+    }
+
+    /** The summary of the files whose paths {@code paths} lists, one per line (one string: no call per path). */
+    public static String summary(String paths, Configuration conf, int threads) throws Exception {
+        return summary(Arrays.asList(paths.split("\n")), conf, threads);
+    }
+
+    public static String summary(List<String> paths, Configuration conf, int threads) throws Exception {
+        ExecutorService pool = Executors.newFixedThreadPool(Math.max(1, Math.min(threads, paths.size())));
+        try {
+            List<Future<ParquetMetadata>> footers = new ArrayList<>();
+            for (String path : paths) {
+                footers.add(pool.submit(() -> footer(path, conf)));
+            }
+            long rows = 0;
+            Map<String, Boolean> schemas = new LinkedHashMap<>();
+            Map<String, long[]> nonNull = new LinkedHashMap<>();  // column -> {count, 1 if some chunk had no null count}
+            int unschemed = 0;
+            String firstUnschemed = null;
+            for (int i = 0; i < paths.size(); i++) {
+                ParquetMetadata footer = footers.get(i).get();
+                String schema = footer.getFileMetaData().getKeyValueMetaData().get(SPARK_SCHEMA);
+                if (schema == null) {
+                    unschemed++;
+                    firstUnschemed = firstUnschemed == null ? paths.get(i) : firstUnschemed;
+                } else {
+                    schemas.put(schema.replace('\n', ' '), Boolean.TRUE);
+                }
+                MessageType fileSchema = footer.getFileMetaData().getSchema();
+                for (BlockMetaData block : footer.getBlocks()) {
+                    rows += block.getRowCount();
+                    for (ColumnChunkMetaData chunk : block.getColumns()) {
+                        String[] path = chunk.getPath().toArray();
+                        if (path.length != 1) {
+                            continue;
+                        }
+                        Type type = fileSchema.getType(path[0]);
+                        if (!type.isPrimitive() || type.isRepetition(Type.Repetition.REPEATED)) {
+                            continue;
+                        }
+                        long[] count = nonNull.computeIfAbsent(path[0], name -> new long[2]);
+                        Statistics<?> statistics = chunk.getStatistics();
+                        if (statistics == null || !statistics.isNumNullsSet()) {
+                            count[1] = 1;
+                        } else {
+                            count[0] += block.getRowCount() - statistics.getNumNulls();
+                        }
+                    }
+                }
+            }
+            StringBuilder out = new StringBuilder("rows\t").append(rows).append('\n');
+            for (String schema : schemas.keySet()) {
+                out.append("schema\t").append(schema).append('\n');
+            }
+            if (unschemed > 0) {
+                out.append("unschemed\t").append(unschemed).append('\t').append(firstUnschemed).append('\n');
+            }
+            for (Map.Entry<String, long[]> column : nonNull.entrySet()) {
+                out.append("nonnull\t").append(column.getKey()).append('\t')
+                        .append(column.getValue()[1] == 1 ? "?" : Long.toString(column.getValue()[0])).append('\n');
+            }
+            return out.toString();
+        } finally {
+            pool.shutdownNow();
+        }
+    }
+
+    private static ParquetMetadata footer(String path, Configuration conf) throws IOException {
+        try (ParquetFileReader reader = ParquetFileReader.open(HadoopInputFile.fromPath(new Path(path), conf))) {
+            return reader.getFooter();
+        }
+    }
+}
