@@ -7,11 +7,14 @@ summed exactly: two long sums of 32-bit halves, which cannot overflow below 2^31
 and one aggregation computes it; two multisets of keys with the same sum, the same row count and the same number of
 keyless rows differ only where their hashes collide or cancel: for one key lost and another gained that is a 64-bit
 collision (2^-64), for any other difference a sum of 64-bit values hitting one exact number. The expected output is
-the inputs' account minus the dropped copies' account, each copy taken from Spark's window (compaction/transforms.py
-mark_copies), so the survivors RankInRuns keeps are checked against a ranking that is not its own.
+the inputs' account minus the dropped copies' account: RankInRuns' own account of the copies it drops, where the jar
+is loaded (it fails on a key whose rows are not one run, so each dropped copy's key is kept once), else the copies
+Spark's window marks (compaction/transforms.py mark_copies). The output's account is read back from storage: its
+footers (compaction/footers.py: rows, columns, a flat column's non-null values from its chunks' null counts) and
+one Spark job reading the key and nested columns.
 
-The inputs' columns are their files' own: their footers' schema (Spark's schema merge reads every footer), not the
-dataset's schema the rows are read with, so a file of another dataset or with a column the dataset lacks fails here
+The inputs' columns are their files' own: the Spark schemas their footers carry (or Spark's schema merge, which reads
+every footer, for files another writer wrote or without the jar), not the dataset's schema the rows are read with, so a file of another dataset or with a column the dataset lacks fails here
 (its extra column would be read as nothing at all). Given that, the inputs read with the dataset's schema give each of
 their physical columns' counts (a column a file lacks is null there, as in the file).
 """

@@ -1,6 +1,6 @@
 """compaction/transforms.py: the survivors from sorted runs (jvm/glue-functions RankInRuns) are the window's survivors,
 and its counts of rows and dropped copies are the window's, whatever the copies' order; without the class, or for a key
-it cannot compare, the caller is told to use the window."""
+it cannot compare, the caller is told to use the window; rows of a key that are not one run fail the pass."""
 
 from __future__ import annotations
 
@@ -87,3 +87,12 @@ def test_a_frame_the_class_refuses_falls_back_to_the_window_with_its_reason(spar
     assert "key field amount has type double" in caplog.text
     by_window = survivors_by_window(frame, table, name="ranks_fallback")  # what compaction/staging.py then uses
     assert by_window.frame.count() == 2 and by_window.counts() == (3, 1)
+
+
+def test_rows_of_a_key_that_are_not_one_run_fail_the_pass(spark):
+    # Told the rows come sorted when they do not, the pass would keep a copy of a key per run: it fails instead,
+    # naming the key (the compaction's partition fails with its inputs in place).
+    frame = literal_frame(spark, [event("b"), event("a"), event("b", offset=1)]).coalesce(1)
+    in_runs = survivors_in_runs(frame, presorted=True)
+    with pytest.raises(Exception, match=r"the rows are not sorted by the key: a run of key \[a\] after one of \[b\]"):
+        in_runs.frame.collect()

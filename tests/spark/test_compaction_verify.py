@@ -17,6 +17,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from compaction import __main__ as cli
+from compaction import staging
 from compaction.faults import BUG_ENV, FaultInjector
 from compaction.job import Compactor
 from compaction.metrics import DIFFERING_DUPLICATES, LogMetricSink
@@ -127,33 +128,45 @@ def test_an_input_file_with_a_column_the_dataset_lacks_fails_the_check(spark, tm
     _assert_stopped_with_inputs_intact(summary, sink, lake, before, "column `coupon` (string) is not a column of clickstream")
 
 
-def test_differing_duplicates_are_counted(spark, tmp_path):
+@pytest.fixture(params=["runs", "window"])
+def ranking(request, monkeypatch):
+    """Each test that takes it runs twice: with the survivors and the dropped copies' account from jvm/glue-functions
+    RankInRuns (where the jar is loaded, as on Glue), and from Spark's window and content hashes (without the jar)."""
+    if request.param == "window":
+        monkeypatch.setattr(staging, "survivors_in_runs", lambda *args, **kwargs: None)
+    return request.param
+
+
+def test_differing_duplicates_are_counted(spark, tmp_path, ranking):
     """The first arrival is kept (docs/datasets.md "Duplicates"); a dropped copy whose fields differ from it is counted,
-    one that differs only where it arrived from is a replay."""
+    one that differs only where it arrived from is a replay, and so is one whose double is -0.0 for 0.0 or NaN for
+    NaN (equal in Spark's hash of either)."""
     lake = tmp_path / "lake"
     write_files(spark, lake, [
-        [event("same", offset=1), event("one", offset=2), event("two", offset=3)],
+        [event("same", offset=1), event("one", offset=2), event("two", offset=3), event("zero", offset=4, amount=0.0),
+         event("nan", offset=5, amount=float("nan"))],
         [event("same", arrival_s=9, offset=11, source="replayer"),  # a replay: only where and when it arrived differ
          event("one", arrival_s=9, offset=12, amount=7.5),  # one field differs: counted
-         event("two", arrival_s=9, offset=13, amount=2.0), event("two", arrival_s=10, offset=14, amount=2.0)],  # both
+         event("two", arrival_s=9, offset=13, amount=2.0), event("two", arrival_s=10, offset=14, amount=2.0),  # both
+         event("zero", arrival_s=9, offset=15, amount=-0.0), event("nan", arrival_s=9, offset=16, amount=float("nan"))],
     ])
 
     summary, sink = _compact(spark, lake)
 
     (result,) = summary.of("compacted")
-    assert (result.duplicates, result.differing_duplicates, result.rows_out) == (4, 3, 3)
-    kept = sorted((r.event_id, r.source_offset, r.amount) for r in spark.read.parquet(str(lake / PARTITION)).collect())
-    assert kept == [("one", "2", 1.0), ("same", "1", 1.0), ("two", "3", 1.0)]  # the first arrivals
+    assert (result.duplicates, result.differing_duplicates, result.rows_out) == (6, 3, 5)
+    kept = sorted((r.event_id, r.source_offset) for r in spark.read.parquet(str(lake / PARTITION)).collect())
+    assert kept == [("nan", "5"), ("one", "2"), ("same", "1"), ("two", "3"), ("zero", "4")]  # the first arrivals
     [metric] = [m for m in sink.published if m.name == DIFFERING_DUPLICATES]
     assert (metric.value, metric.dataset) == (3, "clickstream")
     out = io.StringIO()
     cli.print_summary(summary, out=out)
     printed = out.getvalue()
-    assert "duplicates removed 4 (3 differing from the copy kept)" in printed
+    assert "duplicates removed 6 (3 differing from the copy kept)" in printed
     assert printed.rstrip().endswith("3 dropped duplicate(s) differed from the copy kept")
 
 
-def test_orders_nested_columns_and_maps_are_compacted_checked_and_compared_by_content(spark, tmp_path):
+def test_orders_nested_columns_and_maps_are_compacted_checked_and_compared_by_content(spark, tmp_path, ranking):
     """The orders lake (a list of records, a record, a map): a copy whose map holds the same entries in another order
     is the same content; one whose line items differ is counted."""
     table = LakeTable.of("orders")
