@@ -19,7 +19,6 @@ from compaction.discovery import data_files
 from compaction.faults import FaultInjector
 from compaction.footers import FooterSummary
 from compaction.layout import HourPartition, LakePaths
-from compaction.results import CompactionError
 from compaction.settings import MB
 from compaction.transforms import (
     CONTENT_HASH,
@@ -30,7 +29,6 @@ from compaction.transforms import (
     data_columns,
     data_schema,
     mark_copies,
-    observe_named,
     survivors_in_runs,
 )
 from glue_jobs.lake_table import LakeTable
@@ -140,30 +138,20 @@ class Stager:
 
     def _survivors(self, rows, *, name: str):
         """The survivors of `rows` (hash-partitioned by the key), and `tally`: after the write, the Accounts of the rows
-        read and of the copies dropped, and how many of those differ from the kept copy. Where the jar is loaded, the rows
-        read are one observation of the shuffled rows, and RankInRuns keeps the survivors of the rows sorted by the key
-        and accounts for the copies it drops in the same pass (their columns' non-null values and key hashes, those that
-        differ from the kept copy), failing if a key's rows are not one run. Else Spark's window ranks them, and one
-        observation of its ranks accounts for both (mark_copies' content hashes; the window and the hashes cost about
-        1.5 s more per million rows, docs/performance.md)."""
+        read and of the copies dropped, and how many of those differ from the kept copy. Where the jar is loaded,
+        RankInRuns keeps the survivors of the rows sorted by the key and accounts for the rows it reads and the copies it
+        drops in the same pass (their columns' non-null values and key hashes; the copies that differ from the kept
+        one), failing if a key's rows are not one run. Else Spark's window ranks them, and one observation of its ranks
+        accounts for both (mark_copies' content hashes; the window, the hashes and the observation cost about 1.5 s
+        more per million rows, docs/performance.md)."""
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
         columns = data_columns(self.table)
-        hashed = observe_named(rows, name, *verify.aggregates(self.table, columns, prefix="in_")).select(
-            *(F.col(f"`{c}`") for c in columns), verify.key_hash(self.table).alias(KEY_HASH))
+        hashed = rows.select(*(F.col(f"`{c}`") for c in columns), verify.key_hash(self.table).alias(KEY_HASH))
         survivors = survivors_in_runs(hashed, self.table, content=content_columns(self.table), key_hash=KEY_HASH)
         if survivors is not None:
-            def tally() -> tuple[verify.Account, verify.Account, int]:
-                metrics = survivors.observed(name)
-                if metrics is None:
-                    raise CompactionError(f"the staging write's counts of its rows ({name}) were not observed")
-                _, duplicates = survivors.counts()
-                non_null, key_sum, differing = survivors.dropped()
-                return verify.account(metrics, columns, prefix="in_"), verify.Account(duplicates, 0, key_sum, non_null), \
-                    differing
-
-            return survivors, tally
+            return survivors, survivors.accounts
 
         marked = mark_copies(rows, self.table)
         dropped = F.col(DUPLICATE_RANK) > 1

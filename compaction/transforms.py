@@ -126,26 +126,20 @@ class Survivors:
 
     frame: Any  # a DataFrame: the data columns, one row per key, every keyless row
     _counts: Callable[[], tuple[int, int]]
-    # The metrics of a named observation (DataFrame.observe) in the rows ranked, once `frame` is computed; None if absent.
-    _observed: Callable[[str], dict | None] = lambda name: None
-    # The dropped copies' non-null values per column, the sum of their key hashes and how many differ from the kept
-    # copy, where accounted.
-    _dropped: Callable[[], tuple[dict[str, int], int, int]] | None = None
+    # The Accounts (compaction/verify.py) of the rows read and of the copies dropped, and how many of those differ from
+    # the kept copy, where survivors_in_runs was asked to account for them.
+    _accounts: Callable[[], tuple[Any, Any, int]] | None = None
 
     def counts(self) -> tuple[int, int]:
         """(rows in, duplicates dropped), after an action computed `frame`."""
         return self._counts()
 
-    def observed(self, name: str) -> dict | None:
-        return self._observed(name)
-
-    def dropped(self) -> tuple[dict[str, int], int, int]:
-        """(column -> its non-null values among the dropped copies, the sum of their key hashes, dropped copies
-        differing from the kept one), after an action computed `frame`; only where survivors_in_runs was asked to
-        account for them."""
-        if self._dropped is None:
-            raise ValueError("these survivors do not account for the copies they drop")
-        return self._dropped()
+    def accounts(self) -> tuple[Any, Any, int]:
+        """(the rows read's Account, the dropped copies' Account, dropped copies differing from the kept one), after an
+        action computed `frame`; only where survivors_in_runs was asked to account for them."""
+        if self._accounts is None:
+            raise ValueError("these survivors do not account for their rows")
+        return self._accounts()
 
 
 def survivors_by_window(events, table: LakeTable | None = None, *, name: str = "compaction") -> Survivors:
@@ -171,10 +165,10 @@ def survivors_in_runs(events, table: LakeTable | None = None, *, presorted: bool
     first row of each key's run in one pass, counting rows and dropped copies in accumulators as it goes (figures:
     docs/performance.md). None where that class is not loaded or cannot rank this frame (a key of a type it does not
     compare, Spark internals it does not find); the caller then ranks with the window. The reason is logged once.
-    `presorted`: `events` is in that order already (mark_copies' window sorts it so; a second sort would not be seen
-    as redundant, its offset-length expression being the window's own column there). `content`: also account for the
-    dropped copies in the same pass (Survivors.dropped), comparing these columns with the kept copy, and summing the
-    `key_hash` column of `events` (a long: the key's hash) over them; that column is not in the survivors."""
+    `presorted`: `events` is in that order already. `content`: also account for the rows read and the copies dropped in
+    the same pass (Survivors.accounts: compaction/verify.py's Account of each, their keys summed from the `key_hash`
+    column of `events`, a long, not in the survivors), and count the dropped copies whose `content` columns differ from
+    the kept copy's."""
     from py4j.java_gateway import JavaClass
     from pyspark.sql import DataFrame
     from pyspark.sql import functions as F
@@ -194,53 +188,28 @@ def survivors_in_runs(events, table: LakeTable | None = None, *, presorted: bool
             *(F.col(f"`{k}`") for k in table.key), *survivor_order(*(f"`{c}`" for c in _tie_breakers(table))))
     context = session.sparkContext._jsc.sc()
     rows_in, duplicates = context.longAccumulator("compaction rows in"), context.longAccumulator("compaction duplicates")
-    non_null = [context.longAccumulator() for _ in accounted]
-    hashes = [context.longAccumulator(), context.longAccumulator()]
+    read, dropped = ([context.longAccumulator() for _ in range(len(accounted) + 3)] for _ in range(2))
     differing = context.longAccumulator()
     try:
         if content is None:
             kept = DataFrame(found.survivors(ordered._jdf, list(table.key), rows_in, duplicates), session)
         else:
             kept = DataFrame(found.survivorsAccounted(ordered._jdf, list(table.key), list(content), key_hash, rows_in,
-                                                      duplicates, non_null, hashes, differing), session)
+                                                      duplicates, read, dropped, differing), session)
             kept = kept.select(*(F.col(f"`{c}`") for c in columns))
     except Exception as error:  # a key type it does not compare (named in its message), missing Spark internals, ...
         return _window_instead(f"{RANK_IN_RUNS_CLASS} cannot rank this frame on Spark {session.version}: {error}")
     _log_once(logging.INFO, f"duplicates ranked in sorted runs with {RANK_IN_RUNS_CLASS}")
-    dropped = None if content is None else lambda: (
-        {c: int(a.value()) for c, a in zip(columns, non_null, strict=False)},
-        int(hashes[0].value()) + (int(hashes[1].value()) << 32), int(differing.value()))
-    return Survivors(kept, lambda: (int(rows_in.value()), int(duplicates.value())), lambda name: _observed(ordered, name),
-                     dropped)
 
+    def account(accumulators, rows) -> Any:
+        from compaction.verify import Account
 
-def observe_named(frame, name: str, *measures):
-    """frame.observe(name, ...) by name (no Observation object: none is told of an observation RankInRuns computes).
-    pyspark 3.3 takes only an Observation ("observation should be Observation", found on the Spark 3.3 line); Spark's
-    Dataset.observe(name: String, expr, exprs*) underneath takes a name (apache/spark sql/core Dataset.scala)."""
-    import pyspark
+        values = [int(a.value()) for a in accumulators]
+        return Account(rows, values[-1], values[-3] + (values[-2] << 32), dict(zip(columns, values, strict=False)))
 
-    if tuple(int(p) for p in pyspark.__version__.split(".")[:2]) >= (3, 4):
-        return frame.observe(name, *measures)
-    from pyspark.sql import DataFrame
-    from pyspark.sql.column import _to_seq
-
-    context = frame.sparkSession.sparkContext
-    return DataFrame(frame._jdf.observe(name, measures[0]._jc, _to_seq(context, [m._jc for m in measures[1:]])),
-                     frame.sparkSession)
-
-
-def _observed(frame, name: str) -> dict | None:
-    """The metrics of observation `name` in the plan that computed `frame` (RankInRuns executes that frame's own plan,
-    inside the write's: a pyspark Observation there is never told, and its `get` waits for ever). Spark's
-    QueryExecution.observedMetrics collects them from the executed plan's CollectMetricsExec nodes (apache/spark
-    sql/core QueryExecution.scala, CollectMetricsExec.scala); tested on Spark 3.3, 3.5 and 4.1, unverified on Glue's
-    builds. Their accumulators are updated in the write's result tasks, once per partition like RankInRuns' counts."""
-    found = frame._jdf.queryExecution().observedMetrics().get(name)
-    if found.isEmpty():
-        return None
-    row = found.get()
-    return {field: row.get(i) for i, field in enumerate(row.schema().fieldNames())}
+    accounts = None if content is None else lambda: (
+        account(read, int(rows_in.value())), account(dropped, int(duplicates.value())), int(differing.value()))
+    return Survivors(kept, lambda: (int(rows_in.value()), int(duplicates.value())), accounts)
 
 
 def _window_instead(why: str) -> None:

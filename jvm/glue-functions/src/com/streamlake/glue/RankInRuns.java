@@ -40,9 +40,9 @@ import org.apache.spark.util.LongAccumulator;
  * update the accumulator once for each result task", pull request 19877). A count off for any other reason fails the
  * compaction's verification, which publishes nothing.
  *
- * <p>{@link #survivorsAccounted} also accounts for the copies it drops, in the same pass (compaction/verify.py): each
- * top-level field's non-null values among the dropped copies, and how many dropped copies differ from the copy kept
- * in the content fields the caller names. Content compares by value at any depth: a map's entries in another order
+ * <p>{@link #survivorsAccounted} also accounts for the rows it reads and the copies it drops, in the same pass
+ * (compaction/verify.py): each top-level field's non-null values, the sum of the key hashes and the rows without a
+ * key, and how many dropped copies differ from the copy kept in the content fields the caller names. Content compares by value at any depth: a map's entries in another order
  * are the same map, a double NaN equals NaN and -0.0 equals 0.0 (as the window path's content hash, Spark's xxhash64,
  * hashes them: {@code xxhash64(-0.0) = xxhash64(0.0)} run on Spark 3.5). The kept copy of each key is copied once to compare against.
  *
@@ -76,15 +76,16 @@ public final class RankInRuns {
     }
 
     /**
-     * {@link #survivors}, and the dropped copies accounted: {@code droppedNonNull} has one accumulator per field of the
-     * frame's schema, in its order, counting that field's non-null values among the dropped copies; {@code differing}
-     * counts the dropped copies that differ from the copy kept in the fields {@code contentFields} names;
-     * {@code droppedHash} sums the long field {@code hashField} (the caller's hash of the key) over the dropped copies,
-     * as two unsigned halves: the low 32 bits in the first accumulator, the high 32 in the second.
+     * {@link #survivors}, and the rows read and the copies dropped accounted, each in a list of accumulators, one per
+     * field of the frame's schema, in its order, counting that field's non-null values, then two summing the long field
+     * {@code hashField} (the caller's hash of the key) over the rows with a key, as unsigned halves (the low 32 bits,
+     * then the high 32), then one counting the rows without a key: {@code read} over every row, {@code dropped} over the
+     * dropped copies. {@code differing} counts the dropped copies that differ from the copy kept in the fields
+     * {@code contentFields} names.
      */
     public static Object survivorsAccounted(Object frame, List<String> keyFields, List<String> contentFields,
-            String hashField, LongAccumulator rowsIn, LongAccumulator duplicates, List<LongAccumulator> droppedNonNull,
-            List<LongAccumulator> droppedHash, LongAccumulator differing) throws Exception {
+            String hashField, LongAccumulator rowsIn, LongAccumulator duplicates, List<LongAccumulator> read,
+            List<LongAccumulator> dropped, LongAccumulator differing) throws Exception {
         StructType schema = (StructType) call(frame, "schema");
         int[] ordinals = new int[keyFields.size()];
         DataType[] types = new DataType[keyFields.size()];
@@ -98,20 +99,21 @@ public final class RankInRuns {
         }
         Accounting accounting = null;
         if (contentFields != null) {
-            if (droppedNonNull.size() != schema.fields().length) {
-                throw new IllegalArgumentException(droppedNonNull.size() + " non-null accumulators for "
-                        + schema.fields().length + " fields");
+            int fields = schema.fields().length;
+            if (read.size() != fields + 3 || dropped.size() != fields + 3) {
+                throw new IllegalArgumentException(read.size() + " and " + dropped.size() + " accumulators for "
+                        + fields + " fields: " + (fields + 3) + " each");
             }
             int[] content = new int[contentFields.size()];
             for (int i = 0; i < content.length; i++) {
                 content[i] = schema.fieldIndex(contentFields.get(i));
             }
-            DataType[] all = new DataType[schema.fields().length];
-            for (int i = 0; i < all.length; i++) {
+            DataType[] all = new DataType[fields];
+            for (int i = 0; i < fields; i++) {
                 all[i] = schema.fields()[i].dataType();
             }
-            accounting = new Accounting(all, content, droppedNonNull.toArray(new LongAccumulator[0]), differing,
-                    schema.fieldIndex(hashField), droppedHash.get(0), droppedHash.get(1));
+            int hash = schema.fieldIndex(hashField);
+            accounting = new Accounting(all, content, new Tally(read, hash), new Tally(dropped, hash), differing);
         }
         RDD<InternalRow> rows = (RDD<InternalRow>) call(call(frame, "queryExecution"), "toRdd");
         JavaRDD<InternalRow> kept = rows.toJavaRDD().mapPartitions(
@@ -207,37 +209,63 @@ public final class RankInRuns {
         return target.getClass().getMethod(method).invoke(target);
     }
 
-    /** The accounting of the dropped copies: which fields, and the accumulators it adds to. */
-    private static final class Accounting implements java.io.Serializable {
+    /** An account of rows in accumulators (survivorsAccounted says which). */
+    private static final class Tally implements java.io.Serializable {
         private static final long serialVersionUID = 1L;
-        private final DataType[] types;  // every field's
-        private final int[] content;
         private final LongAccumulator[] nonNull;
-        private final LongAccumulator differing;
-        private final int hash;
         private final LongAccumulator hashLow;
         private final LongAccumulator hashHigh;
+        private final LongAccumulator keyless;
+        private final int hash;
 
-        Accounting(DataType[] types, int[] content, LongAccumulator[] nonNull, LongAccumulator differing, int hash,
-                LongAccumulator hashLow, LongAccumulator hashHigh) {
-            this.types = types;
-            this.content = content;
-            this.nonNull = nonNull;
-            this.differing = differing;
+        Tally(List<LongAccumulator> accumulators, int hash) {
+            int fields = accumulators.size() - 3;
+            this.nonNull = accumulators.subList(0, fields).toArray(new LongAccumulator[0]);
+            this.hashLow = accumulators.get(fields);
+            this.hashHigh = accumulators.get(fields + 1);
+            this.keyless = accumulators.get(fields + 2);
             this.hash = hash;
-            this.hashLow = hashLow;
-            this.hashHigh = hashHigh;
         }
 
-        void dropped(InternalRow row, InternalRow kept) {
-            for (int i = 0; i < types.length; i++) {
+        void add(InternalRow row, boolean keyed) {
+            for (int i = 0; i < nonNull.length; i++) {
                 if (!row.isNullAt(i)) {
                     nonNull[i].add(1L);
                 }
             }
-            long value = row.getLong(hash);
-            hashLow.add(value & 0xFFFFFFFFL);
-            hashHigh.add(value >>> 32);
+            if (keyed) {
+                long value = row.getLong(hash);
+                hashLow.add(value & 0xFFFFFFFFL);
+                hashHigh.add(value >>> 32);
+            } else {
+                keyless.add(1L);
+            }
+        }
+    }
+
+    /** The account of the rows read and the copies dropped, and of the copies that differ from the one kept. */
+    private static final class Accounting implements java.io.Serializable {
+        private static final long serialVersionUID = 2L;
+        private final DataType[] types;  // every field's
+        private final int[] content;
+        private final Tally read;
+        private final Tally dropped;
+        private final LongAccumulator differing;
+
+        Accounting(DataType[] types, int[] content, Tally read, Tally dropped, LongAccumulator differing) {
+            this.types = types;
+            this.content = content;
+            this.read = read;
+            this.dropped = dropped;
+            this.differing = differing;
+        }
+
+        void read(InternalRow row, boolean keyed) {
+            read.add(row, keyed);
+        }
+
+        void dropped(InternalRow row, InternalRow kept) {
+            dropped.add(row, true);  // a dropped copy has a key: a row without one is always kept
             for (int i : content) {
                 Object a = kept.isNullAt(i) ? null : kept.get(i, types[i]);
                 Object b = row.isNullAt(i) ? null : row.get(i, types[i]);
@@ -279,6 +307,9 @@ public final class RankInRuns {
                     while (next == null && rows.hasNext()) {
                         InternalRow row = rows.next();
                         rowsIn.add(1L);
+                        if (accounting != null) {
+                            accounting.read(row, keyed(row));
+                        }
                         if (survives(row)) {
                             next = row;
                         } else {
@@ -319,6 +350,15 @@ public final class RankInRuns {
                         values[i] = row.get(ordinals[i], types[i]);
                     }
                     return Arrays.toString(values);
+                }
+
+                private boolean keyed(InternalRow row) {
+                    for (int ordinal : ordinals) {
+                        if (row.isNullAt(ordinal)) {
+                            return false;
+                        }
+                    }
+                    return true;
                 }
 
                 private boolean survives(InternalRow row) {
