@@ -35,8 +35,9 @@ class FooterSummary:
         return T.StructType(fields)
 
 
-def summary(spark, paths: list[str]) -> FooterSummary | None:
-    """The footers of `paths` summed up, or None where the Footers class is not on the classpath."""
+def summary(spark, paths: list[str], *, schemas_only: bool = False) -> FooterSummary | None:
+    """The footers of `paths` summed up, or None where the Footers class is not on the classpath. `schemas_only`: their
+    schemas, no row counts (rows 0, no non-null counts): the row groups' metadata is not parsed."""
     from py4j.java_gateway import JavaClass
     from pyspark.sql import types as T
 
@@ -45,7 +46,7 @@ def summary(spark, paths: list[str]) -> FooterSummary | None:
         found = getattr(found, part)
     if not isinstance(found, JavaClass) or not paths:
         return None
-    text = found.summary("\n".join(paths), spark.sparkContext._jsc.hadoopConfiguration(), THREADS)
+    text = found.summary("\n".join(paths), spark.sparkContext._jsc.hadoopConfiguration(), THREADS, schemas_only)
     rows, schemas, unschemed, first, non_null = 0, [], 0, None, {}
     for line in text.splitlines():
         kind, _, rest = line.partition("\t")

@@ -82,7 +82,7 @@ class Stager:
         # The inputs' footers are read while the rows are written (on S3 each is a request or two): the check of their
         # columns needs them only before anything is published.
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="input-footers") as pool:
-            input_footers = pool.submit(footers.summary, self.spark, paths)
+            input_footers = pool.submit(footers.summary, self.spark, paths, schemas_only=True)
             self.faults.staged(survivors.frame, self.table).write.option("compression", "snappy").parquet(attempt)
             with self._listing_parallelism():
                 physical = verify.physical_schema(self.spark, paths, input_footers.result())

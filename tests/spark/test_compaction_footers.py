@@ -68,3 +68,10 @@ def test_the_counts_are_pyarrows_and_a_file_it_wrote_has_no_spark_schema(spark, 
     assert summary.non_null == non_null
     assert (summary.unschemed, summary.first_unschemed) == (1, str(foreign))
     assert len(summary.schemas) == 1  # the Spark-written files' one schema
+
+
+def test_schemas_only_reads_the_schemas_and_no_row_group(spark, tmp_path):
+    paths = _spark_written(spark, tmp_path)
+    whole, schemas = footers.summary(spark, paths), footers.summary(spark, paths, schemas_only=True)
+    assert [s.simpleString() for s in schemas.schemas] == [s.simpleString() for s in whole.schemas]
+    assert (schemas.rows, schemas.non_null, whole.rows) == (0, {}, 8)

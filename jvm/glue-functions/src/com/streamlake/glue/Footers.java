@@ -12,7 +12,10 @@ import java.util.concurrent.Future;
 
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.Path;
+import org.apache.parquet.HadoopReadOptions;
+import org.apache.parquet.ParquetReadOptions;
 import org.apache.parquet.column.statistics.Statistics;
+import org.apache.parquet.format.converter.ParquetMetadataConverter;
 import org.apache.parquet.hadoop.ParquetFileReader;
 import org.apache.parquet.hadoop.metadata.BlockMetaData;
 import org.apache.parquet.hadoop.metadata.ColumnChunkMetaData;
@@ -46,17 +49,22 @@ public final class Footers {
     private Footers() {
     }
 
-    /** The summary of the files whose paths {@code paths} lists, one per line (one string: no call per path). */
-    public static String summary(String paths, Configuration conf, int threads) throws Exception {
-        return summary(Arrays.asList(paths.split("\n")), conf, threads);
+    /**
+     * The summary of the files whose paths {@code paths} lists, one per line (one string: no call per path).
+     * {@code schemasOnly}: the schema lines only, the row groups' metadata not even parsed (parquet-mr's
+     * {@code ParquetMetadataConverter.SKIP_ROW_GROUPS}).
+     */
+    public static String summary(String paths, Configuration conf, int threads, boolean schemasOnly) throws Exception {
+        return summary(Arrays.asList(paths.split("\n")), conf, threads, schemasOnly);
     }
 
-    public static String summary(List<String> paths, Configuration conf, int threads) throws Exception {
+    public static String summary(List<String> paths, Configuration conf, int threads, boolean schemasOnly)
+            throws Exception {
         ExecutorService pool = Executors.newFixedThreadPool(Math.max(1, Math.min(threads, paths.size())));
         try {
             List<Future<ParquetMetadata>> footers = new ArrayList<>();
             for (String path : paths) {
-                footers.add(pool.submit(() -> footer(path, conf)));
+                footers.add(pool.submit(() -> footer(path, conf, schemasOnly)));
             }
             long rows = 0;
             Map<String, Boolean> schemas = new LinkedHashMap<>();
@@ -111,8 +119,11 @@ public final class Footers {
         }
     }
 
-    private static ParquetMetadata footer(String path, Configuration conf) throws IOException {
-        try (ParquetFileReader reader = ParquetFileReader.open(HadoopInputFile.fromPath(new Path(path), conf))) {
+    private static ParquetMetadata footer(String path, Configuration conf, boolean schemasOnly) throws IOException {
+        ParquetReadOptions options = HadoopReadOptions.builder(conf)
+                .withMetadataFilter(schemasOnly ? ParquetMetadataConverter.SKIP_ROW_GROUPS : ParquetMetadataConverter.NO_FILTER)
+                .build();
+        try (ParquetFileReader reader = ParquetFileReader.open(HadoopInputFile.fromPath(new Path(path), conf), options)) {
             return reader.getFooter();
         }
     }
