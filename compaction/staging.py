@@ -90,10 +90,8 @@ class Stager:
         rows_in, duplicates = survivors.counts()
         read, dropped, differing = tally()
         files, rows_out, written = self._verify_staged(partition, attempt, rows_in - duplicates)
-        ranked = [f"the ranking read {rows_in} rows and dropped {duplicates}, the count of the rows read says {read.rows} "
-                  f"and of the copies dropped {dropped.rows}"] if (rows_in, duplicates) != (read.rows, dropped.rows) else []
         expected = read.minus(dropped)
-        self._check_output(partition, files, written, expected, physical, ranked)
+        self._check_output(partition, files, written, expected, physical)
 
         staged_bytes = sum(f.size for f in files)
         if not any(layout.output_run_id(f.name) for f in inputs) and inputs and sum(f.size for f in inputs):
@@ -112,7 +110,7 @@ class Stager:
                 .parquet(attempt)
             )
             files, _, written = self._verify_staged(partition, attempt, rows_out)
-            self._check_output(partition, files, written, expected, physical, [])
+            self._check_output(partition, files, written, expected, physical)
             restaged = True
         return {
             "rows_in": rows_in,
@@ -127,12 +125,12 @@ class Stager:
         }
 
     def _check_output(self, partition: HourPartition, files: list[FileInfo], written: FooterSummary | None,
-                      expected: verify.Account, physical, problems: list[str]) -> None:
+                      expected: verify.Account, physical) -> None:
         """The staged files read back against `expected`, and every column of the inputs' files among theirs."""
         found, present = verify.output_account(self.spark, self.table, [f.path for f in files], written) if files else (
             verify.Account(0, 0, 0), [])
         lost = [f.name for f in physical.fields if files and f.name.lower() not in {p.lower() for p in present}]
-        problems = problems + [f"column `{name}` of the input files is not in the output" for name in lost]
+        problems = [f"column `{name}` of the input files is not in the output" for name in lost]
         columns = list(dict.fromkeys([*data_columns(self.table), *found.non_null]))
         verify.check(partition.key, problems + verify.differences(expected, found, columns=columns))
 
