@@ -158,14 +158,14 @@ def survivors_by_window(events, table: LakeTable | None = None, *, name: str = "
     return Survivors(drop_ranked_duplicates(ranked), counts)
 
 
-def survivors_in_runs(events, table: LakeTable | None = None, *, presorted: bool = False,
-                      content: list[str] | None = None, key_hash: str | None = None) -> Survivors | None:
+def survivors_in_runs(events, table: LakeTable | None = None, *, content: list[str] | None = None,
+                      key_hash: str | None = None) -> Survivors | None:
     """rank_duplicates' survivors for `events` already hash-partitioned by the key, without Spark's window operator or an
     Observation: each partition is sorted by the key, then survivor first, and jvm/glue-functions RankInRuns keeps the
     first row of each key's run in one pass, counting rows and dropped copies in accumulators as it goes (figures:
     docs/performance.md). None where that class is not loaded or cannot rank this frame (a key of a type it does not
     compare, Spark internals it does not find); the caller then ranks with the window. The reason is logged once.
-    `presorted`: `events` is in that order already. `content`: also account for the rows read and the copies dropped in
+    `content`: also account for the rows read and the copies dropped in
     the same pass (Survivors.accounts: compaction/verify.py's Account of each, their keys summed from the `key_hash`
     column of `events`, a long, not in the survivors), and count the dropped copies whose `content` columns differ from
     the kept copy's."""
@@ -183,9 +183,8 @@ def survivors_in_runs(events, table: LakeTable | None = None, *, presorted: bool
     columns = data_columns(table)
     accounted = [*columns, key_hash] if content is not None else []
     ordered = events.select(*(F.col(f"`{c}`") for c in accounted or columns))
-    if not presorted:  # mark_copies' frame comes in this order already: its window sorted it so
-        ordered = ordered.sortWithinPartitions(
-            *(F.col(f"`{k}`") for k in table.key), *survivor_order(*(f"`{c}`" for c in _tie_breakers(table))))
+    ordered = ordered.sortWithinPartitions(
+        *(F.col(f"`{k}`") for k in table.key), *survivor_order(*(f"`{c}`" for c in _tie_breakers(table))))
     context = session.sparkContext._jsc.sc()
     rows_in, duplicates = context.longAccumulator("compaction rows in"), context.longAccumulator("compaction duplicates")
     read, dropped = ([context.longAccumulator() for _ in range(len(accounted) + 3)] for _ in range(2))

@@ -14,8 +14,9 @@ footers (compaction/footers.py: rows, columns, a flat column's non-null values f
 one Spark job reading the key and nested columns.
 
 The inputs' columns are their files' own: the Spark schemas their footers carry (or Spark's schema merge, which reads
-every footer, for files another writer wrote or without the jar), not the dataset's schema the rows are read with, so a file of another dataset or with a column the dataset lacks fails here
-(its extra column would be read as nothing at all). Given that, the inputs read with the dataset's schema give each of
+every footer, for files another writer wrote or without the jar), not the dataset's schema the rows are read with,
+so a file of another dataset or with a column the dataset lacks fails here (its extra column would be read as
+nothing at all). Given that, the inputs read with the dataset's schema give each of
 their physical columns' counts (a column a file lacks is null there, as in the file).
 """
 

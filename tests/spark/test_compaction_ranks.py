@@ -9,6 +9,7 @@ import random
 from datetime import timedelta
 
 import pytest
+from pyspark.sql import DataFrame
 
 from compaction import transforms
 from compaction.transforms import data_columns, survivors_by_window, survivors_in_runs
@@ -93,6 +94,7 @@ def test_rows_of_a_key_that_are_not_one_run_fail_the_pass(spark):
     # Told the rows come sorted when they do not, the pass would keep a copy of a key per run: it fails instead,
     # naming the key (the compaction's partition fails with its inputs in place).
     frame = literal_frame(spark, [event("b"), event("a"), event("b", offset=1)]).coalesce(1)
-    in_runs = survivors_in_runs(frame, presorted=True)
+    ranker, context = spark._jvm.com.streamlake.glue.RankInRuns, spark.sparkContext._jsc.sc()
+    kept = ranker.survivors(frame._jdf, ["event_id"], context.longAccumulator(), context.longAccumulator())
     with pytest.raises(Exception, match=r"the rows are not sorted by the key: a run of key \[a\] after one of \[b\]"):
-        in_runs.frame.collect()
+        DataFrame(kept, spark).collect()
