@@ -35,9 +35,11 @@ class FooterSummary:
         return T.StructType(fields)
 
 
-def summary(spark, paths: list[str], *, schemas_only: bool = False) -> FooterSummary | None:
+def summary(spark, paths: list[str], *, schemas_only: bool = False, sizes: list[int] | None = None
+            ) -> FooterSummary | None:
     """The footers of `paths` summed up, or None where the Footers class is not on the classpath. `schemas_only`: their
-    schemas, no row counts (rows 0, no non-null counts): the row groups' metadata is not parsed."""
+    schemas, no row counts (rows 0, no non-null counts): the row groups' metadata is not parsed. `sizes`: each file's
+    length from the caller's listing, so no file is asked for its status first (on S3 a HEAD request each)."""
     from py4j.java_gateway import JavaClass
     from pyspark.sql import types as T
 
@@ -46,7 +48,11 @@ def summary(spark, paths: list[str], *, schemas_only: bool = False) -> FooterSum
         found = getattr(found, part)
     if not isinstance(found, JavaClass) or not paths:
         return None
-    text = found.summary("\n".join(paths), spark.sparkContext._jsc.hadoopConfiguration(), THREADS, schemas_only)
+    if sizes is not None and not any("\t" in p or "\n" in p for p in paths):
+        lines = [f"{path}\t{size}" for path, size in zip(paths, sizes, strict=True)]
+    else:
+        lines = list(paths)
+    text = found.summary("\n".join(lines), spark.sparkContext._jsc.hadoopConfiguration(), THREADS, schemas_only)
     rows, schemas, unschemed, first, non_null = 0, [], 0, None, {}
     for line in text.splitlines():
         kind, _, rest = line.partition("\t")

@@ -82,7 +82,8 @@ class Stager:
         # The inputs' footers are read while the rows are written (on S3 each is a request or two): the check of their
         # columns needs them only before anything is published.
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="input-footers") as pool:
-            input_footers = pool.submit(footers.summary, self.spark, paths, schemas_only=True)
+            input_footers = pool.submit(footers.summary, self.spark, paths, schemas_only=True,
+                                        sizes=[f.size for f in inputs])
             self.faults.staged(survivors.frame, self.table).write.option("compression", "snappy").parquet(attempt)
             with self._listing_parallelism():
                 physical = verify.physical_schema(self.spark, paths, input_footers.result())
@@ -202,7 +203,7 @@ class Stager:
         """The staged files, listed, their rows, read back from storage, which must be `expected_rows`, and their
         footers' summary (None without the jar)."""
         files = data_files(self.storage, directory)
-        written = footers.summary(self.spark, [f.path for f in files]) if files else None
+        written = footers.summary(self.spark, [f.path for f in files], sizes=[f.size for f in files]) if files else None
         rows = written.rows if written is not None else self._footer_rows([f.path for f in files]) if files else 0
         if rows != expected_rows:
             verify.check(partition.key, [f"staged {rows} rows in {directory}, expected {expected_rows} "

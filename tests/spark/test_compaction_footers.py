@@ -75,3 +75,21 @@ def test_schemas_only_reads_the_schemas_and_no_row_group(spark, tmp_path):
     whole, schemas = footers.summary(spark, paths), footers.summary(spark, paths, schemas_only=True)
     assert [s.simpleString() for s in schemas.schemas] == [s.simpleString() for s in whole.schemas]
     assert (schemas.rows, schemas.non_null, whole.rows) == (0, {}, 8)
+
+
+def test_files_given_with_their_listed_sizes_read_the_same_and_a_wrong_size_fails(spark, tmp_path):
+    """With the listing's sizes the footers are read with no status call per file (on S3 a HEAD each) and from the raw
+    local file system (no .crc opened): the same summary; a size that is not the file's (rewritten after the listing)
+    fails the read instead of summing another file's footer."""
+    from pathlib import Path
+
+    paths = _spark_written(spark, tmp_path)
+    paths.append(str(tmp_path / "lake" / "with a space.parquet"))
+    Path(paths[-1]).write_bytes(Path(paths[0]).read_bytes())
+    sizes = [Path(p).stat().st_size for p in paths]
+    assert footers.summary(spark, paths, sizes=sizes) == footers.summary(spark, paths)
+    assert footers.summary(spark, paths, sizes=sizes, schemas_only=True) == footers.summary(spark, paths, schemas_only=True)
+
+    wrong = [*sizes[:-1], sizes[-1] - 7]
+    with pytest.raises(Exception, match="(?i)parquet|magic|footer|EOF|corrupt"):
+        footers.summary(spark, paths, sizes=wrong)

@@ -11,6 +11,8 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 
 import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.ChecksumFileSystem;
+import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
 import org.apache.parquet.HadoopReadOptions;
 import org.apache.parquet.ParquetReadOptions;
@@ -21,6 +23,9 @@ import org.apache.parquet.hadoop.metadata.BlockMetaData;
 import org.apache.parquet.hadoop.metadata.ColumnChunkMetaData;
 import org.apache.parquet.hadoop.metadata.ParquetMetadata;
 import org.apache.parquet.hadoop.util.HadoopInputFile;
+import org.apache.parquet.hadoop.util.HadoopStreams;
+import org.apache.parquet.io.InputFile;
+import org.apache.parquet.io.SeekableInputStream;
 import org.apache.parquet.schema.MessageType;
 import org.apache.parquet.schema.Type;
 
@@ -50,7 +55,8 @@ public final class Footers {
     }
 
     /**
-     * The summary of the files whose paths {@code paths} lists, one per line (one string: no call per path).
+     * The summary of the files {@code paths} lists, one per line (one string: no call per path), each line a path or
+     * a path, a tab and the file's length in bytes (read without a status call, see {@link #footer}).
      * {@code schemasOnly}: the schema lines only, the row groups' metadata not even parsed (parquet-mr's
      * {@code ParquetMetadataConverter.SKIP_ROW_GROUPS}).
      */
@@ -76,7 +82,7 @@ public final class Footers {
                 String schema = footer.getFileMetaData().getKeyValueMetaData().get(SPARK_SCHEMA);
                 if (schema == null) {
                     unschemed++;
-                    firstUnschemed = firstUnschemed == null ? paths.get(i) : firstUnschemed;
+                    firstUnschemed = firstUnschemed == null ? pathOf(paths.get(i)) : firstUnschemed;
                 } else {
                     schemas.put(schema.replace('\n', ' '), Boolean.TRUE);
                 }
@@ -119,12 +125,63 @@ public final class Footers {
         }
     }
 
-    private static ParquetMetadata footer(String path, Configuration conf, boolean schemasOnly) throws IOException {
+    /**
+     * The footer of the file a line names: {@code <path>} or {@code <path>\t<length>}. With its length (the caller's
+     * listing has it) the file is opened without a status call first: parquet-mr's {@code HadoopInputFile.fromPath} asks
+     * {@code FileSystem.getFileStatus} for the length (its bytecode in parquet-hadoop 1.12 and 1.13), on S3 a HEAD
+     * request per file before the GET of the footer. On a local file system the footer is read from the raw file system:
+     * Hadoop's ChecksumFileSystem would open each file's .crc beside it as well, a cost no object store has; a damaged
+     * footer still fails its Thrift parse, and the rows are read by Spark with the checksums.
+     */
+    private static ParquetMetadata footer(String line, Configuration conf, boolean schemasOnly) throws IOException {
         ParquetReadOptions options = HadoopReadOptions.builder(conf)
                 .withMetadataFilter(schemasOnly ? ParquetMetadataConverter.SKIP_ROW_GROUPS : ParquetMetadataConverter.NO_FILTER)
                 .build();
-        try (ParquetFileReader reader = ParquetFileReader.open(HadoopInputFile.fromPath(new Path(path), conf), options)) {
+        int tab = line.lastIndexOf('\t');
+        InputFile file;
+        if (tab < 0) {
+            file = HadoopInputFile.fromPath(new Path(line), conf);
+        } else {
+            Path path = new Path(line.substring(0, tab));
+            FileSystem fs = path.getFileSystem(conf);
+            file = new KnownLength(fs instanceof ChecksumFileSystem ? ((ChecksumFileSystem) fs).getRawFileSystem() : fs,
+                    path, Long.parseLong(line.substring(tab + 1)));
+        }
+        try (ParquetFileReader reader = ParquetFileReader.open(file, options)) {
             return reader.getFooter();
+        }
+    }
+
+    private static String pathOf(String line) {
+        int tab = line.lastIndexOf('\t');
+        return tab < 0 ? line : line.substring(0, tab);
+    }
+
+    /** A file whose length the caller's listing gave: opened with no status call. */
+    private static final class KnownLength implements InputFile {
+        private final FileSystem fs;
+        private final Path path;
+        private final long length;
+
+        KnownLength(FileSystem fs, Path path, long length) {
+            this.fs = fs;
+            this.path = path;
+            this.length = length;
+        }
+
+        @Override
+        public long getLength() {
+            return length;
+        }
+
+        @Override
+        public SeekableInputStream newStream() throws IOException {
+            return HadoopStreams.wrap(fs.open(path));
+        }
+
+        @Override
+        public String toString() {
+            return path.toString();
         }
     }
 }
