@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +45,28 @@ def parse_config(raw: Any, source: str = "") -> ProjectConfig:
         environments[name] = _environment(name, _deep_merge(defaults, body or {}), problems)
     if problems:
         raise ConfigError(problems, source)
+    for warning in unreached_defaults(defaults, envs_raw):
+        print(f"warning: {source or 'config'}: {warning}", file=sys.stderr)
     return ProjectConfig(project=project, environments=environments)
+
+
+def unreached_defaults(defaults: dict, environments: dict) -> list[str]:
+    """Each non-empty list of `defaults` (at the top level or one level down) that no environment receives because every
+    environment declares its own: the deep merge replaces lists, it does not merge them, so such entries are dead."""
+    found = []
+    for key, value in defaults.items():
+        nested = value.items() if isinstance(value, dict) else []
+        for path, entry, owner in [((key,), value, None), *(((key, k), v, key) for k, v in nested)]:
+            if not isinstance(entry, list) or not entry:
+                continue
+            blocks = [body or {} for body in environments.values()]
+            if owner is not None:
+                blocks = [b.get(owner) if isinstance(b.get(owner), dict) else {} for b in blocks]
+            if blocks and all(path[-1] in b for b in blocks):
+                found.append(f"defaults.{'.'.join(path)} ({len(entry)} entries) reaches no environment: every environment "
+                             f"declares its own `{path[-1]}`, and a list in an environment replaces the defaults' list "
+                             "(lists do not merge); move the entries into the environments that need them")
+    return found
 
 
 def load_config(path: Path | str | None = None) -> ProjectConfig:

@@ -225,3 +225,25 @@ def test_kinesis_fetch_time_is_sized_with_the_record_limit(raw, records, window,
     env = parse_config(update_raw(update_raw(raw, "prod", "streaming.max_fetch_records_per_shard", records),
                                   "prod", "streaming.window_size_seconds", window)).get("prod")
     assert env.streaming.max_fetch_time_ms == expected
+
+
+def test_a_defaults_list_every_environment_replaces_is_named_at_synth(capsys):
+    """Lists replace in the deep merge: a stream bound only in `defaults` reaches no environment that declares its own
+    streams, and synth says so instead of deploying without it (the shipped config has no such entry)."""
+    from infra.config.loader import parse_config
+
+    raw = json.loads(DEFAULT_CONFIG_PATH.read_text())
+    parse_config(raw, "config/environments.json")
+    assert "reaches no environment" not in capsys.readouterr().err
+
+    raw["defaults"]["kinesis_streams"] = [{"name": "sensors", "dataset": "clickstream", "capacity_mode": "on_demand",
+                                           "shard_count": None, "retention_hours": 24}]
+    config = parse_config(raw, "config/environments.json")
+    err = capsys.readouterr().err
+    assert "defaults.kinesis_streams (1 entries) reaches no environment" in err and "lists do not merge" in err
+    assert all("sensors" not in [s.name for s in env.kinesis_streams] for env in config.environments.values())
+
+    del raw["environments"]["dev"]["kinesis_streams"]  # dev now takes the defaults' list: no warning
+    config = parse_config(raw, "config/environments.json")
+    assert "reaches no environment" not in capsys.readouterr().err
+    assert [s.name for s in config.environments["dev"].kinesis_streams] == ["sensors"]

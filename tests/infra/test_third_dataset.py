@@ -63,7 +63,7 @@ def workspace(tmp_path_factory):
     (folder / "schemas.lock.json").write_text(json.dumps({"schema.v1.avsc": datasets.file_digest((folder / "schema.v1.avsc").read_bytes())}))
     config = json.loads(DEFAULT_CONFIG_PATH.read_text())
     config["environments"]["dev"]["kinesis_streams"] = [
-        *config["defaults"]["kinesis_streams"],
+        {"name": "clickstream", "dataset": "clickstream", "capacity_mode": "on_demand", "shard_count": None, "retention_hours": 24},
         {"name": "sensors", "dataset": "sensor_readings", "capacity_mode": "on_demand", "shard_count": None, "retention_hours": 24},
     ]
     (root / "environments.json").write_text(json.dumps(config))
