@@ -6,6 +6,8 @@ VENV := .venv
 VENV33 := .venv-spark33
 VENV41 := .venv-spark41
 PY := $(VENV)/bin/python
+# `streamlake <command>` (streamlake/cli.py), the commands the docs give; `-m` needs no console script installed.
+STREAMLAKE := $(PY) -m streamlake
 STAMP := $(VENV)/.installed
 STAMP33 := $(VENV33)/.installed
 STAMP41 := $(VENV41)/.installed
@@ -96,7 +98,7 @@ synth: $(STAMP)
 ENV ?= dev
 REHEARSE_ARGS ?=
 rehearse: synth $(STAMP33) $(JARS)
-	$(PY) -m rehearsal --env $(ENV) $(REHEARSE_ARGS)
+	$(STREAMLAKE) rehearse --environment $(ENV) $(REHEARSE_ARGS)
 
 DEMO := demo-output
 DEMO_RECORDS ?= 20000
@@ -104,22 +106,22 @@ DEMO_RECORDS ?= 20000
 # duplicates) -> streaming runner -> lake + dead letters -> compaction of the closed hours.
 demo: synth $(JARS) $(FUNCTIONS)
 	rm -rf $(DEMO) && mkdir -p $(DEMO)
-	$(PY) -m glue_jobs generate --dataset clickstream --out $(DEMO)/input --records $(DEMO_RECORDS) --files 10 --bad-ratio 0.02 --seed 7
-	$(PY) -m glue_jobs run-local --dataset clickstream --input $(DEMO)/input --lake $(DEMO)/lake --dead-letter $(DEMO)/dead-letters \
+	$(STREAMLAKE) generate --dataset clickstream --out $(DEMO)/input --records $(DEMO_RECORDS) --files 10 --bad-ratio 0.02 --seed 7
+	$(STREAMLAKE) run-local --dataset clickstream --input $(DEMO)/input --lake $(DEMO)/lake --dead-letter $(DEMO)/dead-letters \
 	  --checkpoint $(DEMO)/checkpoint --once --max-files-per-batch 2 --source-name clickstream
-	$(PY) -m compaction run-local --dataset clickstream --lake $(DEMO)/lake --grace-minutes 0 --target-file-mb 1
-	$(PY) -m glue_jobs generate --dataset orders --out $(DEMO)/orders-input --records $(DEMO_RECORDS) --files 10 --bad-ratio 0.02 --seed 7
-	$(PY) -m glue_jobs run-local --dataset orders --input $(DEMO)/orders-input --lake $(DEMO)/orders-lake \
+	$(STREAMLAKE) compact-local --dataset clickstream --lake $(DEMO)/lake --grace-minutes 0 --target-file-mb 1
+	$(STREAMLAKE) generate --dataset orders --out $(DEMO)/orders-input --records $(DEMO_RECORDS) --files 10 --bad-ratio 0.02 --seed 7
+	$(STREAMLAKE) run-local --dataset orders --input $(DEMO)/orders-input --lake $(DEMO)/orders-lake \
 	  --dead-letter $(DEMO)/orders-dead-letters --checkpoint $(DEMO)/orders-checkpoint --once --max-files-per-batch 2 --source-name orders
-	$(PY) -m compaction run-local --dataset orders --lake $(DEMO)/orders-lake --grace-minutes 0 --target-file-mb 1
+	$(STREAMLAKE) compact-local --dataset orders --lake $(DEMO)/orders-lake --grace-minutes 0 --target-file-mb 1
 	$(PY) -m devtools.iceberg_demo switch --out $(DEMO)/datasets --dataset orders
-	STREAMLAKE_DATASETS=$(DEMO)/datasets $(PY) -m glue_jobs run-local --dataset orders --input $(DEMO)/orders-input \
+	STREAMLAKE_DATASETS=$(DEMO)/datasets $(STREAMLAKE) run-local --dataset orders --input $(DEMO)/orders-input \
 	  --lake $(DEMO)/orders-iceberg --dead-letter $(DEMO)/orders-iceberg-dead-letters --checkpoint $(DEMO)/orders-iceberg-checkpoint \
 	  --once --max-files-per-batch 2 --source-name orders
-	STREAMLAKE_DATASETS=$(DEMO)/datasets $(PY) -m compaction run-local --dataset orders --lake $(DEMO)/orders-iceberg --target-file-mb 1
+	STREAMLAKE_DATASETS=$(DEMO)/datasets $(STREAMLAKE) compact-local --dataset orders --lake $(DEMO)/orders-iceberg --target-file-mb 1
 	STREAMLAKE_DATASETS=$(DEMO)/datasets $(PY) -m devtools.iceberg_demo read --lake $(DEMO)/orders-iceberg --dataset orders
 	$(PY) -m rehearsal.kafka_demo --out $(DEMO)/kafka --records 2000
-	$(PY) -m compaction run-local --dataset orders --lake $(DEMO)/kafka/lake --grace-minutes 0 --target-file-mb 1
+	$(STREAMLAKE) compact-local --dataset orders --lake $(DEMO)/kafka/lake --grace-minutes 0 --target-file-mb 1
 	@echo
 	@echo "templates:      cdk.out/assembly-{dev,staging,prod}/ (cdk-nag clean)"
 	@echo "lake:           $(DEMO)/lake/event_date=*/event_hour=*/ (clickstream, Parquet, compacted)"
@@ -146,7 +148,7 @@ bench: synth $(JARS) $(FUNCTIONS)
 # Markdown summary of what the working tree changes against BASE (default HEAD): no credentials needed.
 BASE ?= HEAD
 diff: $(STAMP)
-	$(PY) -m devtools.diff --base $(BASE) --out cdk.out/diff.md $(if $(ALLOW_DATA_LOSS),--allow-data-loss)
+	$(STREAMLAKE) diff --base $(BASE) --out cdk.out/diff.md $(if $(ALLOW_DATA_LOSS),--allow-data-loss)
 
 diagrams: $(STAMP)
 	$(PY) -m devtools.diagram

@@ -1,7 +1,9 @@
 """Local CLI: compact a lake directory with a local Spark session.
 
-    python -m compaction run-local --lake DIR [--hour YYYY-MM-DDTHH] [--target-file-mb N]
-                                   [--grace-minutes N] [--lookback-hours N] [--environment ENV]
+    streamlake compact-local --lake DIR [--hour YYYY-MM-DDTHH] [--target-file-mb N]
+                             [--grace-minutes N] [--lookback-hours N] [--environment ENV]
+
+(`python -m compaction run-local ...` is the same.)
 
 Defaults for the numbers come from the `compaction` block of config/environments.json for --environment
 (default dev), read without infra (compaction/environments.py) and checked like the options. Exit codes:
@@ -22,6 +24,7 @@ from typing import TYPE_CHECKING
 from compaction import layout
 from compaction.environments import read_environment
 from glue_jobs.datasets import dataset_name
+from streamlake.options import Parser, exit_codes, subcommand
 
 if TYPE_CHECKING:
     from compaction.faults import FaultInjector
@@ -61,10 +64,18 @@ def _hour(text: str):
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m compaction", description=__doc__.split("\n\n")[0])
-    commands = parser.add_subparsers(dest="command", required=True)
-    run = commands.add_parser("run-local", help="compact the hour partitions of a local lake directory")
+EPILOG = exit_codes(failed="1 a partition failed (its journal lets the next run recover) or an Iceberg check failed",
+                    usage="2 usage error: a missing or bad option, a bad config default, a lake that is not there")
+
+
+def build_parser(prog: str = "python -m compaction", run_local_prog: str | None = None) -> argparse.ArgumentParser:
+    """The parser; `prog` names the top level, `run_local_prog` its run-local command (default `<prog> run-local`;
+    `streamlake compact-local` when run as that)."""
+    parser = Parser(prog=prog, description=__doc__.split("\n\n")[0], epilog=EPILOG)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="command", help="run-local: the one command")
+    run = commands.add_parser("run-local", help="compact the hour partitions of a local lake directory", epilog=EPILOG,
+                              description="Compact the hour partitions of a local lake directory (local Spark).",
+                              **({"prog": run_local_prog} if run_local_prog else {}))
     run.add_argument("--lake", required=True, help="lake root holding event_date=YYYY-MM-DD/event_hour=H/")
     run.add_argument("--dataset", type=dataset_name,
                      help="the dataset whose lake table this is (datasets/<name>/): its columns and key (required where "
@@ -76,7 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="look at every hour of the lookback window instead of the partitions log the streaming "
                           "job writes (for files written by anything else)")
     run.add_argument("--lookback-hours", type=_int_at_least(1), help="with --scan: how many hours back to look")
-    run.add_argument("--environment", default="dev", help="config environment for the defaults and metrics (dev)")
+    run.add_argument("--environment", default="dev",
+                     help="config environment for the defaults and metrics (default dev)")
     run.add_argument("--snapshot-retention-hours", type=_int_at_least(1),
                      help="an Iceberg dataset (table_format iceberg): snapshots kept this long (config "
                           "compaction.iceberg_snapshot_retention_hours); its table is maintained instead of compacted")
@@ -177,9 +189,11 @@ def _settings(args: argparse.Namespace) -> tuple[CompactionSettings, FaultInject
     return settings, faults
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    """`prog`: what the run-local command is called (`streamlake compact-local`); default `python -m compaction`."""
+    parser = build_parser(prog or "python -m compaction", run_local_prog=prog)
     args = parser.parse_args(argv)
+    parser = subcommand(parser, args.command)  # its errors name the command run (`streamlake compact-local`)
     from glue_jobs import datasets
 
     try:

@@ -145,8 +145,10 @@ def to_dot(env: str, template: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m devtools.diagram", description=__doc__.splitlines()[0])
-    parser.add_argument("--out-dir", type=Path, default=OUT_DIR)
+    parser = argparse.ArgumentParser(prog="python -m devtools.diagram", description=__doc__.splitlines()[0],
+                                     allow_abbrev=False)
+    parser.add_argument("--out-dir", type=Path, default=OUT_DIR,
+                        help="where to write <env>.md (Mermaid) and <env>.dot (default docs/architecture/)")
     args = parser.parse_args(argv)
     from devtools.snapshot import synth_templates
 

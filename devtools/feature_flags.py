@@ -85,7 +85,8 @@ def review(context: dict[str, Any] | None = None) -> dict[str, dict[str, list[st
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m devtools.feature_flags", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m devtools.feature_flags", description=__doc__.splitlines()[0],
+                                     allow_abbrev=False)
     parser.add_argument("--review", action="store_true", help="synthesize with each unset flag and list what changes")
     args = parser.parse_args(argv)
     missing = unset_flags()

@@ -548,7 +548,8 @@ def _load_templates(synth: bool) -> dict[str, dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m devtools.iam_lint", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m devtools.iam_lint", description=__doc__.splitlines()[0],
+                                     allow_abbrev=False)
     parser.add_argument("--synth", action="store_true", help="synthesize the templates instead of reading the snapshots")
     parser.add_argument("-v", "--verbose", action="store_true", help="also list the acknowledged findings")
     args = parser.parse_args(argv)

@@ -51,14 +51,16 @@ def read(lake: Path, dataset: str) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m devtools.iceberg_demo", description=__doc__.splitlines()[0])
-    commands = parser.add_subparsers(dest="command", required=True)
-    s = commands.add_parser("switch", help="copy datasets/ with one dataset switched to Iceberg")
-    s.add_argument("--out", required=True, type=Path)
-    s.add_argument("--dataset", required=True)
-    r = commands.add_parser("read", help="read a local Iceberg table back with pyiceberg")
-    r.add_argument("--lake", required=True, type=Path)
-    r.add_argument("--dataset", required=True)
+    parser = argparse.ArgumentParser(prog="python -m devtools.iceberg_demo", description=__doc__.splitlines()[0],
+                                     allow_abbrev=False)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="command", help="what to do")
+    s = commands.add_parser("switch", help="copy datasets/ with one dataset switched to Iceberg", allow_abbrev=False)
+    s.add_argument("--out", required=True, type=Path,
+                   help="folder to copy datasets/ into (DIR/<every dataset>; deleted first if it exists)")
+    s.add_argument("--dataset", required=True, help="the dataset whose copy's table_format becomes iceberg")
+    r = commands.add_parser("read", help="read a local Iceberg table back with pyiceberg", allow_abbrev=False)
+    r.add_argument("--lake", required=True, type=Path, help="the local lake holding the Iceberg catalog (catalog.sqlite)")
+    r.add_argument("--dataset", required=True, help="the dataset whose table to read")
     args = parser.parse_args(argv)
     try:
         if args.command == "switch":

@@ -201,11 +201,15 @@ def resolve(name: str, *, lock: Path = LOCK) -> list[LockedJar]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m devtools.jars", description=__doc__.splitlines()[0])
-    commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("fetch", help="download and check the locked jars").add_argument("sets", nargs="*")
-    commands.add_parser("resolve", help="maintainers: re-resolve sets with Maven").add_argument("sets", nargs="+")
-    commands.add_parser("classpath", help="print a set's classpath").add_argument("set")
+    parser = argparse.ArgumentParser(prog="python -m devtools.jars", description=__doc__.splitlines()[0],
+                                     allow_abbrev=False)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="command", help="what to do")
+    commands.add_parser("fetch", help="download and check the locked jars", allow_abbrev=False).add_argument(
+        "sets", nargs="*", help="the jar sets of jvm/jars.lock to fetch (default: every set)")
+    commands.add_parser("resolve", help="maintainers: re-resolve sets with Maven", allow_abbrev=False).add_argument(
+        "sets", nargs="+", help="the jar sets whose lock lines to rewrite")
+    commands.add_parser("classpath", help="print a set's classpath", allow_abbrev=False).add_argument(
+        "set", help="the jar set whose jars to print, ':'-separated")
     args = parser.parse_args(argv)
     try:
         if args.command == "fetch":

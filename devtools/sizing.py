@@ -1,8 +1,10 @@
 """Capacity planning: from a stated load to shards, partitions, Glue workers, window and cost.
 
-    python -m devtools.sizing --events-per-second 10000 --record-kb 1 --latency-seconds 120 \\
+    streamlake sizing --events-per-second 10000 --record-kb 1 --latency-seconds 120 \\
         --records-per-core-per-second 25000 [--environment prod] [--json]
-    python -m devtools.sizing --iceberg [DATASET ...] [--environment prod]   # what Iceberg adds, per environment
+    streamlake sizing --iceberg [DATASET ...] [--environment prod]   # what Iceberg adds, per environment
+
+(`python -m devtools.sizing` is the same.)
 
 The recommendation can be pasted into config/environments.json; with --environment it keeps to the worker
 types that environment allows (no G.025X in prod), and the command also checks that environment's config
@@ -12,7 +14,6 @@ Every rule is written out below with the AWS limit it comes from. Prices: config
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import sys
@@ -30,6 +31,7 @@ from infra.config import (
 )
 from infra.constants import SHARD_LEVEL_METRICS
 from infra.runtimes import RUNTIMES
+from streamlake.options import Parser, exit_codes
 
 PRICES_PATH = REPO_ROOT / "config" / "prices.json"
 BENCH_RESULT_PATH = REPO_ROOT / "bench-output" / "bench.json"
@@ -554,15 +556,21 @@ def _measured_rate() -> float | None:
     return None
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m devtools.sizing", description=__doc__.splitlines()[0])
-    parser.add_argument("--events-per-second", type=float)
+EPILOG = exit_codes(ok="0 the recommendation (and, with --environment, its config holds the load)",
+                    failed="1 with --environment: its config under-provisions the load (the warnings say where)",
+                    usage="2 usage error: a missing or bad option, a load no configuration can carry, a bad config")
+
+
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    parser = Parser(prog=prog or "python -m devtools.sizing", description=__doc__.splitlines()[0], epilog=EPILOG)
+    parser.add_argument("--events-per-second", type=float, help="records per second the sources receive at peak")
     parser.add_argument("--record-kb", type=float, help="average record size in KB (1 KB = 1000 bytes)")
     parser.add_argument("--latency-seconds", type=float, help="end-to-end latency target")
     parser.add_argument("--records-per-core-per-second", type=float,
                         help="measured throughput of the job per core (default: bench-output/bench.json from `make bench`)")
     parser.add_argument("--headroom", type=float, default=DEFAULT_HEADROOM, help="extra capacity fraction (default 0.3)")
-    parser.add_argument("--glue-version", choices=sorted(CORES_PER_WORKER), default="4.0")
+    parser.add_argument("--glue-version", choices=sorted(CORES_PER_WORKER), default="4.0",
+                        help="Glue version whose workers to size (default 4.0; with --environment, its own)")
     parser.add_argument("--environment", help="also check this environment's config against the load")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.add_argument("--iceberg", nargs="*", metavar="DATASET",

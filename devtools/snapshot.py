@@ -61,7 +61,8 @@ def synth_templates(environments: list[str] | None = None, config=None, context:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m devtools.snapshot", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m devtools.snapshot", description=__doc__.splitlines()[0],
+                                     allow_abbrev=False)
     parser.add_argument("--update", action="store_true", help="rewrite the committed snapshots")
     args = parser.parse_args(argv)
     templates = synth_templates()

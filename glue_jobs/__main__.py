@@ -1,4 +1,4 @@
-"""python -m glue_jobs run-local | run-kafka | generate (see docs/streaming-job.md, docs/kafka.md)."""
+"""streamlake run-local | run-kafka | generate (see docs/streaming-job.md, docs/kafka.md); `python -m glue_jobs` is the same."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import json
 import sys
 
 from glue_jobs.datasets import dataset_name
+from streamlake.options import Parser, exit_codes, subcommand
 
 
 def _positive_int(text: str) -> int:
@@ -39,57 +40,89 @@ def _ratio(text: str) -> float:
     return value
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m glue_jobs", description="Streaming job tools, run locally.")
-    commands = parser.add_subparsers(dest="command", required=True)
+EPILOG = exit_codes(ok="0 done (generate: the files are written; run-local --once: every file present is processed)",
+                    failed="1 failed: a Spark or job error (its message and the log say which)",
+                    usage="2 usage error: a missing or bad option, an input that is not there, a lake another dataset "
+                          "owns (the one-line message says which)")
 
-    run = commands.add_parser("run-local", help="stream a directory of NDJSON files into a local lake")
+
+def build_parser(prog: str = "python -m glue_jobs") -> argparse.ArgumentParser:
+    """The streaming job tools' parser; `prog` is the program name (`streamlake` when run as streamlake <command>)."""
+    parser = Parser(prog=prog, description="Streaming job tools, run locally.", epilog=EPILOG)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="command", help="what to run")
+
+    run = commands.add_parser("run-local", help="stream a directory of NDJSON files into a local lake", epilog=EPILOG,
+                              description="Stream a directory of newline-delimited JSON files into a local lake "
+                                          "through the streaming job's own code (local Spark).")
     run.add_argument("--input", required=True, help="directory of newline-delimited JSON files (watched)")
     run.add_argument("--lake", required=True, help="lake root (Parquet, event_date=/event_hour= partitions)")
     run.add_argument("--dead-letter", required=True, help="dead-letter root (Parquet, ingest_date= partitions)")
     run.add_argument("--checkpoint", required=True, help="checkpoint directory; reuse it to resume")
     run.add_argument("--once", action="store_true", help="process the files present now, then exit")
-    run.add_argument("--max-files-per-batch", type=_positive_int, default=None, help="files per micro-batch")
+    run.add_argument("--max-files-per-batch", type=_positive_int, default=None,
+                     help="at most this many files per micro-batch (default: all new files)")
     run.add_argument("--source-name", default="local", help="source name recorded on every row (default: local)")
     run.add_argument("--dataset", type=dataset_name,
                      help="the dataset the records are (datasets/<name>/): its contract and lake table (required where "
                           "there are several datasets)")
-    run.add_argument("--trigger-seconds", type=_positive_int, default=5, help="micro-batch interval without --once")
+    run.add_argument("--trigger-seconds", type=_positive_int, default=5,
+                     help="micro-batch interval in seconds without --once (default 5)")
 
-    kafka = commands.add_parser("run-kafka", help="the Kafka job's path: a topic of Schema Registry frames into a local lake")
+    kafka = commands.add_parser("run-kafka", help="the Kafka job's path: a topic of Schema Registry frames into a local lake",
+                                epilog=EPILOG,
+                                description="Read a Kafka topic of Glue Schema Registry frames into a local lake through "
+                                            "the Kafka job's own code (local Spark, a broker without auth).")
     kafka.add_argument("--bootstrap-servers", required=True, help="host:port[,host:port] of a broker without auth (local)")
-    kafka.add_argument("--topic", required=True)
+    kafka.add_argument("--topic", required=True, help="the Kafka topic to read")
     kafka.add_argument("--partitions", type=_partition_list, default=None,
                        help="only these partitions (comma-separated; Spark's `assign`), e.g. 0,1,2")
     kafka.add_argument("--registry-name", required=True, help="Glue Schema Registry registry (AWS_ENDPOINT_URL for a local one)")
     kafka.add_argument("--schema-name", required=True, help="the dataset's schema in that registry")
     kafka.add_argument("--dataset", required=True, type=dataset_name, help="the dataset the topic carries")
-    kafka.add_argument("--lake", required=True)
-    kafka.add_argument("--dead-letter", required=True)
+    kafka.add_argument("--lake", required=True, help="lake root to write the dataset's table under")
+    kafka.add_argument("--dead-letter", required=True, help="dead-letter root (Parquet, ingest_date= partitions)")
     kafka.add_argument("--checkpoint", required=True, help="checkpoint directory; reuse it to resume")
     kafka.add_argument("--source-name", default="kafka", help="source name recorded on every row (default: kafka)")
-    kafka.add_argument("--starting-offsets", choices=("earliest", "latest"), default="earliest")
-    kafka.add_argument("--max-offsets-per-trigger", type=_positive_int, default=None)
+    kafka.add_argument("--starting-offsets", choices=("earliest", "latest"), default="earliest",
+                       help="where a new checkpoint starts in the topic (default earliest)")
+    kafka.add_argument("--max-offsets-per-trigger", type=_positive_int, default=None,
+                       help="at most this many records per micro-batch (default: no limit)")
     kafka.add_argument("--once", action="store_true", help="process what the topic holds now, then exit")
-    kafka.add_argument("--trigger-seconds", type=_positive_int, default=5)
+    kafka.add_argument("--trigger-seconds", type=_positive_int, default=5,
+                       help="micro-batch interval in seconds without --once (default 5)")
 
-    gen = commands.add_parser("generate", help="write realistic NDJSON sample files (with bad records)")
-    gen.add_argument("--out", required=True, help="directory to write events-NNNNN.json into")
-    gen.add_argument("--records", type=_positive_int, required=True)
-    gen.add_argument("--files", type=_positive_int, default=10)
-    gen.add_argument("--bad-ratio", type=_ratio, default=0.01)
-    gen.add_argument("--duplicate-ratio", type=_ratio, default=0.005)
-    gen.add_argument("--seed", type=int, default=7)
-    gen.add_argument("--expect", default=None, help="also write what the job must produce to this JSON file")
+    gen = commands.add_parser(
+        "generate", help="write realistic valid and bad NDJSON records for a dataset", epilog=EPILOG,
+        description="Write --records newline-delimited JSON records, spread over --files files, into --out: "
+                    "events-NNNNN.json for clickstream (its own generator: sessions and every kind of bad record), "
+                    "<dataset>-NNNNN.json for any other dataset (records made from its schema and rules). Event times "
+                    "fall in the 48 hours before now. Prints how many are valid, bad (per reason) and duplicates.")
+    gen.add_argument("--out", required=True,
+                     help="directory to write into (created): events-00000.json ... for clickstream, "
+                          "<dataset>-00000.json ... for other datasets")
+    gen.add_argument("--records", type=_positive_int, required=True, help="how many records in all, over every file")
+    gen.add_argument("--files", type=_positive_int, default=10, help="how many files to spread them over (default 10)")
+    gen.add_argument("--bad-ratio", type=_ratio, default=0.01,
+                     help="share of records (0..1) made bad on purpose, each to fail the contract with a known "
+                          "reason code (default 0.01)")
+    gen.add_argument("--duplicate-ratio", type=_ratio, default=0.005,
+                     help="share of records (0..1) that repeat an earlier valid record, for the job to collapse "
+                          "(default 0.005)")
+    gen.add_argument("--seed", type=int, default=7,
+                     help="random seed: the same seed makes the same records, times relative to now (default 7)")
+    gen.add_argument("--expect", default=None,
+                     help="also write to this JSON file what the job must make of the records: the valid records' "
+                          "keys, the bad ones per reason, the duplicate count")
     gen.add_argument("--dataset", type=dataset_name,
                      help="whose records (datasets/<name>/; required where there are several datasets); clickstream has "
                           "its own realistic generator")
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    parser = build_parser(prog or "python -m glue_jobs")
     args = parser.parse_args(argv)
+    parser = subcommand(parser, args.command)  # its errors name the command run, e.g. `streamlake run-local`
     if args.command in ("generate", "run-local"):
         from glue_jobs import datasets
 

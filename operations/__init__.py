@@ -1,1 +1,1 @@
-"""Operations tools for the streaming lake: `python -m operations --help`, docs/operations.md."""
+"""Operations tools for the streaming lake: `streamlake --help` (or `python -m operations --help`), docs/operations.md."""

@@ -1,4 +1,4 @@
-"""`python -m operations <command>`: the operations commands (docs/operations.md has examples).
+"""`streamlake <command>`: the operations commands (docs/operations.md has examples; `python -m operations` is the same).
 
   produce          send NDJSON or replay dead letters to an environment's Kinesis stream
   schema-evolve    register a schema version, update the catalog tables, restart the jobs
@@ -7,9 +7,9 @@
   outputs          which stack outputs the tools read, and which are missing
   dataset new|check   draft a dataset's files from sample records / run its contract over them locally
 
-Every command takes --env (an environment of config/environments.json) and finds resource names
-in the outputs of the environment's stack. Exit codes: 0 ok, 1 refused or failed, 2 bad usage,
-130 interrupted.
+Every command but dataset takes --environment (an environment of config/environments.json; --env is its
+deprecated old spelling) and finds resource names in the outputs of the environment's stack. Exit codes: 0 ok,
+1 refused or failed, 2 bad usage, 3 dataset check: records above --max-failure-rate, 130 interrupted.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from operations.errors import ToolError
+from streamlake.options import Parser, add_renamed, exit_codes
 
 _DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
@@ -57,9 +58,15 @@ def _field_name(text: str) -> str:
     return text
 
 
-def build_parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--env", required=True, help="environment name in config/environments.json, e.g. dev")
+EPILOG = exit_codes("3 dataset check: more records fail the contract than --max-failure-rate allows",
+                    "130 interrupted (Ctrl-C)")
+
+
+def build_parser(prog: str = "python -m operations") -> argparse.ArgumentParser:
+    """The operations commands' parser; `prog` is the program name (`streamlake` when run as streamlake <command>)."""
+    common = Parser(add_help=False)
+    add_renamed(common, "--environment", "--env", required=True,
+                help="environment name in config/environments.json, e.g. dev")
     common.add_argument("--config", help="environment config file (default: config/environments.json)")
     common.add_argument("--region", help="AWS region (default: the environment's configured region, then "
                                          "AWS_REGION / AWS_DEFAULT_REGION)")
@@ -67,17 +74,17 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--endpoint-url", help="AWS endpoint override (also read from AWS_ENDPOINT_URL), "
                                                "e.g. a moto server")
 
-    parser = argparse.ArgumentParser(prog="python -m operations", description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    commands = parser.add_subparsers(dest="command", required=True, metavar="command")
+    parser = Parser(prog=prog, description=__doc__.split("\n\n")[0], epilog=EPILOG,
+                    formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="command", help="what to run")
 
     produce = commands.add_parser(
-        "produce", parents=[common], help="send NDJSON or dead letters to a source (Kinesis or MSK)",
+        "produce", parents=[common], help="send NDJSON or dead letters to a source (Kinesis or MSK)", epilog=EPILOG,
         description="Send records to the source's Kinesis stream (PutRecords) or MSK topic (Schema Registry frames).")
     which = produce.add_mutually_exclusive_group(required=True)
     which.add_argument("--source", help="source name, e.g. clickstream (a Kinesis stream) or orders (the MSK topic)")
     which.add_argument("--dataset", type=_dataset_name,
-                       help="the dataset to send: its one source in --env is found in the config")
+                       help="the dataset to send: its one source in --environment is found in the config")
     what = produce.add_mutually_exclusive_group(required=True)
     what.add_argument("--file", help="newline-delimited JSON file (.gz allowed); blank lines are skipped")
     what.add_argument("--dead-letters", nargs="?", const="", metavar="LOCATION",
@@ -112,6 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     evolve = commands.add_parser(
         "schema-evolve", parents=[common], help="check a schema version, then restart the jobs once it is deployed",
+        epilog=EPILOG,
         description="Check the schema against the registry (latest and checkpoint version); before its deploy, say "
                     "what to commit and deploy; after it, restart the streaming jobs; then roll out producers.")
     evolve.add_argument("--dataset", type=_dataset_name, default=None,
@@ -124,13 +132,14 @@ def build_parser() -> argparse.ArgumentParser:
     evolve.add_argument("--stop-timeout", type=_int_in(1, 3600), default=600,
                         help="seconds to wait for each job to stop (default 600)")
 
-    job = commands.add_parser("job", help="control one source's streaming job")
-    job_commands = job.add_subparsers(dest="job_command", required=True, metavar="action")
+    job = commands.add_parser("job", help="control one source's streaming job", epilog=EPILOG,
+                              description="Control one source's streaming job.")
+    job_commands = job.add_subparsers(dest="job_command", required=True, metavar="action", help="what to do with the job")
     for name, help_ in (("start", "start the streaming job (and let the job keeper restart it again)"),
                         ("stop", "stop the current run and hold the job: the job keeper leaves it stopped"),
                         ("status", "current run and consumer lag"),
                         ("reset-checkpoint", "delete the job's checkpoint (job must be stopped)")):
-        sub = job_commands.add_parser(name, parents=[common], help=help_, description=help_)
+        sub = job_commands.add_parser(name, parents=[common], help=help_, description=help_, epilog=EPILOG)
         sub.add_argument("--source", required=True, help="source name, e.g. clickstream")
         if name == "stop":
             sub.add_argument("--no-wait", action="store_true", help="return once the stop was requested")
@@ -139,18 +148,23 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "reset-checkpoint":
             sub.add_argument("--yes", action="store_true", help="do not ask for confirmation")
 
-    compact = commands.add_parser("compact", parents=[common], help="compact one hour of the lake now, or scan the lookback")
+    compact = commands.add_parser("compact", parents=[common], help="compact one hour of the lake now, or scan the lookback",
+                                  description="Start the compaction job for one hour, or for its lookback window (--scan).",
+                                  epilog=EPILOG)
     which = compact.add_mutually_exclusive_group(required=True)
     which.add_argument("--hour", help="UTC hour YYYY-MM-DDTHH, e.g. 2024-05-01T13")
     which.add_argument("--scan", action="store_true",
                        help="every hour of the lookback window (compaction.lookback_hours) instead of the partitions "
                             "log: for files written by anything but the streaming jobs")
 
-    commands.add_parser("outputs", parents=[common], help="stack outputs the tools need, and which are missing")
+    commands.add_parser("outputs", parents=[common], help="stack outputs the tools need, and which are missing",
+                        description="Which stack outputs the tools read, and which are missing.", epilog=EPILOG)
 
-    dataset = commands.add_parser("dataset", help="onboard a dataset from sample records (no AWS needed)")
-    dataset_commands = dataset.add_subparsers(dest="dataset_command", required=True)
+    dataset = commands.add_parser("dataset", help="onboard a dataset from sample records (no AWS needed)",
+                                  description="Onboard a dataset from sample records (no AWS needed).", epilog=EPILOG)
+    dataset_commands = dataset.add_subparsers(dest="dataset_command", required=True, metavar="action", help="what to do with the dataset")
     new = dataset_commands.add_parser("new", help="draft datasets/NAME/ (dataset.json, schema.v1.avsc) from samples",
+                                      epilog=EPILOG,
                                       description="Draft a dataset's files from sample records and say what was guessed.")
     new.add_argument("name", help="the dataset's folder name under datasets/")
     new.add_argument("--sample", required=True, type=Path, help="newline-delimited JSON records")
@@ -159,6 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "the default), keep (stored as JSON text in the _unknown_fields column) or drop (counted); "
                           "written to dataset.json")
     check = dataset_commands.add_parser("check", help="run a dataset's real contract over sample records locally",
+                                        epilog=EPILOG,
                                         description="Counts per reason, the first dead letters, the lake table's schema.")
     check.add_argument("name", help="a dataset under datasets/")
     check.add_argument("--sample", required=True, type=Path, help="newline-delimited JSON records")
@@ -169,8 +184,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    parser = build_parser(prog or "python -m operations")
     args = parser.parse_args(argv)
     try:
         return _run(args)
@@ -204,7 +219,7 @@ def _context(args):
     from operations.aws import Clients
     from operations.resources import StackOutputs, load_environment
 
-    env = load_environment(args.env, args.config)
+    env = load_environment(args.environment, args.config)
     region = args.region or env.region
     clients = Clients(region=region, profile=args.profile, endpoint_url=args.endpoint_url)
     if clients.session.region_name is None:
@@ -241,7 +256,7 @@ def _dataset(args) -> int:
         for note in notes:
             print(f"  - {note}")
         print("check: the types (a decimal is drafted as double, an enum as string), the key, the event time, and add rules; "
-              f"then `python -m operations dataset check {args.name} --sample {args.sample}` (it names the digest to pin in "
+              f"then `streamlake dataset check {args.name} --sample {args.sample}` (it names the digest to pin in "
               "schemas.lock.json once the schema is final)")
         return 0
     from operations.dataset_check import check
@@ -396,16 +411,16 @@ def _schema_evolve(args) -> int:
     from operations import schema_evolution
     from operations.resources import load_environment
 
-    env = load_environment(args.env, args.config)
+    env = load_environment(args.environment, args.config)
     bound = sorted(set(env.config.source_datasets.values()))
     name = args.dataset
     if name is None:
         if len(bound) != 1:
-            raise ToolError(f"--dataset is required: environment {args.env!r} binds {len(bound)} datasets "
+            raise ToolError(f"--dataset is required: environment {args.environment!r} binds {len(bound)} datasets "
                             f"({', '.join(bound) or 'none'})")
         name = bound[0]
     if name not in bound:
-        raise ToolError(f"--dataset {name!r} is not bound to a source of environment {args.env!r} (bound: {', '.join(bound)})")
+        raise ToolError(f"--dataset {name!r} is not bound to a source of environment {args.environment!r} (bound: {', '.join(bound)})")
     try:
         dataset = dataset_files.load(name)
     except dataset_files.DatasetError as error:
@@ -434,7 +449,7 @@ def _schema_evolve(args) -> int:
                         "nothing was changed (see step 1 above)")
     if not plan.deployed:
         print(f"nothing changed: commit the file as {plan.next_file}, pin its digest in "
-              f"datasets/{name}/schemas.lock.json (`python -m operations dataset check {name}` prints the line), deploy, "
+              f"datasets/{name}/schemas.lock.json (`streamlake dataset check {name}` prints the line), deploy, "
               "then run this command again")
         return 0
     if plan.drift:
@@ -495,7 +510,7 @@ def _compact(args) -> int:
 
     hour = None
     if args.hour is not None:
-        grace = load_environment(args.env, args.config).config.compaction.grace_minutes
+        grace = load_environment(args.environment, args.config).config.compaction.grace_minutes
         hour = jobs.parse_hour(args.hour, grace_minutes=grace)  # validated before any AWS call
     _env, clients, outputs = _context(args)
     job_name = outputs.compaction_job()

@@ -1,4 +1,4 @@
-"""`python -m operations dataset check NAME --sample FILE`: the dataset's real contract over sample records, locally.
+"""`streamlake dataset check NAME --sample FILE`: the dataset's real contract over sample records, locally.
 
 The records go through the same adapter and contract the streaming job runs (glue_jobs.sources.from_local_files,
 glue_jobs.lake_table.LakeTable.validate) in a local Spark session: it prints the counts per reason, the first

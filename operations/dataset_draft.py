@@ -1,4 +1,4 @@
-"""`python -m operations dataset new NAME --sample FILE.jsonl`: draft a dataset's files from sample records.
+"""`streamlake dataset new NAME --sample FILE.jsonl`: draft a dataset's files from sample records.
 
 What it guesses, and says it guessed:
 - types at any depth: an object is a record, a list an array of its elements' merged type, true/false a

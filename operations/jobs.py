@@ -240,7 +240,7 @@ def reset_checkpoint(glue, s3, job_name: str, checkpoint_uri: str, source: str, 
     running = current_run(glue, job_name)
     if running is not None:
         raise ToolError(f"job {job_name!r} is {running.state} (run {running.run_id}); stop it first "
-                        f"(python -m operations job stop ...): a running job rewrites its checkpoint")
+                        f"(streamlake job stop ...): a running job rewrites its checkpoint")
     keys = checkpoint_objects(s3, bucket, prefix)
     if not keys:
         print(f"nothing to delete: s3://{bucket}/{prefix} is empty", file=out)

@@ -220,7 +220,7 @@ def _read_parquet_payloads(files: list[Path], reasons: tuple[str, ...], shown) -
         raise ToolError(
             f"{len(files)} of the dead-letter files are Parquet ({shown(files[0])}, ...): reading Parquet needs "
             "pyspark, which the tools' requirements.txt leaves out; run the tool from the development "
-            "environment (make bootstrap, then .venv/bin/python -m operations ...). Nothing was sent."
+            "environment (make bootstrap, then .venv/bin/streamlake produce ...). Nothing was sent."
         ) from None
 
     from glue_jobs.session import local_session

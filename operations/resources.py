@@ -67,7 +67,7 @@ def load_environment(name: str, config_path: str | None = None) -> Environment:
     except ConfigError as exc:
         raise ToolError(str(exc)) from None
     if name not in project.environments:
-        raise ToolError(f"--env {name!r} is not an environment of the config; configured: "
+        raise ToolError(f"--environment {name!r} is not an environment of the config; configured: "
                         f"{', '.join(project.environments)}")
     return Environment(name=name, project=project.project, config=project.get(name))
 

@@ -4,8 +4,10 @@ Each command is the project's own tool, run with the rest of the command line (i
 
     streamlake dataset new NAME --sample FILE.jsonl      draft a dataset's files from sample records
     streamlake run-local --dataset orders --input in/ --lake lake/ --dead-letter dl/ --checkpoint cp/ --once
-    streamlake job status --env prod --source clickstream
+    streamlake job status --environment prod --source clickstream
 
+Every command spells an option the same way (streamlake/options.py: --environment, --dataset, ...; an old spelling
+such as --env still works and warns), refuses an abbreviated option, and reports its usage as `streamlake <command>`.
 `python -m glue_jobs`, `python -m compaction`, `python -m operations` and the `python -m devtools.*` modules keep
 working; this is the same code under one name. Installed as a console script by `make bootstrap` (pyproject.toml
 [project.scripts]); `python -m streamlake` is the same without the install.
@@ -14,6 +16,7 @@ working; this is the same code under one name. Installed as a console script by 
 from __future__ import annotations
 
 import importlib
+import inspect
 import sys
 from dataclasses import dataclass
 
@@ -24,6 +27,12 @@ class Command:
     prefix: tuple[str, ...]  # argv given before the user's arguments
     help: str
     who: str  # operator | developer | reviewer
+
+    def prog(self, name: str) -> str:
+        """What the module's main(argv, prog=...) is given: the program name of its top-level parser when the
+        prefix is a subcommand of the same name (its subparser then shows `streamlake <name>`), else
+        `streamlake <name>` (a module without subcommands; compaction's run-local, reached as compact-local)."""
+        return "streamlake" if self.prefix[:1] == (name,) else f"streamlake {name}"
 
 
 COMMANDS = {
@@ -48,31 +57,47 @@ GROUPS = (("developer", "Local development (no AWS account)"), ("operator", "Ope
           ("reviewer", "Planning and review"))
 
 
+EXIT_CODES = """Exit codes (every command): 0 done; 1 failed or refused (the one-line message says what to do); 2 usage error
+(a missing, unknown or bad option: see `streamlake <command> --help`); 130 interrupted. Some commands add their own,
+named in their --help: 3 (dataset check: records above --max-failure-rate; diff: a change would fail to deploy),
+4 (diff: a change loses data without --allow-data-loss)."""
+
+
 def usage() -> str:
-    lines = ["usage: streamlake <command> [arguments]   (streamlake <command> --help for its own options)", ""]
+    lines = ["usage: streamlake [--version] <command> [arguments]   (streamlake <command> --help for its own options)", ""]
     for who, title in GROUPS:
         lines.append(f"{title}:")
         lines += [f"  {name:<14} {command.help}" for name, command in COMMANDS.items() if command.who == who]
         lines.append("")
+    lines += [EXIT_CODES, ""]
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] in ("-h", "--help", "help"):
-        print(usage())
+        print(usage(), file=sys.stdout if args else sys.stderr)
         return 0 if args else 2
+    if args[0] == "--version":
+        from streamlake import version
+
+        print(f"streamlake {version()}")
+        return 0
     name, rest = args[0], args[1:]
     command = COMMANDS.get(name)
     if command is None:
-        print(f"streamlake: unknown command {name!r}\n\n{usage()}", file=sys.stderr)
+        print(f"streamlake: error: unknown command {name!r}: run `streamlake --help` for the list", file=sys.stderr)
         return 2
     module = importlib.import_module(command.module)
+    given = {"prog": command.prog(name)} if "prog" in inspect.signature(module.main).parameters else {}
     try:
-        result = module.main([*command.prefix, *rest])
+        result = module.main([*command.prefix, *rest], **given)
     except SystemExit as exit_:  # argparse's --help and usage errors
         code = exit_.code
         return code if isinstance(code, int) else (0 if code is None else 1)
+    except KeyboardInterrupt:
+        print(f"streamlake {name}: interrupted", file=sys.stderr)
+        return 130
     return int(result or 0)
 
 

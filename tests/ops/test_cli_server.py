@@ -1,4 +1,4 @@
-"""`python -m operations ...` as a separate process against a moto server (AWS_ENDPOINT_URL)."""
+"""`python -m operations ...` (what `streamlake <command>` runs) as a separate process against a moto server (AWS_ENDPOINT_URL)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from tests.ops import moto_dev_env as dev_env
 from tests.ops.test_producer import read_stream
 
 SCHEMA_ID = {"RegistryName": dev_env.REGISTRY, "SchemaName": dev_env.SCHEMA}
-ENV = ("--env", dev_env.ENV)
+ENV = ("--environment", dev_env.ENV)
 
 
 def _events(n: int) -> list[str]:
@@ -52,8 +52,8 @@ def test_arguments_are_validated_with_clear_errors(deployed, tmp_path):
     assert bad_attempts.returncode == 2 and "--max-attempts: 0 is outside 1..20" in bad_attempts.stderr
 
     checks = [
-        (("produce", "--env", "qa", "--source", dev_env.SOURCE, "--file", __file__),
-         "--env 'qa' is not an environment of the config; configured: dev, staging, prod"),
+        (("produce", "--environment", "qa", "--source", dev_env.SOURCE, "--file", __file__),
+         "--environment 'qa' is not an environment of the config; configured: dev, staging, prod"),
         (("produce", *ENV, "--source", "nope", "--file", __file__),
          "--source 'nope' is not a source of environment 'dev'; configured: clickstream"),
         (("produce", *ENV, "--source", dev_env.SOURCE, "--file", str(tmp_path / "missing.ndjson")),
@@ -116,7 +116,7 @@ def test_schema_evolve_before_the_deploy_says_what_to_commit_and_changes_nothing
     assert "Commit the file as datasets/clickstream/schema.v2.avsc, review `make diff`" in result.stdout
     assert result.stdout.splitlines()[-1] == (
         "nothing changed: commit the file as datasets/clickstream/schema.v2.avsc, pin its digest in "
-        "datasets/clickstream/schemas.lock.json (`python -m operations dataset check clickstream` prints the line), deploy, "
+        "datasets/clickstream/schemas.lock.json (`streamlake dataset check clickstream` prints the line), deploy, "
         "then run this command again")
     assert glue.get_schema(SchemaId=SCHEMA_ID)["LatestSchemaVersion"] == 1
     assert [(r["Id"], r["JobRunState"]) for r in glue.get_job_runs(JobName=dev_env.STREAMING_JOB)["JobRuns"]] == [

@@ -67,7 +67,7 @@ def kafka_env(moto_server, broker, tmp_path, request):
 
 def _produce(kafka_env, *args):
     deployed, config, _, _ = kafka_env
-    return deployed.cli("produce", "--env", "dev", "--config", str(config), *args)
+    return deployed.cli("produce", "--environment", "dev", "--config", str(config), *args)
 
 
 def _read_topic(broker, topic: str, count: int) -> list:

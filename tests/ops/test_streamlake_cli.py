@@ -46,7 +46,7 @@ def test_usage_errors_exit_2_and_name_the_problem(capsys):
     assert cli.main(["frobnicate"]) == 2
     assert "unknown command 'frobnicate'" in capsys.readouterr().err
     assert cli.main([]) == 2
-    assert cli.main(["job", "stop"]) == 2  # argparse: --env and --source are required
+    assert cli.main(["job", "stop"]) == 2  # argparse: --environment and --source are required
     assert "required" in capsys.readouterr().err
 
 
