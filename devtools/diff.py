@@ -18,12 +18,37 @@ replacement or removal of a stateful resource is labelled "data loss" and the co
 A replaced Lake Formation grant is labelled "grant replaced" (every property of AWS::LakeFormation::PrincipalPermissions
 is create-only), and one replaced on the same principal and resource "deploy will fail" (docs/lake-formation.md).
 Catalog table columns are compared by name.
+
+IAM policy statements (any `Statement` list of a policy document: IAM policies, roles' trust policies, bucket, key,
+topic and queue policies) are compared as statements, not by their index in the list, so one statement added shows
+as one added statement and not as every later statement changed. They are paired in this order:
+1. by Sid, where a statement on each side has the same one;
+2. identical statements (Action, Resource and the other lists compared as sets) pair as unchanged;
+3. a remaining statement pairs with the remaining statement on the other side that has the same Effect and the same
+   Action or the same Resource (NotAction, NotResource and Principal counted with them): of several, the one sharing
+   the most keys, then the first in list order. It shows as that statement changed, field by field;
+4. whatever is left is a removed statement and an added one, each shown whole.
+A statement is named by its Sid (`Statement[Sid=ReadLake]`), else by its position in the new list (`Statement[4]`,
+`Statement[4, was 3]` when it moved; `Statement[was 3]` for a removed one).
+
+Values are shown whole. A long value (over MAX_VALUE_CHARS characters) or a long JSON string (a schema definition)
+is shown as a unified diff of its two indented JSON renderings, with the first character at which the compact
+renderings differ; a changed list of strings (Action, Resource) also names the items added and removed.
+
+Every changed setting of a resource type with priced settings (Kinesis streams, MSK clusters, Glue jobs, NAT gateways,
+interface endpoints) carries its price: the monthly change in USD when it is fixed capacity (each setting priced
+alone against the old settings; the resource's total change on its heading when several are), the rate per unit
+when it is billed by usage (an on-demand stream's retention, a batch Glue job's DPU-hours), or "not priced". An added
+or removed resource of such a type carries its monthly price. IAM statements and other types' settings cost nothing
+by themselves and carry no price; the report's footer says so.
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Collection
@@ -69,6 +94,8 @@ class ResourceChange:
     fixed_name: str | None = None  # "Name=value" when a replaced resource keeps the name it sets
     columns: list[str] = field(default_factory=list)  # catalog table columns added / removed / retyped
     same_grantee: bool = False  # a replaced grant keeps its principal and resource (its identifier)
+    prices: dict[str, str] = field(default_factory=dict)  # changed path -> its price tag (price_setting)
+    price: str | None = None  # the resource's own price tag: added / removed, or its total change
 
     @property
     def security(self) -> bool:
@@ -101,6 +128,135 @@ def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix: value}
 
 
+# ---- IAM policy statements: matched by Sid or content (module docstring), not by index.
+
+_LABEL = re.compile(r"\[[^\]]*\]")
+_SET_KEYS = ("Action", "NotAction", "Resource", "NotResource")
+_WHAT = (("Action", "NotAction"), ("Resource", "NotResource", "Principal", "NotPrincipal"))
+
+
+def _is_statements(value: Any) -> bool:
+    return (isinstance(value, list) and bool(value) and all(isinstance(s, dict) for s in value)) or (
+        isinstance(value, dict) and ("Effect" in value or "Action" in value))
+
+
+def _split_statements(value: Any, prefix: str = "") -> tuple[Any, dict[str, list[dict]]]:
+    """The value without its policy statements, and {flattened path of each Statement list: its statements}; the paths
+    are named as _flatten names them."""
+    found: dict[str, list[dict]] = {}
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            path = f"{prefix}.{key}" if prefix else key
+            if key == "Statement" and _is_statements(item):
+                found[path] = item if isinstance(item, list) else [item]
+                continue
+            out[key], inner = _split_statements(item, path)
+            found.update(inner)
+        return out, found
+    if isinstance(value, list) and value and all(isinstance(v, (dict, list)) for v in value):
+        items = []
+        for i, item in enumerate(value):
+            stripped, inner = _split_statements(item, f"{prefix}[{i}]")
+            items.append(stripped)
+            found.update(inner)
+        return items, found
+    return value, found
+
+
+def _canonical(value: Any) -> str:
+    """A statement (or one of its fields) as text, with Action, Resource and the like compared as sets."""
+    if isinstance(value, dict):
+        value = {k: (sorted({json.dumps(x, sort_keys=True) for x in ([v] if not isinstance(v, list) else v)})
+                     if k in _SET_KEYS else v) for k, v in value.items()}
+    return json.dumps(value, sort_keys=True)
+
+
+def _similarity(old: dict, new: dict) -> int:
+    """0 when two statements do not pair (another Effect, or neither what they allow nor what they allow it on is the
+    same); else 1 + the number of keys with the same value."""
+    if old.get("Effect") != new.get("Effect"):
+        return 0
+    def equal(key: str) -> bool:
+        return _canonical({key: old.get(key)}) == _canonical({key: new.get(key)})
+
+    if not any(all(equal(k) for k in group) for group in _WHAT):
+        return 0
+    return 1 + sum(equal(k) for k in set(old) | set(new))
+
+
+def pair_statements(old: list[dict], new: list[dict]) -> list[tuple[int | None, int | None]]:
+    """(old index, new index) pairs, None for a statement only on one side, in the order of the module docstring."""
+    pairs: list[tuple[int | None, int | None]] = []
+    left_old, left_new = list(range(len(old))), list(range(len(new)))
+
+    def take(o: int, n: int) -> None:
+        pairs.append((o, n))
+        left_old.remove(o)
+        left_new.remove(n)
+
+    sids_old = [old[o].get("Sid") for o in left_old]
+    for n in list(left_new):
+        sid = new[n].get("Sid")
+        if sid and sid in sids_old:
+            o = next(o for o in left_old if old[o].get("Sid") == sid)
+            take(o, n)
+            sids_old = [old[o].get("Sid") for o in left_old]
+    for n in list(left_new):
+        o = next((o for o in left_old if _canonical(old[o]) == _canonical(new[n])), None)
+        if o is not None:
+            take(o, n)
+    scored = sorted((-_similarity(old[o], new[n]), n, o) for n in left_new for o in left_old
+                     if _similarity(old[o], new[n]))
+    for _, n, o in scored:
+        if n in left_new and o in left_old:
+            take(o, n)
+    pairs += [(o, None) for o in left_old] + [(None, n) for n in left_new]
+    return pairs
+
+
+def statement_changes(path: str, old: list[dict], new: list[dict]) -> list[tuple[str, Any, Any]]:
+    """The changes of one Statement list: an added or removed statement whole (before or after None), a changed one
+    field by field under its name (module docstring)."""
+    out: list[tuple[int, str, Any, Any]] = []
+    for o, n in pair_statements(old, new):
+        a, b = (old[o] if o is not None else None), (new[n] if n is not None else None)
+        sid = (b or a or {}).get("Sid") if (a is None or b is None or a.get("Sid") == b.get("Sid")) else None
+        if sid:
+            label = f"Sid={sid}"
+        elif n is None:
+            label = f"was {o}"
+        else:
+            label = str(n) if o is None or o == n else f"{n}, was {o}"
+        order = n if n is not None else len(new) + (o or 0)
+        if a is None or b is None:
+            out.append((order, f"{path}[{label}]", a, b))
+            continue
+        fa, fb = _flatten(a), _flatten(b)
+        for key in sorted(set(fa) | set(fb)):
+            before, after = fa.get(key), fb.get(key)
+            if key in _SET_KEYS and _canonical({key: before}) == _canonical({key: after}):
+                continue  # the same set in another order
+            if before != after:
+                out.append((order, f"{path}[{label}].{key}", before, after))
+    return [(p, a, b) for _, p, a, b in sorted(out, key=lambda x: x[0])]
+
+
+def _is_statement_path(path: str) -> bool:
+    return ".Statement[" in path or path.startswith("Statement[")
+
+
+def resource_property_changes(old: dict, new: dict) -> list[tuple[str, Any, Any]]:
+    """(path, before, after) of every changed setting of one resource: flattened paths, policy statements matched."""
+    old_rest, old_statements = _split_statements(old)
+    new_rest, new_statements = _split_statements(new)
+    a, b = _flatten(old_rest), _flatten(new_rest)
+    props = [(k, a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+    for path in sorted(set(old_statements) | set(new_statements)):
+        props += statement_changes(path, old_statements.get(path, []), new_statements.get(path, []))
+    return sorted(props, key=lambda p: _LABEL.sub("", p[0]).split(".")[:2])
+
+
 def _get(resource: dict, steps: tuple[str, ...]) -> Any:
     value: Any = resource.get("Properties", {})
     for step in steps:
@@ -126,31 +282,47 @@ def column_changes(old: dict, new: dict) -> list[str]:
     return lines
 
 
-def diff_templates(old: dict, new: dict) -> list[ResourceChange]:
+def diff_templates(old: dict, new: dict, prices: dict | None = None) -> list[ResourceChange]:
+    """The changed resources; `prices` (default config/prices.json) prices their changed settings."""
+    prices = sizing.load_prices() if prices is None else prices
     old_r, new_r = old.get("Resources", {}), new.get("Resources", {})
     changes = []
     for lid in sorted(set(new_r) - set(old_r)):
-        changes.append(ResourceChange(lid, new_r[lid]["Type"], "added"))
+        changes.append(ResourceChange(lid, new_r[lid]["Type"], "added", price=price_resource(new_r[lid]["Type"], new_r[lid], prices)))
     for lid in sorted(set(old_r) - set(new_r)):
-        changes.append(ResourceChange(lid, old_r[lid]["Type"], "removed"))
+        changes.append(ResourceChange(lid, old_r[lid]["Type"], "removed",
+                                      price=price_resource(old_r[lid]["Type"], old_r[lid], prices, sign=-1)))
     for lid in sorted(set(old_r) & set(new_r)):
-        a, b = _flatten(old_r[lid]), _flatten(new_r[lid])
-        props = [(k, a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+        props = resource_property_changes(old_r[lid], new_r[lid])
         if not props:
             continue
         rtype = new_r[lid]["Type"]
         change = ResourceChange(lid, rtype, "modified", props)
+        _price_change(change, old_r[lid], new_r[lid], prices)
         if rtype == "AWS::Glue::Table":
             change.columns = column_changes(old_r[lid], new_r[lid])
             if change.columns:
                 change.changes = [p for p in props if ".StorageDescriptor.Columns[" not in p[0]]
-        reached = {cfn_schema.replacing_path(rtype, path) for path, _, _ in props} - {None}
+        reached = {cfn_schema.replacing_path(rtype, _LABEL.sub("", path)) for path, _, _ in props} - {None}
         change.replacing = sorted(".".join(path) for path in reached)
         if rtype != old_r[lid]["Type"] or reached:
             change.kind = "replaced"
         changes.append(change)
     _cascade_replacements(old_r, new_r, changes)
     return changes
+
+
+def _price_change(change: ResourceChange, old: dict, new: dict, prices: dict) -> None:
+    """Each changed setting's price tag, and the resource's total change when it is not the one setting's alone."""
+    if change.type not in PRICED_TYPES or old.get("Type") != new.get("Type"):
+        return
+    change.prices = {path: tag for path, _, _ in change.changes
+                     if (tag := price_setting(change.type, path, old, new, prices)) is not None}
+    before, after = resource_price(change.type, old, prices), resource_price(change.type, new, prices)
+    priced = [tag for tag in change.prices.values() if tag.startswith("💲")]
+    if before.fixed is not None and after.fixed is not None and (len(priced) > 1 or (
+            abs(after.fixed - before.fixed) >= 0.005 and not priced)):
+        change.price = f"💲 together {_usd(after.fixed - before.fixed)}"
 
 
 # Types whose name is unique only inside a parent named by a create-only property: when that parent is
@@ -232,10 +404,237 @@ def _cascade_replacements(old_r: dict, new_r: dict, changes: list[ResourceChange
 
 
 def _show(value: Any) -> str:
+    """A value whole, on one line."""
     if value is None:
         return "(none)"
-    text = json.dumps(value, sort_keys=True) if not isinstance(value, str) else value
-    return text if len(text) <= MAX_VALUE_CHARS else text[: MAX_VALUE_CHARS - 1] + "…"
+    return json.dumps(value, sort_keys=True) if not isinstance(value, str) else value
+
+
+def _pretty(value: Any) -> list[str]:
+    """A value's indented JSON rendering, line by line (a string holding JSON, a schema definition, parsed first)."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        try:
+            parsed = json.loads(value) if value.lstrip().startswith(("{", "[")) else None
+        except ValueError:
+            parsed = None
+        if parsed is None:
+            return value.splitlines() or [value]
+        value = parsed
+    return json.dumps(value, indent=1, sort_keys=True).splitlines()
+
+
+def _first_difference(before: Any, after: Any) -> int:
+    a, b = _show(before), _show(after)
+    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+
+
+def _list_delta(before: Any, after: Any) -> str | None:
+    """"added: …; removed: …" for two lists of strings (or one string and a list: IAM's Action, Resource)."""
+    def items(v: Any) -> list | None:
+        if isinstance(v, str):
+            return [v]
+        if isinstance(v, list) and all(not isinstance(x, list) for x in v):
+            return v
+        return None
+
+    a, b = items(before), items(after)
+    if a is None or b is None or not (isinstance(before, list) or isinstance(after, list)):
+        return None
+    ta, tb = [_show(x) for x in a], [_show(x) for x in b]
+    parts = []
+    if [x for x in tb if x not in ta]:
+        parts.append("added " + ", ".join(f"`{x}`" for x in tb if x not in ta))
+    if [x for x in ta if x not in tb]:
+        parts.append("removed " + ", ".join(f"`{x}`" for x in ta if x not in tb))
+    return "; ".join(parts) or "reordered"
+
+
+def _value_lines(path: str, before: Any, after: Any, price: str | None) -> list[str]:
+    """The lines of one changed setting: `path`: before → after, whole; a long one as a unified diff of its indented
+    JSON renderings (every line shown), with the first position at which the two differ."""
+    tag = f" — {price}" if price else ""
+    statement = _is_statement_path(path) and (before is None or after is None)
+    what = "**added statement**" if statement and before is None else "**removed statement**" if statement else None
+    delta = _list_delta(before, after)
+    long = max(len(_show(before)), len(_show(after))) > MAX_VALUE_CHARS or any(
+        isinstance(v, str) and len(_pretty(v)) > 1 for v in (before, after))
+    if not long:
+        if what:
+            return [f"  - `{path}`: {what} `{_show(before if after is None else after)}`{tag}"]
+        return [f"  - `{path}`: {_show(before)} → {_show(after)}{f' ({delta})' if delta else ''}{tag}"]
+    a, b = _pretty(before), _pretty(after)
+    if what:
+        head = f"  - `{path}`: {what}{tag}"
+    else:
+        marks = [f"first difference at character {_first_difference(before, after) + 1}"] if before is not None and after is not None else []
+        if before is None:
+            marks.append("was (none)")
+        if after is None:
+            marks.append("now (none)")
+        if delta:
+            marks.insert(0, delta)
+        head = f"  - `{path}`: changed ({'; '.join(marks)}){tag}"
+    body = list(difflib.unified_diff(a, b, lineterm="", n=max(len(a), len(b))))[2:]  # every line: shown whole
+    body = [line for line in body if not line.startswith("@@")]
+    return [head, "    ```diff", *(f"    {line}" for line in body), "    ```"]
+
+
+# ---- Prices of settings. Fixed capacity from config/prices.json (its rates, region and date); the usage rates below
+# are not fixed costs, so the report gives them per unit. Source for all: https://aws.amazon.com/kinesis/data-streams/pricing/
+# (us-east-1). The stored copy of that page (read through the search tool, 2026-11) names the charges (on-demand:
+# "Extended data retention (beyond the first 24 hours and within the first seven days), Long-Term data retention
+# (beyond seven days and up to one year)", billed per GB) but its price tables did not render, so the figures here are
+# UNVERIFIED; config/prices.json's kinesis.on_demand_extended_retention_gb_month and long_term_retention_gb_month
+# override them when present.
+KINESIS_ON_DEMAND_EXTENDED_RETENTION_GB_MONTH = 0.10  # unverified: on-demand Standard, 24 h to 7 days, per GB-month
+KINESIS_LONG_TERM_RETENTION_GB_MONTH = 0.023  # unverified: both modes, beyond 7 days, per GB-month
+PRICED_TYPES = ("AWS::Kinesis::Stream", "AWS::MSK::Cluster", "AWS::Glue::Job", "AWS::EC2::NatGateway", "AWS::EC2::VPCEndpoint")
+
+
+@dataclass(frozen=True)
+class Price:
+    """A resource's monthly fixed USD (None: not priced) and what it is billed by usage, per unit."""
+
+    fixed: float | None
+    usage: tuple[str, ...] = ()
+
+
+def _kinesis_rates(prices: dict) -> tuple[float, float]:
+    k = prices["kinesis"]
+    return (k.get("on_demand_extended_retention_gb_month", KINESIS_ON_DEMAND_EXTENDED_RETENTION_GB_MONTH),
+            k.get("long_term_retention_gb_month", KINESIS_LONG_TERM_RETENTION_GB_MONTH))
+
+
+def resource_price(rtype: str, resource: dict | None, prices: dict) -> Price:
+    """What one template resource costs a month from its own properties (fixed capacity), and its usage rates."""
+    if resource is None:
+        return Price(0.0)
+    props, hours = resource.get("Properties", {}), prices["hours_per_month"]
+    if rtype == "AWS::Kinesis::Stream":
+        k, metric = prices["kinesis"], prices["cloudwatch"]["metric_month"]
+        extended, long_term = _kinesis_rates(prices)
+        retention = props.get("RetentionPeriodHours", 24)
+        metrics = len(props.get("DesiredShardLevelMetrics") or [])
+        on_demand = (props.get("StreamModeDetails") or {}).get("StreamMode") == "ON_DEMAND"
+        usage = []
+        if on_demand:
+            usage += [f"data in {k['on_demand_gb_in']} and out {k['on_demand_gb_out']} USD per GB"]
+            if isinstance(retention, int) and retention > 24:
+                usage.append(f"retention beyond 24 h (to 7 days) {extended} USD per GB-month stored")
+            if metrics:
+                usage.append(f"{metrics} shard-level metric(s) at {metric} USD a month per shard Kinesis chooses")
+            fixed: float | None = hours * k["on_demand_stream_hour"]
+        else:
+            shards = props.get("ShardCount")
+            if not isinstance(shards, int) or not isinstance(retention, int):
+                return Price(None)
+            fixed = shards * hours * k["provisioned_shard_hour"] + shards * metrics * metric
+            if retention > 24:
+                fixed += shards * hours * k["extended_retention_shard_hour"]
+        if isinstance(retention, int) and retention > 168:
+            usage.append(f"retention beyond 7 days {long_term} USD per GB-month stored")
+        return Price(round(fixed, 2), tuple(usage))
+    if rtype == "AWS::MSK::Cluster":
+        m = prices["msk"]
+        info = props.get("BrokerNodeGroupInfo", {})
+        broker = m["broker_hour"].get(info.get("InstanceType"))
+        brokers = props.get("NumberOfBrokerNodes")
+        volume = ((info.get("StorageInfo") or {}).get("EBSStorageInfo") or {}).get("VolumeSize", 0)
+        if broker is None or not isinstance(brokers, int):
+            return Price(None)
+        return Price(round(brokers * hours * broker + brokers * volume * m["storage_gb_month"], 2))
+    if rtype == "AWS::Glue::Job":
+        g = prices["glue"]
+        dpu = g["dpu_per_worker"].get(props.get("WorkerType"))
+        workers = props.get("NumberOfWorkers")
+        capacity = dpu * workers if dpu is not None and isinstance(workers, int) else props.get("MaxCapacity")
+        rate = g["flex_dpu_hour"] if props.get("ExecutionClass") == "FLEX" else g["dpu_hour"]
+        if not isinstance(capacity, (int, float)):
+            return Price(None)
+        if (props.get("Command") or {}).get("Name") == "gluestreaming":  # runs around the clock, at most this many workers
+            return Price(round(capacity * hours * rate, 2))
+        return Price(None, (f"{capacity:g} DPU x {rate} USD per DPU-hour = {capacity * rate:,.2f} USD per hour it runs",))
+    if rtype == "AWS::EC2::NatGateway":
+        return Price(round(hours * prices["network"]["nat_gateway_hour"], 2), ("data processed per GB",))
+    if rtype == "AWS::EC2::VPCEndpoint":
+        if props.get("VpcEndpointType") != "Interface":
+            return Price(0.0)
+        azs = len(props.get("SubnetIds") or [])
+        return Price(round(azs * hours * prices["network"]["interface_endpoint_hour_per_az"], 2), ("data processed per GB",))
+    return Price(None)
+
+
+def _usd(delta: float) -> str:
+    sign = "+" if delta > 0.004 else ("-" if delta < -0.004 else "±")
+    return f"{sign}{abs(delta):,.2f} USD a month"
+
+
+def _set_path(resource: dict, path: str, value: Any) -> dict:
+    """A copy of the resource with the flattened path `path` (no list steps) set to value (None: removed)."""
+    import copy
+
+    out = copy.deepcopy(resource)
+    steps = path.split(".")
+    node = out
+    for step in steps[:-1]:
+        if not isinstance(node.get(step), dict):
+            node[step] = {}
+        node = node[step]
+    if value is None:
+        node.pop(steps[-1], None)
+    else:
+        node[steps[-1]] = value
+    return out
+
+
+def price_resource(rtype: str, resource: dict, prices: dict, sign: int = 1) -> str | None:
+    """The price tag of an added (sign 1) or removed (-1) resource; None for a type without priced settings."""
+    if rtype not in PRICED_TYPES:
+        return None
+    price = resource_price(rtype, resource, prices)
+    if price.fixed is None and not price.usage:
+        return "not priced"
+    parts = [_usd(sign * price.fixed)] if price.fixed is not None else []
+    parts += [f"billed by usage: {u}" for u in price.usage]
+    return "💲 " + "; ".join(parts)
+
+
+def price_setting(rtype: str, path: str, old: dict, new: dict, prices: dict) -> str | None:
+    """The price tag of one changed setting: its monthly change alone (old settings but this one), the rate per unit
+    where it is billed by usage, or "not priced"; None for a type without priced settings."""
+    if rtype not in PRICED_TYPES:
+        return None
+    if _LABEL.search(path):
+        return "not priced"  # inside a list (subnets, tags): priced on the resource heading if at all
+    before, after = resource_price(rtype, old, prices), resource_price(rtype, _set_path(old, path, _get_path(new, path)), prices)
+    usage = [u for u in after.usage if u not in before.usage]
+    gone = [u for u in before.usage if u not in after.usage]
+    parts = []
+    if before.fixed is not None and after.fixed is not None and abs(after.fixed - before.fixed) >= 0.005:
+        parts.append(_usd(after.fixed - before.fixed))
+    parts += [f"billed by usage: {u}" for u in usage] + [f"no longer billed: {u}" for u in gone]
+    if not parts:
+        if rtype == "AWS::Kinesis::Stream" and path == "Properties.RetentionPeriodHours":
+            mode = ((new.get("Properties", {}).get("StreamModeDetails") or {}).get("StreamMode"))
+            extended, _ = _kinesis_rates(prices)
+            if mode == "ON_DEMAND":
+                return (f"💲 billed by usage: retention beyond 24 h (to 7 days) {extended} USD per GB-month stored "
+                        "(unchanged rate; the GB stored grows with the hours)")
+            return ("💲 ±0.00 USD a month: extended retention is billed per shard-hour, whatever the hours "
+                    "between 24 and 7 days")
+        return "not priced"
+    return "💲 " + "; ".join(parts)
+
+
+def _get_path(resource: dict, path: str) -> Any:
+    value: Any = resource
+    for step in path.split("."):
+        if not isinstance(value, dict):
+            return None
+        value = value.get(step)
+    return value
 
 
 def _change_lines(change: ResourceChange) -> list[str]:
@@ -257,10 +656,12 @@ def _change_lines(change: ResourceChange) -> list[str]:
     if change.data_loss:
         head += (" — ⚠ **data loss**: what it holds goes with the old resource (refused unless `make diff "
                  "ALLOW_DATA_LOSS=1`; README \"Replacing the MSK cluster\" for the migration that loses nothing)")
+    if change.price:
+        head += f" — {change.price}"
     lines = [head]
     lines += [f"  - {line}" for line in change.columns]
     for path, before, after in change.changes:
-        lines.append(f"  - `{path}`: {_show(before)} → {_show(after)}")
+        lines += _value_lines(path, before, after, change.prices.get(path))
     return lines
 
 
@@ -513,17 +914,29 @@ def render_report(base_templates: dict[str, dict], new_templates: dict[str, dict
     parts.append(f"_Costs: fixed capacity from config/prices.json ({prices['region']}, {prices['as_of']}); streaming "
                  f"jobs from {sizing.MIN_STREAMING_WORKERS} workers (unverified floor) to `max_workers`; Iceberg "
                  f"datasets' commit and maintenance requests at one commit per window (estimates, devtools/sizing.py); "
-                 f"other usage (PUT units, GB, requests) not included._")
+                 f"other usage (PUT units, GB, requests) not included in the totals; a changed setting billed by usage gives "
+                 f"its rate per unit (💲), one not priced says so; IAM statements and settings of other resource types "
+                 f"carry no price of their own._")
     return "\n".join(parts) + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m devtools.diff", description=__doc__.splitlines()[0])
+def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
+    """`prog`: the program name in usage and errors (`streamlake diff` when run through the streamlake command)."""
+    from streamlake.options import Parser, exit_codes
+
+    parser = Parser(prog=prog or "python -m devtools.diff", description=__doc__.splitlines()[0],
+                    epilog=exit_codes("3 a change that cannot deploy (a replacement that would keep its name)",
+                                      "4 (diff) a change that replaces or removes a resource holding data, without "
+                                      "--allow-data-loss", "130 interrupted"))
     parser.add_argument("--base", default="HEAD", help="git ref whose committed snapshots and config are the base")
     parser.add_argument("--out", help="also write the Markdown to this file")
     parser.add_argument("--allow-data-loss", action="store_true",
                         help="accept changes that replace or remove a resource holding data (exit 0 instead of 4)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    args = build_parser(prog).parse_args(argv)
     if subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{args.base}^{{commit}}"], cwd=REPO_ROOT,
                       capture_output=True).returncode != 0:
         print(f"error: --base {args.base!r} is not a git commit in {REPO_ROOT}", file=sys.stderr)

@@ -122,7 +122,7 @@ class Readers(Construct):
                     self, f"{pascal(dataset)}{key}", database=database, work_group=name,
                     name=f"{dataset}: {label}", description=f"Dataset {dataset}: {label} (docs/readers.md)",
                     query_string=sql(database, tables))
-                query.add_dependency(self.workgroup)
+                query.add_resource_dependency(self.workgroup)
                 queries[key] = query
             self.named_queries[dataset] = queries
             self.policies[dataset] = self._reader_policy(stack, dataset, tables, database, data_key, lake_bucket,
