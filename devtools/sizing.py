@@ -104,10 +104,14 @@ class Recommendation:
     monthly_cost: dict[str, float] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
 
-    def config_fragment(self) -> dict:
-        """The part of an environment block in config/environments.json this recommends."""
+    def config_fragment(self, streams: list[dict] | None = None) -> dict:
+        """The part of an environment block in config/environments.json this recommends. `streams`: the environment's
+        whole `kinesis_streams` list with the sized stream in it (a list replaces the environment's, so a fragment with
+        one entry would drop its other streams); without, one entry with placeholders for what the load does not say."""
+        sized = {"name": "<stream name: --stream>", "dataset": "<dataset: --dataset>", "capacity_mode": "provisioned",
+                 "shard_count": self.kinesis_shards, "retention_hours": 24}
         return {
-            "kinesis_streams": [{"capacity_mode": "provisioned", "shard_count": self.kinesis_shards}],
+            "kinesis_streams": streams if streams is not None else [sized],
             "msk": {"topic_partitions": self.kafka_partitions},
             "streaming": {
                 "worker_type": self.worker_type,
@@ -473,7 +477,24 @@ def check_environment(env: EnvironmentConfig, load: Load, rec: Recommendation) -
     return warnings
 
 
-def render_text(load: Load, rec: Recommendation) -> str:
+def sized_streams(env, rec: Recommendation, stream: str | None, dataset: str | None, retention_hours: int | None
+                  ) -> list[dict] | None:
+    """The `kinesis_streams` list to paste: the environment's streams (when `env`), with `stream` sized as `rec` says
+    (its dataset and retention kept unless given), or added when it is not there yet. None when no stream is named
+    (the fragment then carries placeholders)."""
+    if stream is None:
+        return None
+    current = [asdict(s) for s in env.kinesis_streams] if env else []
+    old = next((s for s in current if s["name"] == stream), None)
+    entry = {"name": stream, "dataset": dataset or (old or {}).get("dataset") or "<dataset: --dataset>",
+             "capacity_mode": "provisioned", "shard_count": rec.kinesis_shards,
+             "retention_hours": retention_hours or (old or {}).get("retention_hours") or 24}
+    order = ("name", "dataset", "capacity_mode", "shard_count", "retention_hours")
+    listed = [entry if s["name"] == stream else {k: s[k] for k in order} for s in current]
+    return listed if old is not None else [*listed, entry]
+
+
+def render_text(load: Load, rec: Recommendation, streams: list[dict] | None = None) -> str:
     lines = [
         f"load: {load.events_per_second:g} events/s x {load.record_kb:g} KB, latency target {load.latency_seconds:g} s, "
         f"{load.records_per_core_per_second:g} records/s per core, headroom {load.headroom:.0%}",
@@ -483,8 +504,11 @@ def render_text(load: Load, rec: Recommendation) -> str:
         f"  windowSize           {rec.window_size_seconds} s (expected batch {rec.expected_batch_seconds} s)",
         f"  maxFetchRecordsPerShard {rec.max_fetch_records_per_shard}, maxOffsetsPerTrigger {rec.max_offsets_per_trigger}",
         "  monthly cost (USD)   " + ", ".join(f"{k} {v:,.2f}" for k, v in rec.monthly_cost.items()),
-        "config fragment:",
-        json.dumps(rec.config_fragment(), indent=2),
+        "config fragment" + (" (kinesis_streams is the environment's whole list: a list replaces, it does not merge)"
+                             if streams is not None else
+                             " (--stream and --dataset fill the placeholders; a kinesis_streams list replaces the "
+                             "environment's whole list)") + ":",
+        json.dumps(rec.config_fragment(streams), indent=2),
     ]
     lines += [f"WARNING {w}" for w in rec.warnings]
     return "\n".join(lines)
@@ -573,6 +597,13 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
                         help="Glue version whose workers to size (default 4.0; with --environment, its own)")
     parser.add_argument("--environment", help="also check this environment's config against the load")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument("--stream", help="the Kinesis stream the load is for: the config fragment then carries its entry "
+                                         "whole (with --environment, the environment's whole kinesis_streams list)")
+    parser.add_argument("--dataset", help="the dataset that stream carries (kept from the environment's config when the "
+                                          "stream is there)")
+    parser.add_argument("--retention-hours", type=int, default=None,
+                        help="the stream's retention in the fragment (default: the environment's for that stream, else "
+                             "24, Kinesis' minimum)")
     parser.add_argument("--iceberg", nargs="*", metavar="DATASET",
                         help="instead: what these datasets add as Iceberg tables (default: those whose dataset.json says "
                              "iceberg), in --environment or in every environment; no load arguments needed")
@@ -603,7 +634,8 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     except (SizingError, ConfigError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(json.dumps(asdict(rec), indent=2) if args.json else render_text(load, rec))
+    streams = sized_streams(env, rec, args.stream, args.dataset, args.retention_hours)
+    print(json.dumps(asdict(rec), indent=2) if args.json else render_text(load, rec, streams))
     return 1 if rec.warnings else 0
 
 

@@ -168,6 +168,9 @@ def build_parser(prog: str = "python -m operations") -> argparse.ArgumentParser:
                                       description="Draft a dataset's files from sample records and say what was guessed.")
     new.add_argument("name", help="the dataset's folder name under datasets/")
     new.add_argument("--sample", required=True, type=Path, help="newline-delimited JSON records")
+    new.add_argument("--datasets-dir", type=Path, default=None,
+                     help="the datasets folder to write into (default: the project's, the one synth and every command "
+                          "read: STREAMLAKE_DATASETS, else datasets/ beside the code)")
     new.add_argument("--unknown-fields", choices=("reject", "keep", "drop"), default="reject",
                      help="what the contract does with a record's field the schema does not know: reject (a dead letter, "
                           "the default), keep (stored as JSON text in the _unknown_fields column) or drop (counted); "
@@ -178,6 +181,9 @@ def build_parser(prog: str = "python -m operations") -> argparse.ArgumentParser:
     check.add_argument("name", help="a dataset under datasets/")
     check.add_argument("--sample", required=True, type=Path, help="newline-delimited JSON records")
     check.add_argument("--show", type=_int_in(0, 1000), default=10, help="dead letters to print (default 10)")
+    check.add_argument("--pin", action="store_true",
+                       help="when the check passes, record the newest schema version's digest in schemas.lock.json: "
+                            "the version is then final (a pinned version never changes; the next is schema.v<N+1>.avsc)")
     check.add_argument("--max-failure-rate", type=_percent, default=0.0, metavar="PERCENT",
                        help="the share of records that may fail the contract, in percent, before the command exits 3 "
                             "(default 0: any failing record fails the check, so it can gate a pull request)")
@@ -250,14 +256,18 @@ def _dataset(args) -> int:
     if args.dataset_command == "new":
         from operations.dataset_draft import write_draft
 
-        root = Path(str(datasets.root()))
+        root = Path(str(args.datasets_dir or datasets.root()))
         notes = write_draft(root, args.name, args.sample, args.unknown_fields)
         print(f"drafted {root / args.name}/dataset.json and schema.v1.avsc; guessed:")
         for note in notes:
             print(f"  - {note}")
+        if args.datasets_dir is None and not Path.cwd().resolve().is_relative_to(root.resolve().parent):
+            print(f"note: written to the project's datasets folder ({root}), which every command and synth read; this "
+                  "directory is outside the project (--datasets-dir writes elsewhere; STREAMLAKE_DATASETS points every "
+                  "command at another datasets folder)")
         print("check: the types (a decimal is drafted as double, an enum as string), the key, the event time, and add rules; "
-              f"then `streamlake dataset check {args.name} --sample {args.sample}` (it names the digest to pin in "
-              "schemas.lock.json once the schema is final)")
+              f"then `streamlake dataset check {args.name} --sample {args.sample} --pin` (runs the contract over the "
+              "samples and, when they pass, pins the schema version in schemas.lock.json)")
         return 0
     from operations.dataset_check import check
 
@@ -265,7 +275,40 @@ def _dataset(args) -> int:
     if not counts:
         print(f"error: --sample {args.sample} holds no record", file=sys.stderr)
         return 1
-    return failure_rate_exit(counts, args.max_failure_rate)
+    code = failure_rate_exit(counts, args.max_failure_rate)
+    return _pin(args.name, pin=args.pin and code == 0, refused=args.pin and code != 0) or code
+
+
+def _pin(name: str, *, pin: bool, refused: bool) -> int:
+    """Say whether the newest schema version of `name` is pinned in schemas.lock.json, and pin it when asked (0), or
+    refuse to (1 with a one-line error) when the check failed."""
+    import json
+
+    from glue_jobs import datasets
+
+    folder = Path(str(datasets.root())) / name
+    lock_path = folder / datasets.LOCK_FILE
+    versions = sorted(int(p.name[len("schema.v"):-len(".avsc")]) for p in folder.glob("schema.v*.avsc")
+                      if p.name[len("schema.v"):-len(".avsc")].isdigit())
+    if not versions:
+        return 0
+    file_name = f"schema.v{versions[-1]}.avsc"
+    lock = json.loads(lock_path.read_text(encoding="utf-8")) if lock_path.exists() else {}
+    if file_name in lock:
+        return 0
+    digest = datasets.file_digest((folder / file_name).read_bytes())
+    if refused:
+        print(f"error: {file_name} not pinned: records fail the contract (fix them, or allow a share with "
+              "--max-failure-rate, then --pin again)", file=sys.stderr)
+        return 3
+    if not pin:
+        print(f"{file_name} is not pinned yet: once it is final, run again with --pin (it adds \"{file_name}\": "
+              f"\"{digest}\" to {lock_path})")
+        return 0
+    lock[file_name] = digest
+    lock_path.write_text(json.dumps(lock, indent=2) + "\n", encoding="utf-8")
+    print(f"pinned {file_name} in {lock_path}: this version is final; a change to the schema is schema.v{versions[-1] + 1}.avsc")
+    return 0
 
 
 def failure_rate_exit(counts: dict[str, int], max_failure_rate: float) -> int:

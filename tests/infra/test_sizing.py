@@ -116,6 +116,41 @@ def test_fragment_for_prod_keeps_to_the_worker_types_prod_allows(capsys):
     assert sizing.choose_workers(1, "5.0", ("G.2X",)) == ("G.2X", 2)
 
 
+def _printed_fragment(text: str) -> dict:
+    return json.loads(text[text.index("{", text.index("config fragment")):text.rindex("}") + 1])
+
+
+def test_the_printed_fragment_pastes_into_the_environment_whole(capsys):
+    """The text fragment names the stream, its dataset and retention, and with --environment it is the environment's
+    whole kinesis_streams list (a list replaces the environment's): laid over dev's block it validates, keeps dev's other
+    streams and sizes the named one. Without --stream the placeholders say which options fill them."""
+    args = ["--events-per-second", "3000", "--record-kb", "1", "--latency-seconds", "120",
+            "--records-per-core-per-second", "25000"]
+    sizing.main(args)
+    printed = capsys.readouterr().out
+    assert "--stream and --dataset fill the placeholders" in printed
+    assert _printed_fragment(printed)["kinesis_streams"][0]["name"] == "<stream name: --stream>"
+
+    sizing.main([*args, "--environment", "dev", "--stream", "orders"])
+    fragment = _printed_fragment(capsys.readouterr().out)
+    raw = json.loads(sizing.REPO_ROOT.joinpath("config/environments.json").read_text())
+    before = {s["name"]: s for s in raw["environments"]["dev"]["kinesis_streams"]}
+    for key, value in fragment.items():
+        raw["environments"]["dev"][key] = value if key == "kinesis_streams" else {**raw["environments"]["dev"].get(key, {}), **value}
+    dev = parse_config(raw).get("dev")
+    streams = {s.name: s for s in dev.kinesis_streams}
+    assert set(streams) == set(before)  # nothing dropped
+    sized = next(e for e in fragment["kinesis_streams"] if e["name"] == "orders")
+    assert (streams["orders"].capacity_mode, streams["orders"].dataset) == ("provisioned", "orders")
+    assert streams["orders"].shard_count == sized["shard_count"] >= 3
+    assert streams["clickstream"].capacity_mode == before["clickstream"]["capacity_mode"]
+
+    sizing.main([*args, "--stream", "sensors", "--dataset", "sensor_readings", "--retention-hours", "48"])
+    (entry,) = _printed_fragment(capsys.readouterr().out)["kinesis_streams"]
+    assert entry == {"name": "sensors", "dataset": "sensor_readings", "capacity_mode": "provisioned",
+                     "shard_count": entry["shard_count"], "retention_hours": 48} and entry["shard_count"] >= 3
+
+
 # Prices as cited in devtools/sizing.py, written out here so that a wrong constant fails: S3 PUT and LIST 0.005 and GET
 # 0.0004 USD per 1,000, Glue Data Catalog 1.00 USD per million requests (https://aws.amazon.com/s3/pricing/,
 # https://aws.amazon.com/lake-formation/pricing/).
