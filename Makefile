@@ -90,6 +90,7 @@ test-fast: $(STAMP)
 # The app synthesizes the cloud assembly itself (CDK_OUTDIR, cdk.json's context read by infra/app_builder.py), as
 # `cdk synth` runs it, without the CLI's "Supply a stack id" line for an app of several stages.
 synth: $(STAMP)
+	@echo "synthesizing every environment into cdk.out/ (cdk-nag enforced)..."
 	@start=$$(date +%s%N); CDK_OUTDIR=cdk.out $(PY) app.py && end=$$(date +%s%N) && \
 	  echo "synthesized $$(ls -d cdk.out/assembly-* | wc -l) environment(s) into cdk.out/ in $$(( (end - start) / 1000000 )) ms (cdk-nag AwsSolutions enforced)"
 

@@ -78,7 +78,7 @@ def markdown(report: dict) -> str:
         "",
         "Written by `make bench` (bench/report.py); do not edit by hand. A figure here describes the commit",
         "named below: after a change on a measured path, run `make bench` again and commit this file with it.",
-        "What each row measures and how: README \"Benchmarks and sizing\"; where the time goes: docs/performance.md.",
+        "What each row measures and how: docs/development.md \"Benchmarks and sizing\"; where the time goes: docs/performance.md.",
         "",
         f"- measured: {report['date']}",
         f"- commit: {report['commit']}",

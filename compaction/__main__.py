@@ -83,6 +83,8 @@ def build_parser(prog: str = "python -m compaction", run_local_prog: str | None 
     run.add_argument("--hour", type=_hour, help="compact only this UTC hour, e.g. 2026-01-01T05 (ignores the lookback)")
     run.add_argument("--target-file-mb", type=_positive_mb, help="target output file size in MB (fractions allowed)")
     run.add_argument("--grace-minutes", type=_int_at_least(0), help="an hour is closed this long after it ends")
+    run.add_argument("--quiet", action="store_true",
+                     help="print only the run's totals: no start line (stderr), no line per partition")
     run.add_argument("--scan", action="store_true",
                      help="look at every hour of the lookback window instead of the partitions log the streaming "
                           "job writes (for files written by anything else)")
@@ -129,26 +131,13 @@ def _mb(n: int) -> str:
     return f"{n / MB:.2f} MB"
 
 
-def print_summary(summary, out=None) -> None:
+def print_summary(summary, out=None, *, partitions: bool = True) -> None:
+    """The run's lines: one per partition (unless printed as they ended, or --quiet), then the totals."""
     out = out or sys.stdout  # looked up when called: a caller (a test) may have replaced it since import
-    print(f"run {summary.run_id}", file=out)
-    for r in summary.results:
-        if r.action in ("compacted", "rolled_forward"):
-            print(
-                f"  {r.partition}  {r.action}: files {r.files_before} -> {r.files_after}, "
-                f"{_mb(r.bytes_before)} -> {_mb(r.bytes_after)}, rows {r.rows_in} -> {r.rows_out}, "
-                f"duplicates removed {r.duplicates}"
-                f"{f' ({r.differing_duplicates} differing from the copy kept)' if r.differing_duplicates else ''}"
-                f"{', re-staged' if r.restaged else ''}"
-                f"{f', {r.inputs_left} changed input(s) left for next run' if r.inputs_left else ''}, {r.seconds:.2f} s",
-                file=out,
-            )
-        elif r.action == "rolled_back":
-            print(f"  {r.partition}  rolled back run {r.run_id}: {r.reason}", file=out)
-        elif r.action == "failed":
-            print(f"  {r.partition}  FAILED: {r.error}", file=out)
-        else:
-            print(f"  {r.partition}  skipped ({r.reason}, {r.files_before} file(s))", file=out)
+    if partitions:
+        print(f"run {summary.run_id}", file=out)
+        for r in summary.results:
+            print_result(r, out)
     compacted = summary.of("compacted")
     print(
         f"{len(compacted)} partition(s) compacted, {len(summary.of('rolled_forward', 'rolled_back'))} recovered, "
@@ -156,6 +145,27 @@ def print_summary(summary, out=None) -> None:
         f"{summary.total('differing_duplicates', compacted)} dropped duplicate(s) differed from the copy kept",
         file=out,
     )
+
+
+def print_result(r, out=None) -> None:
+    """One partition's line."""
+    out = out or sys.stdout
+    if r.action in ("compacted", "rolled_forward"):
+        print(
+            f"  {r.partition}  {r.action}: files {r.files_before} -> {r.files_after}, "
+            f"{_mb(r.bytes_before)} -> {_mb(r.bytes_after)}, rows {r.rows_in} -> {r.rows_out}, "
+            f"duplicates removed {r.duplicates}"
+            f"{f' ({r.differing_duplicates} differing from the copy kept)' if r.differing_duplicates else ''}"
+            f"{', re-staged' if r.restaged else ''}"
+            f"{f', {r.inputs_left} changed input(s) left for next run' if r.inputs_left else ''}, {r.seconds:.2f} s",
+            file=out, flush=True,
+        )
+    elif r.action == "rolled_back":
+        print(f"  {r.partition}  rolled back run {r.run_id}: {r.reason}", file=out, flush=True)
+    elif r.action == "failed":
+        print(f"  {r.partition}  FAILED: {r.error}", file=out, flush=True)
+    else:
+        print(f"  {r.partition}  skipped ({r.reason}, {r.files_before} file(s))", file=out, flush=True)
 
 
 def _settings(args: argparse.Namespace) -> tuple[CompactionSettings, FaultInjector]:
@@ -221,14 +231,18 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     from compaction.metrics import LogMetricSink
     from glue_jobs.ownership import OwnershipError
 
+    if not args.quiet:  # Spark takes seconds to start: say what is starting before it does (stderr: not the results)
+        print(f"{prog or 'python -m compaction run-local'}: starting a local Spark session to compact {args.dataset}'s "
+              f"closed hours under {args.lake}; a line per partition follows", file=sys.stderr, flush=True)
     spark = _local_spark()
     try:
-        compactor = Compactor(spark, settings, sink=LogMetricSink(args.environment), faults=faults)
+        compactor = Compactor(spark, settings, sink=LogMetricSink(args.environment), faults=faults,
+                              on_result=None if args.quiet else print_result)
     except OwnershipError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     summary = compactor.run()
-    print_summary(summary)
+    print_summary(summary, partitions=False)
     return 0 if summary.succeeded else 1
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 from datetime import datetime, timezone
 
 from compaction import layout
@@ -56,7 +57,9 @@ class Compactor:
         sink: MetricSink | None = None,
         faults: FaultInjector | None = None,
         now: datetime | None = None,
+        on_result: Callable[[PartitionResult], None] | None = None,
     ) -> None:
+        """`on_result`: called with each partition's result as it ends (compact-local prints it), recovered ones first."""
         self.spark = spark
         self.settings = settings
         self.storage = HadoopStorage(spark)
@@ -68,6 +71,7 @@ class Compactor:
         self.sink = sink if sink is not None else LogMetricSink(settings.environment)
         self.faults = faults if faults is not None else FaultInjector()
         self.now = now or datetime.now(timezone.utc)
+        self.on_result = on_result
         check_hour_closed(settings, self.now)
         self.run_id = layout.new_run_id(self.now)
         self.stager = Stager(spark, self.storage, self.paths, run_id=self.run_id,
@@ -78,7 +82,9 @@ class Compactor:
         started = time.monotonic()
         summary = RunSummary(run_id=self.run_id, dataset=self.stager.table.name)
         try:
-            summary.results += self.recover()
+            for recovered in self.recover():
+                summary.results.append(recovered)
+                self._tell(recovered)
             self._sweep_orphaned_staging()
             from_log = self.settings.hour is None and not self.settings.scan
             if from_log:
@@ -96,6 +102,7 @@ class Compactor:
                 else:
                     result = self.compact_partition(partition, files, reason)
                 summary.results.append(result)
+                self._tell(result)
                 if result.action != "failed":
                     done.add(partition.key)
             self.stager.save_bytes_ratio()
@@ -110,6 +117,10 @@ class Compactor:
         summary.seconds = time.monotonic() - started
         self._publish_metrics(summary)
         return summary
+
+    def _tell(self, result: PartitionResult) -> None:
+        if self.on_result is not None:
+            self.on_result(result)
 
     def _advance_log(self, entries: list[partitions_log.LogEntry], done: set[str]) -> None:
         """After the partitions are published: each entry loses the partitions compacted (or found compact);

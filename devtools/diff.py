@@ -948,6 +948,8 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         return 2
     from devtools.snapshot import synth_templates
 
+    print(f"{prog or 'diff'}: synthesizing every environment of the working tree and reading the base's templates at "
+          f"{args.base}...", file=sys.stderr, flush=True)
     new_templates = synth_templates()
     base_templates, base_config = base_state(args.base)
     report = render_report(base_templates, new_templates, base_config, config, args.base,

@@ -65,6 +65,8 @@ def build_parser(prog: str = "python -m glue_jobs") -> argparse.ArgumentParser:
     run.add_argument("--dataset", type=dataset_name,
                      help="the dataset the records are (datasets/<name>/): its contract and lake table (required where "
                           "there are several datasets)")
+    run.add_argument("--quiet", action="store_true",
+                     help="print only the run's summary: no start line (stderr), no line per micro-batch")
     run.add_argument("--trigger-seconds", type=_positive_int, default=5,
                      help="micro-batch interval in seconds without --once (default 5)")
 
@@ -88,6 +90,8 @@ def build_parser(prog: str = "python -m glue_jobs") -> argparse.ArgumentParser:
     kafka.add_argument("--max-offsets-per-trigger", type=_positive_int, default=None,
                        help="at most this many records per micro-batch (default: no limit)")
     kafka.add_argument("--once", action="store_true", help="process what the topic holds now, then exit")
+    kafka.add_argument("--quiet", action="store_true",
+                       help="print only the run's summary: no start line (stderr), no line per micro-batch")
     kafka.add_argument("--trigger-seconds", type=_positive_int, default=5,
                        help="micro-batch interval in seconds without --once (default 5)")
 
@@ -155,12 +159,18 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     from glue_jobs.ownership import OwnershipError
 
     configure_logging()
+    if not args.quiet:  # Spark takes seconds to start: say what is starting before it does (stderr: not the results)
+        source = f"topic {args.topic}" if args.command == "run-kafka" else f"the files in {args.input}"
+        print(f"{parser.prog}: starting a local Spark session to stream {source} into {args.lake} as dataset "
+              f"{args.dataset}{' (once: what is there now)' if args.once else ' (until Ctrl-C)'}; a line per micro-batch "
+              "follows", file=sys.stderr, flush=True)
     try:
         if args.command == "run-kafka":
             return _run_kafka(args)
         run_local(input_dir=args.input, lake_dir=args.lake, dead_letter_dir=args.dead_letter,
                   checkpoint_dir=args.checkpoint, once=args.once, max_files_per_batch=args.max_files_per_batch,
-                  source_name=args.source_name, trigger_seconds=args.trigger_seconds, dataset=args.dataset)
+                  source_name=args.source_name, trigger_seconds=args.trigger_seconds, dataset=args.dataset,
+                  progress=not args.quiet)
     except (FileNotFoundError, NotADirectoryError, PermissionError, OwnershipError) as error:
         parser.error(str(error))
     return 0
@@ -178,7 +188,8 @@ def _run_kafka(args) -> int:
     run_local_kafka(bootstrap_servers=args.bootstrap_servers, topic=args.topic, partitions=args.partitions, registry=registry,
                     lake_dir=args.lake, dead_letter_dir=args.dead_letter, checkpoint_dir=args.checkpoint,
                     source_name=args.source_name, dataset=args.dataset, starting_offsets=args.starting_offsets,
-                    max_offsets_per_trigger=args.max_offsets_per_trigger, once=args.once, trigger_seconds=args.trigger_seconds)
+                    max_offsets_per_trigger=args.max_offsets_per_trigger, once=args.once, trigger_seconds=args.trigger_seconds,
+                    progress=not args.quiet)
     return 0
 
 

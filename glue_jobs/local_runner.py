@@ -120,6 +120,7 @@ def run_local(
     dataset: str | None = None,
     spark=None,
     out: TextIO = sys.stdout,
+    progress: bool = True,
 ) -> RunSummary:
     if not Path(input_dir).is_dir():
         raise FileNotFoundError(f"input directory {input_dir} does not exist (or is not a directory)")
@@ -138,7 +139,7 @@ def run_local(
     )
     summary = RunSummary()
     started = time.time()
-    printed = _batch_printer(summary, started, out)
+    printed = _batch_printer(summary, started, out, progress)
 
     def on_batch(raw, batch_id: int) -> None:
         printed(writer(from_local_files(raw, source_name, int(time.time() * 1000)), batch_id))
@@ -168,9 +169,12 @@ def _make_folders(folders: dict[str, str]) -> None:
             raise PermissionError(f"{option} {path}: cannot create the folder ({error.strerror})") from None
 
 
-def _batch_printer(summary: RunSummary, started: float, out: TextIO):
+def _batch_printer(summary: RunSummary, started: float, out: TextIO, progress: bool = True):
+    """Adds each batch's counts to `summary`; with `progress`, prints them as the batch ends."""
     def printed(stats: BatchStats) -> None:
         summary.add(stats)
+        if not progress:
+            return
         print(
             f"batch {stats.batch_id}: in={stats.records_in} written={stats.records_written} "
             f"dead_letters={stats.dead_letters} duplicates={stats.duplicates_collapsed} "
@@ -241,6 +245,7 @@ def run_local_kafka(
     spark=None,
     out: TextIO = sys.stdout,
     started_query=None,
+    progress: bool = True,
 ) -> RunSummary:
     """The Kafka job's path (glue_jobs/kafka_job.py) on a local Spark: a broker without IAM auth (the tests'
     loopback broker), the Schema Registry through `registry` (a glue_jobs.registry_frames.RegistryVersions)."""
@@ -259,7 +264,7 @@ def run_local_kafka(
     decoding = FrameDecoding(spark, writer.table.dataset, registry, name=function_name(source_name))
     batches = KafkaBatches(writer, decoding, source_name)
     summary, started = RunSummary(), time.time()
-    printed = _batch_printer(summary, started, out)
+    printed = _batch_printer(summary, started, out, progress)
 
     def on_batch(raw, batch_id: int) -> None:
         printed(batches(raw, batch_id))

@@ -271,6 +271,8 @@ def _dataset(args) -> int:
         return 0
     from operations.dataset_check import check
 
+    print(f"streamlake dataset check: starting a local Spark session to run {args.name}'s contract over {args.sample}",
+          file=sys.stderr, flush=True)  # Spark takes seconds to start; stderr: the counts below are the results
     counts = check(args.name, args.sample, show=args.show)
     if not counts:
         print(f"error: --sample {args.sample} holds no record", file=sys.stderr)
@@ -397,6 +399,7 @@ def _produce(args) -> int:
                                allow_invalid_json=args.allow_invalid_json)
     if total == 0:
         print(f"nothing to send: no records in {args.file or location}")
+        _say_blank_lines(items)
         return 0
     unsent = Path(args.unsent_file or f"unsent-{stream}-{stamp}.jsonl")
     backoff = producer.Backoff(base_s=args.backoff_base_ms / 1000, max_s=args.backoff_max_ms / 1000)
@@ -408,7 +411,14 @@ def _produce(args) -> int:
     print(f"sent {result.sent} of {total} records to {stream} in {result.requests} PutRecords call(s)"
           f"{f', {result.retried} entries retried' if result.retried else ''}"
           f"{f', up to {result.possible_duplicates} possibly written twice (resent after a server error)' if result.possible_duplicates else ''}")
+    _say_blank_lines(items)
     return 0
+
+
+def _say_blank_lines(items) -> None:
+    blank = getattr(items, "blank_lines", 0)
+    if blank:
+        print(f"skipped {blank} blank line(s) of {items.path}: a blank line is no record, so none was sent for it")
 
 
 def _produce_kafka(args, env, clients, outputs, items, stamp: str) -> int:
@@ -442,6 +452,7 @@ def _produce_kafka(args, env, clients, outputs, items, stamp: str) -> int:
     partitions = sorted({partition for partition, _ in result.offsets})
     print(f"sent {result.sent} of {len(payloads)} records to topic {topic} (partitions {partitions}) as dataset "
           f"{dataset.name} v{dataset.latest_version} ({version_id})")
+    _say_blank_lines(items)
     if result.failed:
         print(f"{len(result.failed)} not confirmed (first: {result.failed[0][0]}: {result.failed[0][1]}); written to "
               f"{result.unsent_path}: send them again with --dead-letters {result.unsent_path}")

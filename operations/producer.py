@@ -83,7 +83,10 @@ class NdjsonFile:
             raise ToolError(f"--file {str(self.path)!r}: no such file")
 
     def __iter__(self) -> Iterator[tuple[str, bytes]]:
+        """(where, record) of each line; a blank line is no record, so it is not sent, and counted in `blank_lines` (the
+        local job's file source, which reads every line as a record, dead-letters one as malformed_json)."""
         opener = gzip.open if self.path.suffix == ".gz" else open
+        self.blank_lines = 0
         with opener(self.path, "rb") as handle:
             for line_no, line in enumerate(handle, start=1):
                 line = line.rstrip(b"\n")
@@ -91,6 +94,8 @@ class NdjsonFile:
                     line = line[:-1]
                 if line.strip():
                     yield f"{self.path} line {line_no}", line
+                else:
+                    self.blank_lines += 1
 
 
 @dataclass

@@ -61,6 +61,8 @@ def test_readme_commands_run_on_a_clone_in_readme_order(tmp_path):
             for option in (a for a in command if a.startswith("--")):
                 assert option in done.stdout, f"README gives {option} to `streamlake {command[0]}`"
         outputs[" ".join(command[:2])] = done.stdout
+        if command[0] == "run-local":  # Spark takes seconds to start: the command says so first, then a line per batch
+            assert "starting a local Spark session" in done.stderr and "batch 0: in=" in done.stdout
 
     drafted = tmp_path / "datasets" / "sensor_readings"
     assert (drafted / "dataset.json").exists() and (drafted / "schemas.lock.json").exists()  # drafted, then pinned

@@ -23,12 +23,13 @@ def _start_running_job(deployed) -> str:
 
 def test_produce_sends_a_file_with_progress_and_a_final_count(deployed, tmp_path):
     path = tmp_path / "events.ndjson"
-    path.write_text("\n".join(_events(3)) + "\n")
+    path.write_text(_events(1)[0] + "\n\n" + "\n".join(_events(3)[1:]) + "\n  \n")  # two blank lines: counted, not sent
 
     result = deployed.cli("produce", *ENV, "--source", dev_env.SOURCE, "--file", str(path))
 
     assert result.returncode == 0, result.stderr
-    assert result.stdout == f"sent 3 of 3 records to {dev_env.STREAM} in 1 PutRecords call(s)\n"
+    assert result.stdout == (f"sent 3 of 3 records to {dev_env.STREAM} in 1 PutRecords call(s)\n"
+                             f"skipped 2 blank line(s) of {path}: a blank line is no record, so none was sent for it\n")
     assert "3/3 records (100%)" in result.stderr
     assert sorted(read_stream(deployed.client("kinesis"))) == sorted(
         (f"e{i}", line.encode()) for i, line in enumerate(_events(3)))

@@ -17,10 +17,13 @@ from glue_jobs.dataset_generate import generate_dataset
 def test_orders_through_the_runner_read_back_typed(spark, tmp_path):
     orders = datasets.load("orders")
     expect = generate_dataset(orders, tmp_path / "in", records=600, files=3, bad_ratio=0.05, duplicate_ratio=0.02, seed=3)
+    printed = io.StringIO()
     summary = local_runner.run_local(
         input_dir=str(tmp_path / "in"), lake_dir=str(tmp_path / "lake"), dead_letter_dir=str(tmp_path / "dead"),
-        checkpoint_dir=str(tmp_path / "cp"), once=True, spark=spark, out=io.StringIO(), dataset="orders",
+        checkpoint_dir=str(tmp_path / "cp"), once=True, spark=spark, out=printed, dataset="orders", progress=False,
     )
+    # --quiet (progress off): the summary, no line per micro-batch
+    assert "summary: records=600 " in printed.getvalue() and "batch 0:" not in printed.getvalue()
     totals = summary.totals()
     assert totals["records_in"] == expect.records
     assert totals["records_written"] == len(expect.valid_keys)
