@@ -39,8 +39,9 @@ _INTEGER_BOUNDS = {"int": (-(2**31), 2**31 - 1), "long": (-(2**63), 2**63 - 1),
                    "timestamp-micros": (-62_135_596_800_000_000, 253_402_300_799_999_999)}
 
 
-def problem(reason: str, path: Column) -> Column:
-    return F.struct(F.lit(reason).alias("reason"), F.concat(path, F.lit(f": {WHAT[reason]}")).alias("detail"))
+def problem(reason: str, path: Column, what: str | None = None) -> Column:
+    """The reason and `path: <what>` (the reason's own words, WHAT, unless `what` says more)."""
+    return F.struct(F.lit(reason).alias("reason"), F.concat(path, F.lit(f": {what or WHAT[reason]}")).alias("detail"))
 
 
 def when(condition: Column, found: Column) -> Column:

@@ -351,6 +351,13 @@ def test_orders_are_stored_typed(spark, monkeypatch):
     [late] = validate(json_envelope(spark, [json.dumps({**order, "ordered_at": order["ordered_at"] + "\n"})]), orders,
                       now_ms=NOW_MS).collect()
     assert (late.reason, late.detail.split(":")[0]) == ("invalid_type", "ordered_at")
+    # a badly formatted time (no offset, a space for the T) says which form was expected, not "wrong JSON type"
+    texts = ["2026-11-20 10:15:00+01:00", "2026-11-20T10:15:00", "20/11/2026 10:15", 1763633700]
+    found = validate(json_envelope(spark, [json.dumps({**order, "ordered_at": t}) for t in texts]), orders,
+                     now_ms=NOW_MS).collect()
+    iso = "ordered_at: not an ISO-8601 date-time with an offset (e.g. 2026-11-20T10:15:00Z or 2026-11-20T10:15:00.25+01:00)"
+    # a number where the time's string belongs is the wrong JSON type, as it says
+    assert [(r.reason, r.detail) for r in found] == [("invalid_type", iso)] * 3 + [("invalid_type", "ordered_at: wrong JSON type")]
 
     # an absent optional record has nothing below it to check, also when a later field is wrong
     no_shipping = {k: v for k, v in order.items() if k != "shipping"}
