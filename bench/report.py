@@ -4,7 +4,7 @@
         [--out-dir bench-output] [--markdown docs/benchmarks.md]
 
 Writes bench-output/bench.json (what `python -m devtools.sizing` reads for the measured records/s per
-core), bench-output/bench.png, and the Markdown table README links (docs/benchmarks.md): each row's value,
+core), bench-output/bench.png, and the Markdown table docs/benchmarks.md: each row's value,
 target and whether it is met. Exits 1 when a row misses its target, naming each such row; a result file
 that is missing (its benchmark failed) fails it too.
 """

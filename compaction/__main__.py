@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING
 
 from compaction import layout
 from compaction.environments import read_environment
+from glue_jobs import datasets
 from glue_jobs.datasets import dataset_name
-from streamlake.options import Parser, exit_codes, subcommand
+from streamlake.options import Parser, dataset_files_error, exit_codes, subcommand
 
 if TYPE_CHECKING:
     from compaction.faults import FaultInjector
@@ -204,8 +205,13 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     parser = build_parser(prog or "python -m compaction", run_local_prog=prog)
     args = parser.parse_args(argv)
     parser = subcommand(parser, args.command)  # its errors name the command run (`streamlake compact-local`)
-    from glue_jobs import datasets
+    try:
+        return _run(parser, args, prog)
+    except datasets.DatasetError as error:  # a dataset's files are wrong: every problem, no traceback
+        return dataset_files_error(parser.prog, error)
 
+
+def _run(parser, args, prog: str | None) -> int:
     try:
         args.dataset = datasets.chosen(args.dataset)
     except datasets.DatasetError as error:

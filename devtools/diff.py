@@ -655,7 +655,7 @@ def _change_lines(change: ResourceChange) -> list[str]:
                  "the old principal's permissions on the old resource")
     if change.data_loss:
         head += (" — ⚠ **data loss**: what it holds goes with the old resource (refused unless `make diff "
-                 "ALLOW_DATA_LOSS=1`; README \"Replacing the MSK cluster\" for the migration that loses nothing)")
+                 "ALLOW_DATA_LOSS=1`; docs/monitoring.md \"Replacing the MSK cluster\" for the migration that loses nothing)")
     if change.price:
         head += f" — {change.price}"
     lines = [head]

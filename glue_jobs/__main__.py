@@ -7,7 +7,7 @@ import json
 import sys
 
 from glue_jobs.datasets import dataset_name
-from streamlake.options import Parser, exit_codes, subcommand
+from streamlake.options import Parser, dataset_files_error, exit_codes, subcommand
 
 
 def _positive_int(text: str) -> int:
@@ -127,6 +127,15 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     parser = build_parser(prog or "python -m glue_jobs")
     args = parser.parse_args(argv)
     parser = subcommand(parser, args.command)  # its errors name the command run, e.g. `streamlake run-local`
+    from glue_jobs.datasets import DatasetError
+
+    try:
+        return _run(parser, args)
+    except DatasetError as error:  # a dataset's files are wrong: every problem, no traceback
+        return dataset_files_error(parser.prog, error)
+
+
+def _run(parser, args) -> int:
     if args.command in ("generate", "run-local"):
         from glue_jobs import datasets
 

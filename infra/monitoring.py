@@ -2,7 +2,7 @@
 
 The construct receives the other units' names and builds all signals here, so there is one place to
 read what is watched. Each metric carries exactly the dimensions AWS (or the jobs) publish it with;
-an alarm on a metric without its dimensions watches nothing. Runbook: README "Runbook".
+an alarm on a metric without its dimensions watches nothing. Runbook: docs/monitoring.md "Runbook".
 """
 
 from __future__ import annotations
@@ -171,7 +171,7 @@ class Monitoring(Construct):
             datapoints_to_alarm=datapoints,
             comparison_operator=comparison,
             treat_missing_data=missing,
-            alarm_description=f"[{self.environment}] {description} Runbook: README#runbook",
+            alarm_description=f"[{self.environment}] {description} Runbook: docs/monitoring.md#runbook",
         )
         alarm.add_alarm_action(self._action)
         alarm.add_ok_action(self._action)

@@ -88,8 +88,6 @@ def main(argv: list[str] | None = None) -> int:
     if command is None:
         print(f"streamlake: error: unknown command {name!r}: run `streamlake --help` for the list", file=sys.stderr)
         return 2
-    from glue_jobs.datasets import DatasetError
-
     module = importlib.import_module(command.module)
     given = {"prog": command.prog(name)} if "prog" in inspect.signature(module.main).parameters else {}
     try:
@@ -97,11 +95,6 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exit_:  # argparse's --help and usage errors
         code = exit_.code
         return code if isinstance(code, int) else (0 if code is None else 1)
-    except DatasetError as error:  # a dataset's files are wrong: say which, no traceback
-        hint = ("\n(a drafted version is pinned by `streamlake dataset check NAME --sample FILE --pin` once it is final)"
-                if "has no digest in" in str(error) else "")
-        print(f"streamlake {name}: error: {error}{hint}", file=sys.stderr)
-        return 1
     except KeyboardInterrupt:
         print(f"streamlake {name}: interrupted", file=sys.stderr)
         return 130

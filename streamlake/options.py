@@ -104,3 +104,12 @@ def subcommand(parser: argparse.ArgumentParser, *names: str) -> argparse.Argumen
         choices = next(a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction))
         parser = choices[name]
     return parser
+
+
+def dataset_files_error(prog: str, error: Exception) -> int:
+    """A dataset's files are wrong (glue_jobs.datasets.DatasetError, caught by the command that loads them: this module
+    imports no project package): every problem, a hint for a drafted version not pinned yet, exit 1, no traceback."""
+    hint = ("\n(a drafted version is pinned by `streamlake dataset check NAME --sample FILE --pin` once it is final)"
+            if "has no digest in" in str(error) else "")
+    print(f"{prog}: error: {error}{hint}", file=sys.stderr)
+    return 1

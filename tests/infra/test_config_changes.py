@@ -1,6 +1,6 @@
 """Every configuration field, changed to another valid value: what the deploy would do with it.
 
-Each field of the config (README "Configuration") is changed on its own in a base environment, the
+Each field of the config (docs/configuration.md) is changed on its own in a base environment, the
 environment is synthesized, and the template is compared with the base through `make diff`'s own
 diff (devtools/diff.py, which labels a change as a replacement from the CloudFormation resource schemas'
 create-only properties). A field whose change replaces or removes a resource that holds data, or
@@ -194,9 +194,9 @@ def test_every_field_is_exercised():
     assert _config_fields() == set(ALTERNATIVES) | set(NOT_CHANGES)
 
 
-def test_readme_configuration_table_names_every_field():
-    readme = (DEFAULT_CONFIG_PATH.parent.parent / "README.md").read_text(encoding="utf-8")
-    table = readme.split("## Configuration", 1)[1].split("\n## ", 1)[0]
+def test_the_configuration_page_names_every_field():
+    page = (DEFAULT_CONFIG_PATH.parent.parent / "docs" / "configuration.md").read_text(encoding="utf-8")
+    table = page.split("| section |", 1)[1].split("\n## ", 1)[0]
     missing = [f for f in sorted(_config_fields()) if f"`{f.split('.')[-1]}`" not in table]
     assert missing == []
 

@@ -57,3 +57,18 @@ def test_the_console_script_is_installed_by_bootstrap():
     for command in ([script, "--help"], [sys.executable, "-m", "streamlake", "--help"]):
         done = subprocess.run(command, capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
         assert done.returncode == 0 and "schema-evolve" in done.stdout, done.stderr
+
+
+@pytest.mark.parametrize("command", [["generate", "--out", "{tmp}/in", "--records", "5"],
+                                     ["compact-local", "--lake", "{tmp}/lake"]])
+def test_a_dataset_whose_files_are_wrong_is_one_message_not_a_traceback(command, tmp_path, monkeypatch, capsys):
+    """A drafted schema not pinned yet (what `dataset new` leaves): every command that loads the dataset says so, with
+    the line to add and how to pin it, exit 1 or 2, and no traceback."""
+    shutil.copytree(REPO_ROOT / "datasets", tmp_path / "datasets")
+    (tmp_path / "datasets" / "orders" / "schemas.lock.json").write_text("{}")
+    (tmp_path / "lake").mkdir()
+    monkeypatch.setenv("STREAMLAKE_DATASETS", str(tmp_path / "datasets"))
+    code = cli.main([*(a.format(tmp=tmp_path) for a in command), "--dataset", "orders"])
+    err = capsys.readouterr().err
+    assert code in (1, 2) and "Traceback" not in err
+    assert f"streamlake {command[0]}: error: " in err and 'orders: schema.v1.avsc has no digest in schemas.lock.json: add' in err
