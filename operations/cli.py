@@ -283,22 +283,19 @@ def _dataset(args) -> int:
 
 def _pin(name: str, *, pin: bool, refused: bool) -> int:
     """Say whether the newest schema version of `name` is pinned in schemas.lock.json, and pin it when asked (0), or
-    refuse to (1 with a one-line error) when the check failed."""
+    refuse to (3, one line on stderr) when the check failed. The versions and the lock are the ones glue_jobs.datasets
+    reads (a draft: only the newest may be unpinned)."""
     import json
 
     from glue_jobs import datasets
 
-    folder = Path(str(datasets.root())) / name
-    lock_path = folder / datasets.LOCK_FILE
-    versions = sorted(int(p.name[len("schema.v"):-len(".avsc")]) for p in folder.glob("schema.v*.avsc")
-                      if p.name[len("schema.v"):-len(".avsc")].isdigit())
-    if not versions:
-        return 0
-    file_name = f"schema.v{versions[-1]}.avsc"
+    dataset = datasets.load(name, draft=True)
+    lock_path = Path(str(datasets.root())) / name / datasets.LOCK_FILE
+    file_name = f"schema.v{dataset.latest_version}.avsc"
     lock = json.loads(lock_path.read_text(encoding="utf-8")) if lock_path.exists() else {}
     if file_name in lock:
         return 0
-    digest = datasets.file_digest((folder / file_name).read_bytes())
+    digest = datasets.file_digest((lock_path.parent / file_name).read_bytes())
     if refused:
         print(f"error: {file_name} not pinned: records fail the contract (fix them, or allow a share with "
               "--max-failure-rate, then --pin again)", file=sys.stderr)
@@ -309,7 +306,8 @@ def _pin(name: str, *, pin: bool, refused: bool) -> int:
         return 0
     lock[file_name] = digest
     lock_path.write_text(json.dumps(lock, indent=2) + "\n", encoding="utf-8")
-    print(f"pinned {file_name} in {lock_path}: this version is final; a change to the schema is schema.v{versions[-1] + 1}.avsc")
+    print(f"pinned {file_name} in {lock_path}: this version is final; a change to the schema is "
+          f"schema.v{dataset.latest_version + 1}.avsc")
     return 0
 
 

@@ -108,3 +108,28 @@ def test_dataset_files_avro_or_the_contract_would_refuse_later_are_refused_when_
     1d225b0 accepted each of these and failed at registration, at run time, or never (a rule no value passes)."""
     problems = _with(tmp_path, monkeypatch, fields=fields, rules=rules)
     assert any(message in p for p in problems), problems
+
+
+def test_pin_names_the_digest_refuses_when_the_check_failed_and_pins_when_it_passed(tmp_path, monkeypatch, capsys):
+    """`dataset check --pin`'s last step (operations/cli.py _pin), without Spark: a drafted version not pinned is named
+    with the line to add; a failed check does not pin it (exit 3, the lock untouched); a passed one writes the digest
+    glue_jobs.datasets then accepts, so the dataset loads as committed."""
+    monkeypatch.setenv(datasets.ROOT_VARIABLE, str(tmp_path))
+    sample = tmp_path / "s.jsonl"
+    sample.write_text('{"id": "a1", "at": "2026-01-01T00:00:00Z"}\n{"id": "a2", "at": "2026-01-01T00:01:00Z"}\n')
+    write_draft(tmp_path, "things", sample)
+    digest = datasets.file_digest((tmp_path / "things" / "schema.v1.avsc").read_bytes())
+    with pytest.raises(datasets.DatasetError, match="has no digest"):
+        datasets.load("things")
+
+    assert cli._pin("things", pin=False, refused=False) == 0
+    assert f'run again with --pin (it adds "schema.v1.avsc": "{digest}"' in capsys.readouterr().out
+    assert cli._pin("things", pin=False, refused=True) == 3
+    assert "schema.v1.avsc not pinned: records fail the contract" in capsys.readouterr().err
+    assert not (tmp_path / "things" / "schemas.lock.json").exists()
+
+    assert cli._pin("things", pin=True, refused=False) == 0
+    assert "pinned schema.v1.avsc" in capsys.readouterr().out
+    assert json.loads((tmp_path / "things" / "schemas.lock.json").read_text()) == {"schema.v1.avsc": digest}
+    assert datasets.load("things").latest_version == 1  # committed now
+    assert cli._pin("things", pin=True, refused=False) == 0 and capsys.readouterr().out == ""  # pinned already: nothing to do
