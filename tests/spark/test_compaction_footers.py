@@ -93,3 +93,15 @@ def test_files_given_with_their_listed_sizes_read_the_same_and_a_wrong_size_fail
     wrong = [*sizes[:-1], sizes[-1] - 7]
     with pytest.raises(Exception, match="(?i)parquet|magic|footer|EOF|corrupt"):
         footers.summary(spark, paths, sizes=wrong)
+
+
+def test_parquet_files_reads_exactly_the_paths_as_spark_does(spark, tmp_path):
+    """compaction/staging.py parquet_files hands 32 or more paths to the JVM as one string (Scala varargs): the same
+    files and rows as reader.parquet(*paths), on every Spark line; a path with a newline takes PySpark's own way."""
+    from compaction.staging import parquet_files
+
+    spark.range(400).repartition(40).write.parquet(str(tmp_path / "many"))
+    paths = sorted(str(p) for p in (tmp_path / "many").glob("*.parquet"))[:36]
+    joined, listed = parquet_files(spark.read, paths), spark.read.parquet(*paths)
+    assert sorted(joined.inputFiles()) == sorted(listed.inputFiles()) and len(joined.inputFiles()) == 36
+    assert sorted(r.id for r in joined.collect()) == sorted(r.id for r in listed.collect())
