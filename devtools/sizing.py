@@ -608,6 +608,17 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
                         help="instead: what these datasets add as Iceberg tables (default: those whose dataset.json says "
                              "iceberg), in --environment or in every environment; no load arguments needed")
     args = parser.parse_args(argv)
+    # what the fragment carries must be what the config accepts (infra/config/sections.py: retention 24-8760 hours, a
+    # dataset folder under datasets/): refused here, not at the next synth
+    if args.retention_hours is not None and not 24 <= args.retention_hours <= 8760:
+        parser.error(f"--retention-hours {args.retention_hours}: a Kinesis stream keeps records 24 to 8760 hours")
+    if args.dataset is not None:
+        from glue_jobs import datasets
+
+        if args.dataset not in datasets.names():
+            parser.error(f"--dataset {args.dataset!r} is not a dataset (datasets/: {', '.join(datasets.names())})")
+    if (args.dataset or args.retention_hours) and not args.stream:
+        parser.error("--dataset and --retention-hours describe the stream --stream names; give --stream too")
     if args.iceberg is not None:
         try:
             print(iceberg_report(load_config(), [args.environment] if args.environment else [], args.iceberg))

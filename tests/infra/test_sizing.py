@@ -145,9 +145,15 @@ def test_the_printed_fragment_pastes_into_the_environment_whole(capsys):
     assert streams["orders"].shard_count == sized["shard_count"] >= 3
     assert streams["clickstream"].capacity_mode == before["clickstream"]["capacity_mode"]
 
-    sizing.main([*args, "--stream", "sensors", "--dataset", "sensor_readings", "--retention-hours", "48"])
+    sizing.main([*args, "--stream", "sensors", "--dataset", "orders", "--retention-hours", "48"])
     (entry,) = _printed_fragment(capsys.readouterr().out)["kinesis_streams"]
-    assert entry == {"name": "sensors", "dataset": "sensor_readings", "capacity_mode": "provisioned",
+    for bad, said in ((["--stream", "s", "--retention-hours", "12"], "24 to 8760 hours"),
+                      (["--stream", "s", "--dataset", "sensor_readngs"], "is not a dataset"),
+                      (["--dataset", "orders"], "give --stream too")):
+        with pytest.raises(SystemExit) as refused:
+            sizing.main([*args, *bad])
+        assert refused.value.code == 2 and said in capsys.readouterr().err
+    assert entry == {"name": "sensors", "dataset": "orders", "capacity_mode": "provisioned",
                      "shard_count": entry["shard_count"], "retention_hours": 48} and entry["shard_count"] >= 3
 
 
