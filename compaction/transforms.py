@@ -10,7 +10,7 @@ from typing import Any
 
 from glue_jobs.lake_table import LakeTable
 from glue_jobs.schema import INGESTION_COLUMNS, PARTITION_COLUMNS
-from glue_jobs.survivors import SURVIVOR_ORDER, survivor_first, survivor_order
+from glue_jobs.survivors import SURVIVOR_ORDER, content_hash, survivor_first, survivor_order
 
 DUPLICATE_RANK = "_duplicate_rank"
 # mark_copies' columns besides DUPLICATE_RANK: each row's content hash and its key's survivor's (the copy ranked 1).
@@ -77,46 +77,13 @@ def mark_copies(events, table: LakeTable | None = None):
     for name in table.key:
         has_key = has_key & F.col(f"`{name}`").isNotNull()
     types = {f.name: f.dataType for f in data_schema(table).fields}
-    # Each column hashed on its own first: Spark's hash of several columns skips a null one, so (null, x) and (x, null)
-    # would hash alike; one column's hash is never null (a null hashes to the seed).
-    hashed = events.select(*(F.col(f"`{c}`") for c in data_columns(table)), F.xxhash64(
-        *(F.xxhash64(_hashable(F.col(f"`{c}`"), types[c])) for c in content_columns(table))).alias(CONTENT_HASH))
+    hashed = events.select(*(F.col(f"`{c}`") for c in data_columns(table)),
+                           content_hash([(F.col(f"`{c}`"), types[c]) for c in content_columns(table)]).alias(CONTENT_HASH))
     return hashed.select(
         *(F.col(f"`{c}`") for c in data_columns(table)),
         F.when(has_key, F.row_number().over(by_key)).otherwise(F.lit(1)).alias(DUPLICATE_RANK),
         F.col(CONTENT_HASH),
         F.when(has_key, F.first(CONTENT_HASH).over(by_key)).otherwise(F.col(CONTENT_HASH)).alias(KEPT_HASH))
-
-
-def _hashable(column, data_type):
-    """`column` in a form Spark's hash functions take and that hashes equal values alike: a map (which they refuse, and
-    whose entry order is not its value) as its entries sorted by key, at any depth."""
-    from pyspark.sql import functions as F
-    from pyspark.sql import types as T
-
-    if not any(isinstance(t, T.MapType) for t in _types_within(data_type)):
-        return column
-    if isinstance(data_type, T.MapType):
-        entries = F.transform(F.map_entries(column), lambda e: F.struct(
-            e["key"].alias("key"), _hashable(e["value"], data_type.valueType).alias("value")))
-        return F.array_sort(entries)
-    if isinstance(data_type, T.ArrayType):
-        return F.transform(column, lambda x: _hashable(x, data_type.elementType))
-    return F.struct(*(_hashable(column[f.name], f.dataType).alias(f.name) for f in data_type.fields))
-
-
-def _types_within(data_type):
-    from pyspark.sql import types as T
-
-    yield data_type
-    if isinstance(data_type, T.StructType):
-        for f in data_type.fields:
-            yield from _types_within(f.dataType)
-    elif isinstance(data_type, T.ArrayType):
-        yield from _types_within(data_type.elementType)
-    elif isinstance(data_type, T.MapType):
-        yield from _types_within(data_type.keyType)
-        yield from _types_within(data_type.valueType)
 
 
 @dataclass(frozen=True)

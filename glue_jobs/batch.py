@@ -21,15 +21,23 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
+from typing import NamedTuple
 
 from pyspark import inheritable_thread_target
 from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 
-from glue_jobs import crash_points, unwritable
+from glue_jobs import crash_points, dropped_copies, unwritable
 from glue_jobs.commit import BatchCommit, BatchStats
 from glue_jobs.datasets import Dataset
-from glue_jobs.iceberg_lake import IcebergTarget, append_batch, batch_tag, committed_rows, ensure_table
+from glue_jobs.iceberg_lake import (
+    IcebergTarget,
+    append_batch,
+    batch_tag,
+    committed_rows,
+    differing_from_table,
+    ensure_table,
+)
 from glue_jobs.lake_table import LakeTable
 from glue_jobs.metrics import MetricsSink, NoOpMetricsSink
 from glue_jobs.ownership import claim
@@ -58,6 +66,14 @@ def lake_parquet_options(table: LakeTable) -> dict[str, str]:
         raise ValueError(f"dictionary columns {columns} name a column table {table.name} does not have")
     return {**_STAGING_WRITE_OPTIONS, "compression": "snappy", "parquet.enable.dictionary": "false",
             **{f"parquet.enable.dictionary#{name}": "true" for name in columns}}
+
+
+class LakeWritten(NamedTuple):
+    """What a batch's lake write did: the rows it wrote, and of the copies it dropped (within the batch, or an Iceberg
+    append's keys the table held for the hour already), those whose content differs from the copy kept."""
+
+    rows: int
+    differing: int
 
 
 def write_tasks(spark) -> int:
@@ -128,10 +144,11 @@ class MicroBatchWriter:
                     decoded_again = redecode(batch.unknown_versions())
                 if decoded_again is None:
                     try:
-                        written, dead_letters = self._write_both(batch, counts, batch_id, started)
+                        (written, differing), dead_letters = self._write_both(batch, counts, batch_id, started)
                         copies = 0
                     except Exception as error:  # noqa: BLE001 - glue_jobs/unwritable.py raises it again unless a record's
-                        written, dead_letters, copies = self._write_around(validated, batch, counts, batch_id, started, error)
+                        (written, differing), dead_letters, copies = self._write_around(validated, batch, counts, batch_id,
+                                                                                         started, error)
         if decoded_again is not None:  # nothing was written: the batch starts again, with the versions learned
             log.info("batch %s of %s: learned schema versions from the registry, decoding again", batch_id, self.source_name)
             return self(decoded_again, batch_id, frame_anomalies=frame_anomalies)
@@ -148,19 +165,19 @@ class MicroBatchWriter:
             newest_event_age_seconds=None if counts.newest_event_ms is None or not written else started - counts.newest_event_ms / 1000,
             arrival_lag_ms=None if counts.oldest_arrival_ms is None else max(0, int(started * 1000) - counts.oldest_arrival_ms),
             frame_anomalies=frame_anomalies, unknown_fields=counts.unknown_fields,
-            replacement_characters=counts.replacement_characters,
+            replacement_characters=counts.replacement_characters, differing_duplicates=differing,
         )
         self.commit.mark_committed(stats)
-        log.info("batch %s source=%s in=%s written=%s dead_letters=%s %s duplicates=%s files=%s %sms", batch_id,
+        log.info("batch %s source=%s in=%s written=%s dead_letters=%s %s duplicates=%s (differing %s) files=%s %sms", batch_id,
                  self.source_name, stats.records_in, stats.records_written, stats.dead_letters, stats.dead_letters_by_reason,
-                 stats.duplicates_collapsed, stats.files_written, stats.duration_ms)
+                 stats.duplicates_collapsed, stats.differing_duplicates, stats.files_written, stats.duration_ms)
         self.metrics.emit(stats)
         return stats
 
     def _write_around(self, validated: DataFrame, batch: PackedBatch, counts: BatchCounts, batch_id: int, started: float,
-                      error: BaseException) -> tuple[int, int, int]:
+                      error: BaseException) -> tuple[LakeWritten, int, int]:
         """After a failed write: the batch written without the records no write takes, which become dead letters
-        (glue_jobs/unwritable.py); (rows written, dead letters, unwritable records). Raises `error` when no record is
+        (glue_jobs/unwritable.py); (the lake write's LakeWritten, dead letters, unwritable records). Raises `error` when no record is
         to blame."""
         self.commit.discard_partial(batch_id)
         probe_path = f"{self.commit.lake_staging(batch_id)}/_probe"
@@ -179,8 +196,8 @@ class MicroBatchWriter:
         return crash_points.unwritable(batch.lake_rows(counts, batch_id=batch_id, **narrowed), self.table.key[0])
 
     def _write_both(self, batch: PackedBatch, counts: BatchCounts, batch_id: int, started: float, *,
-                    without_keys: tuple[int, ...] = (), extra_dead: DataFrame | None = None) -> tuple[int, int]:
-        """Stage the dead letters while the lake rows are staged; returns (rows written, dead letters).
+                    without_keys: tuple[int, ...] = (), extra_dead: DataFrame | None = None) -> tuple[LakeWritten, int]:
+        """Stage the dead letters while the lake rows are staged; returns (the lake write's LakeWritten, dead letters).
 
         Two Spark jobs over the same cache at once: the dead letters' tasks and job commit use the slots and the
         driver time the lake write leaves idle (its job commit). Nothing is published before both are done, and a
@@ -191,32 +208,50 @@ class MicroBatchWriter:
         An Iceberg lake keeps the order lake, then dead letters."""
         any_dead = counts.rejected or extra_dead is not None
         if self.iceberg is not None:  # in order: a kill right after the table's commit finds no dead letter staged
-            written = self._write_lake(batch, counts, batch_id, without_keys) if counts.valid else 0
+            written = self._write_lake(batch, counts, batch_id, without_keys) if counts.valid else LakeWritten(0, 0)
             crash_points.reached("after_lake_commit", batch_id)
             return written, self._write_dead_letters(batch, batch_id, started, extra_dead) if any_dead else 0
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="dead-letters") as pool:
             # Wrapped here, in the batch's thread: the wrapper captures the local properties when it is made.
             dead = pool.submit(inheritable_thread_target(self._write_dead_letters), batch, batch_id, started, extra_dead) if any_dead else None
-            written = self._write_lake(batch, counts, batch_id, without_keys) if counts.valid else 0  # leaving `with` waits for `dead`
+            written = self._write_lake(batch, counts, batch_id, without_keys) if counts.valid else LakeWritten(0, 0)  # `with` waits for `dead`
             crash_points.reached("after_lake_commit", batch_id)
             return written, dead.result() if dead is not None else 0
 
-    def _write_lake(self, batch: PackedBatch, counts: BatchCounts, batch_id: int, without_keys: tuple[int, ...] = ()) -> int:
+    def _write_lake(self, batch: PackedBatch, counts: BatchCounts, batch_id: int, without_keys: tuple[int, ...] = ()) -> LakeWritten:
         """Stage the batch's lake rows as Parquet partitioned by hour (an Iceberg table: commit them, once per
-        batch id); returns the rows written."""
+        batch id); returns the rows written and how many copies it dropped differ from the copy kept."""
+        dropped = Observation() if counts.duplicate_keys != "[]" else None  # glue_jobs/dropped_copies.py
+        rows = self._lake_rows(batch, counts, batch_id, without_keys=without_keys, dropped=dropped)
         if self.iceberg is not None:
             tag = batch_tag(self.source_name, self.stream_id, batch_id)
-            rows = self._lake_rows(batch, counts, batch_id, without_keys=without_keys)
             # The batch's own session (the query's clone): the catalog that commits is the one that looks.
             recorded = committed_rows(rows.sparkSession, self.iceberg, tag)
             if recorded is not None:
                 log.info("batch %s of %s: its Iceberg append %s is committed already", batch_id, self.source_name, tag)
-                return recorded
-            return append_batch(self.table, self.iceberg, rows, tag, (counts.oldest_event_ms, counts.newest_event_ms))
+                if dropped is not None:
+                    rows.count()  # the copies dropped within the batch, counted as the attempt that committed counted them
+                written = recorded
+            else:
+                written = append_batch(self.table, self.iceberg, rows, tag, (counts.oldest_event_ms, counts.newest_event_ms))
+            losers, differing = dropped_copies.counted(dropped) or (None, 0)
+            return LakeWritten(written, differing + self._differing_from_table(batch, counts, batch_id, without_keys, written, losers))
         observed = Observation()
-        self._lake_rows(batch, counts, batch_id, without_keys=without_keys).observe(observed, F.count(F.lit(1)).alias("rows")).write.options(
-            **self._parquet_options).partitionBy("event_date", "event_hour").parquet(self.commit.lake_staging(batch_id))
-        return int(observed.get["rows"])
+        rows.observe(observed, F.count(F.lit(1)).alias("rows")).write.options(**self._parquet_options).partitionBy(
+            "event_date", "event_hour").parquet(self.commit.lake_staging(batch_id))
+        written = int(observed.get["rows"])
+        return LakeWritten(written, (dropped_copies.counted(dropped) or (0, 0))[1])
+
+    def _differing_from_table(self, batch: PackedBatch, counts: BatchCounts, batch_id: int, without_keys: tuple[int, ...],
+                              written: int, losers: int | None = None) -> int:
+        """Of the rows an Iceberg append left out because the table held their key for the hour already, those whose
+        content differs from the row the table holds (iceberg_lake.differing_from_table): looked for only when the
+        append left rows out (`losers`: the copies dropped within the batch; None when they were not observed, then
+        whenever the batch wrote fewer rows than it holds valid ones)."""
+        if counts.valid - (losers or 0) - written <= 0:  # rows left out as unwritable (without_keys) only cost a look
+            return 0
+        rows = self._lake_rows(batch, counts, batch_id, without_keys=without_keys)
+        return differing_from_table(self.table, self.iceberg, rows, (counts.oldest_event_ms, counts.newest_event_ms))
 
     def _write_dead_letters(self, batch: PackedBatch, batch_id: int, started: float, extra: DataFrame | None = None) -> int:
         """Stage the batch's dead letters partitioned by ingest date; returns the rows written."""

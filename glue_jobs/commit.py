@@ -75,6 +75,9 @@ class BatchStats:
     # text, so a byte that was not UTF-8 may arrive as U+FFFD, unverified; a producer may also send one). Published as
     # ReplacementCharacters.
     replacement_characters: int = field(default=0, compare=False)
+    # Of duplicates_collapsed, the copies whose content differed from the copy kept (within the batch, or an Iceberg
+    # append's keys the table held for the hour already; glue_jobs/dropped_copies.py). Published as DifferingDuplicates.
+    differing_duplicates: int = 0
 
     @property
     def reconciles(self) -> bool:

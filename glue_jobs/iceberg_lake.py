@@ -24,12 +24,15 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from pyspark.sql import DataFrame, Observation
+from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
+from pyspark.sql.types import DataType
 
 from glue_jobs.lake_layout import MS_PER_HOUR, event_time_ms
 from glue_jobs.lake_table import LakeTable
+from glue_jobs.schema import INGESTION_COLUMNS, PARTITION_COLUMNS
 from glue_jobs.session import session_conf
+from glue_jobs.survivors import content_hash
 
 BATCH_PROPERTY = "streamlake.batch"
 # Schema evolution in the job: an append whose rows carry a field the table lacks (a new optional field of a newer
@@ -39,6 +42,7 @@ BATCH_PROPERTY = "streamlake.batch"
 # Spark 3.3), 1.7.1 (5.0, Spark 3.5), 1.11.0 (Spark 4.1) (tests/spark/test_iceberg_lines.py, test_iceberg_lake.py).
 ACCEPT_ANY_SCHEMA = "write.spark.accept-any-schema"
 CHECK_ORDERING = "spark.sql.iceberg.check-ordering"
+ADAPTIVE = "spark.sql.adaptive.enabled"
 # Metadata growth bounded: every commit writes a metadata.json; past this many earlier versions the oldest is
 # deleted with the next commit (Iceberg table properties `write.metadata.delete-after-commit.enabled`,
 # `write.metadata.previous-versions-max`). Snapshots and manifests are bounded by the hourly maintenance.
@@ -135,7 +139,78 @@ def append_batch(table: LakeTable, target: IcebergTarget, rows: DataFrame, tag: 
     observed = Observation()
     # By name at every depth: a field merged into the table goes last, where the batch's rows may hold it elsewhere
     # (Iceberg's `spark.sql.iceberg.check-ordering`, true by default, refuses such an append as "out of order").
-    with session_conf(rows.sparkSession, {CHECK_ORDERING: "false"}):
+    # Adaptive execution off for the append (a streaming micro-batch has it off anyway): with it on, an append whose
+    # rows were all left out never delivered its observation, and `observed.get` waited for ever (seen on Spark 3.5.4
+    # with Iceberg 1.7.1 in a batch session; why is unverified: tests/spark/test_iceberg_lines.py keeps the case).
+    with session_conf(rows.sparkSession, {CHECK_ORDERING: "false", ADAPTIVE: "false"}):
         (new.observe(observed, F.count(F.lit(1)).alias("rows"))
          .writeTo(target.name).option(f"snapshot-property.{BATCH_PROPERTY}", tag).option("merge-schema", "true").append())
     return int(observed.get["rows"])
+
+
+def differing_from_table(table: LakeTable, target: IcebergTarget, rows: DataFrame,
+                         event_bounds_ms: tuple[int | None, int | None]) -> int:
+    """Of a batch's lake `rows` (after its own collapse), those whose key the table holds for the same hour with another
+    content (survivors.content_hash over every column but the ingestion metadata and the partitions). A row append_batch
+    wrote meets itself and is equal, so call it after the append: what it counts are the rows the append left out that
+    differ from the row kept. Both sides are compared in one type per column (`merged`: struct fields by name at any
+    depth, a field merged into the table goes last), a field or column only one side has being null on the other."""
+    earliest, latest = event_bounds_ms
+    if earliest is None or latest is None:
+        return 0
+    skipped = {name for name, _, _ in INGESTION_COLUMNS + PARTITION_COLUMNS}
+    mine = {f.name: f.dataType for f in rows.schema.fields if f.name not in skipped}
+    spark_table = rows.sparkSession.table(target.name)
+    theirs = {f.name: f.dataType for f in spark_table.schema.fields if f.name not in skipped}
+    names = [*mine, *(name for name in theirs if name not in mine)]
+    types = {name: merged(theirs[name], mine[name]) if name in theirs and name in mine else theirs.get(name, mine.get(name))
+             for name in names}
+    low, high = earliest // MS_PER_HOUR * MS_PER_HOUR, (latest // MS_PER_HOUR + 1) * MS_PER_HOUR
+    event_time = F.col(f"`{table.event_time}`")
+    keys = [f"`{k}`" for k in table.key]
+
+    def hashed(frame: DataFrame, present: dict, alias: str) -> DataFrame:
+        values = [(conformed(F.col(f"`{n}`"), present[n], types[n]) if n in present else F.lit(None).cast(types[n]), types[n])
+                  for n in names]
+        return frame.select(*(F.col(k) for k in keys), F.floor(event_time_ms(table) / F.lit(MS_PER_HOUR)).alias(_HOUR),
+                            content_hash(values).alias(alias))
+
+    existing = spark_table.where((event_time >= F.lit(_utc(low))) & (event_time < F.lit(_utc(high))))
+    joined = hashed(rows, mine, "_mine").join(hashed(existing, theirs, "_theirs"), [*table.key, _HOUR])
+    return joined.where(F.col("_mine") != F.col("_theirs")).count()
+
+
+def merged(first: DataType, second: DataType) -> DataType:
+    """One type for values of both: struct fields by name at any depth (`first`'s in its order, then those only
+    `second` has), arrays and maps element by element, anything else `first`."""
+    from pyspark.sql import types as T
+
+    if isinstance(first, T.StructType) and isinstance(second, T.StructType):
+        theirs = {f.name: f.dataType for f in second.fields}
+        ours = {f.name for f in first.fields}
+        return T.StructType([T.StructField(f.name, merged(f.dataType, theirs[f.name]) if f.name in theirs else f.dataType)
+                             for f in first.fields] + [f for f in second.fields if f.name not in ours])
+    if isinstance(first, T.ArrayType) and isinstance(second, T.ArrayType):
+        return T.ArrayType(merged(first.elementType, second.elementType))
+    if isinstance(first, T.MapType) and isinstance(second, T.MapType):
+        return T.MapType(first.keyType, merged(first.valueType, second.valueType))
+    return first
+
+
+def conformed(column: Column, have: DataType, want: DataType) -> Column:
+    """`column` (of type `have`) in type `want`: struct fields by name at any depth (a field `have` lacks is null, one
+    `want` lacks is left out), arrays and map values element by element, anything else cast."""
+    from pyspark.sql import types as T
+
+    if have == want:
+        return column
+    if isinstance(have, T.StructType) and isinstance(want, T.StructType):
+        fields = {f.name: f.dataType for f in have.fields}
+        return F.when(column.isNotNull(), F.struct(*(
+            (conformed(column[f.name], fields[f.name], f.dataType) if f.name in fields else F.lit(None).cast(f.dataType)).alias(f.name)
+            for f in want.fields)))
+    if isinstance(have, T.ArrayType) and isinstance(want, T.ArrayType):
+        return F.transform(column, lambda x: conformed(x, have.elementType, want.elementType))
+    if isinstance(have, T.MapType) and isinstance(want, T.MapType):
+        return F.transform_values(column, lambda _, v: conformed(v, have.valueType, want.valueType))
+    return column.cast(want)

@@ -27,7 +27,7 @@ READ_TASKS_PER_CORE = 4
 # A micro-batch's files are listed on the driver up to this many: past 32 paths (its default) Spark starts
 # a distributed listing job, which costs a local micro-batch far more than the listing itself.
 DRIVER_LISTING_MAX_PATHS = 100_000
-_COUNTERS = ("records_in", "records_written", "dead_letters", "duplicates_collapsed", "unknown_fields")  # summed from BatchStats
+_COUNTERS = ("records_in", "records_written", "dead_letters", "duplicates_collapsed", "differing_duplicates", "unknown_fields")  # summed from BatchStats
 
 
 def _session_settings(spark) -> dict[str, str]:
@@ -71,10 +71,12 @@ class RunSummary(RunResults[BatchStats]):
         replayed = f" (replayed {t['replayed_batches']})" if t["replayed_batches"] else ""
         # Records whose unknown fields were kept or dropped (dataset.json unknown_fields), when there are any.
         unknown = f" unknown_fields={t['unknown_fields']}" if t["unknown_fields"] else ""
+        # Of the duplicates, the copies whose content differed from the copy kept (docs/datasets.md, "Duplicates").
+        differing = f" ({t['differing_duplicates']} differing from the copy kept)" if t["differing_duplicates"] else ""
         rate = t["records_in"] / self.seconds if self.seconds else 0.0
         return (
             f"summary: records={t['records_in']} written={t['records_written']} dead_letters={t['dead_letters']} "
-            f"({reasons}) duplicates={t['duplicates_collapsed']}{unknown} batches={t['batches']}{replayed} "
+            f"({reasons}) duplicates={t['duplicates_collapsed']}{differing}{unknown} batches={t['batches']}{replayed} "
             f"seconds={self.seconds:.1f} records_per_second={rate:.0f}"
         )
 
@@ -178,6 +180,7 @@ def _batch_printer(summary: RunSummary, started: float, out: TextIO, progress: b
         print(
             f"batch {stats.batch_id}: in={stats.records_in} written={stats.records_written} "
             f"dead_letters={stats.dead_letters} duplicates={stats.duplicates_collapsed} "
+            f"{f'({stats.differing_duplicates} differing) ' if stats.differing_duplicates else ''}"
             f"{'replayed, nothing rewritten ' if stats.replayed else ''}{stats.duration_ms} ms | "
             f"total {summary.total('records_in')} records in {time.time() - started:.1f} s",
             file=out,

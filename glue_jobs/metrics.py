@@ -3,7 +3,8 @@
 CloudWatch: namespace StreamLake (METRICS_NAMESPACE, shared with compaction/metrics.py and imported by the
 infrastructure's grants and alarms), dimensions Source and Environment,
 metrics RecordsIn, RecordsWritten, DeadLetters, DuplicatesCollapsed (Count), BatchDurationMs and ArrivalLagMs
-(Milliseconds; the latter for a batch that read records); with dimensions Dataset and Environment, NewestEventAgeSeconds (a batch that wrote rows). The alarms in infra/monitoring.py are built on exactly these names and dimensions.
+(Milliseconds; the latter for a batch that read records); with dimensions Dataset and Environment, NewestEventAgeSeconds (a batch that wrote rows)
+and, when non-zero, UnknownFields and DifferingDuplicates. The alarms in infra/monitoring.py are built on exactly these names and dimensions.
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ UNKNOWN_FIELDS = "UnknownFields"
 # Per source, only when non-zero: records whose payload holds U+FFFD where Glue decoded the bytes before the job
 # (Kinesis; BatchStats.replacement_characters).
 REPLACEMENT_CHARACTERS = "ReplacementCharacters"
+# Per dataset, only when non-zero: of the duplicates a batch collapsed, the copies whose content differed from the copy
+# kept (BatchStats.differing_duplicates); the compaction publishes its own as CompactionDifferingDuplicates.
+DIFFERING_DUPLICATES = "DifferingDuplicates"
 METRIC_NAMES = (RECORDS_IN, RECORDS_WRITTEN, DEAD_LETTERS, DUPLICATES_COLLAPSED, BATCH_DURATION_MS)  # per source
 
 log = logging.getLogger("glue_jobs.metrics")
@@ -81,6 +85,9 @@ def metric_data(stats, environment: str) -> list[dict]:
                      "Unit": "Count"})
     if stats.dataset and stats.unknown_fields:
         data.append({"MetricName": UNKNOWN_FIELDS, "Value": float(stats.unknown_fields), "Unit": "Count",
+                     "Dimensions": [{"Name": "Dataset", "Value": stats.dataset}, {"Name": "Environment", "Value": environment}]})
+    if stats.dataset and stats.differing_duplicates:
+        data.append({"MetricName": DIFFERING_DUPLICATES, "Value": float(stats.differing_duplicates), "Unit": "Count",
                      "Dimensions": [{"Name": "Dataset", "Value": stats.dataset}, {"Name": "Environment", "Value": environment}]})
     if stats.dataset and stats.newest_event_age_seconds is not None:
         data.append({"MetricName": NEWEST_EVENT_AGE_SECONDS, "Value": float(stats.newest_event_age_seconds), "Unit": "Seconds",

@@ -31,12 +31,13 @@ import functools
 from dataclasses import dataclass
 
 from pyspark import SparkContext, StorageLevel
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 
 from glue_jobs.cache_leaf import cached_leaf
 from glue_jobs.column_seq import ColumnSeq, aggregate, select
 from glue_jobs.contract import COUNTED, REASON_CODES
+from glue_jobs.dropped_copies import observed_losers
 from glue_jobs.lake_layout import dead_letter_write_columns, epoch_millis, hour_modulo, lake_write_columns
 from glue_jobs.lake_table import LakeTable
 from glue_jobs.registry_frames import UNKNOWN_SCHEMA_VERSION, version_id_of
@@ -153,12 +154,18 @@ class PackedBatch:
         return sorted({v for v in (version_id_of(row[0] or "") for row in details) if v})
 
     def lake_rows(self, counts: BatchCounts, *, batch_id: int, rows_between: tuple[int, int] | None = None,
-                  without_keys: tuple[int, ...] = ()) -> DataFrame:
+                  without_keys: tuple[int, ...] = (), dropped: Observation | None = None) -> DataFrame:
         """Valid rows, one per event_id, as the lake's columns. The copies of a duplicated id are ranked
         (only the rows whose hash occurs twice: a collision merely ranks two ids that each keep their own
         winner) and the losers' row ids broadcast and removed, so the other rows are neither shuffled nor
         sorted and each write task keeps its partitions. `rows_between` (row ids, inclusive) and `without_keys`
-        (key hashes: every copy of those keys) narrow the rows (glue_jobs/unwritable.py)."""
+        (key hashes: every copy of those keys) narrow the rows (glue_jobs/unwritable.py).
+
+        `dropped`, when the batch has duplicates, observes the losers as the write computes them (no job of its own):
+        `losers` and `differing`, the losers whose content (survivors.content_hash: every lake column but the
+        ingestion metadata) differs from their key's survivor's. Read it with dropped_copies.counted once the rows are
+        written. Spark collects an observation inside the broadcast side of a join, with adaptive execution on and off,
+        on 3.3, 3.5 and 4.1 (tests/spark/test_dropped_copies.py)."""
         columns = _lake_row_columns(tuple(self.table.key), SparkContext._jvm)
         valid = self._frame.filter(columns.is_valid)
         if rows_between is not None:
@@ -176,7 +183,10 @@ class PackedBatch:
             # each branch of a union, and a losers plan built on the union ran once per branch.
             candidates = select(valid, columns.unpacked).coalesce(ranking_tasks(counts.records_in, self.tasks)).join(
                 F.broadcast(keys), _KEY, "left_semi")
-            losers = select(select(candidates, columns.ranked).filter(columns.is_loser), columns.row_id)
+            if dropped is None:
+                losers = select(select(candidates, columns.ranked).filter(columns.is_loser), columns.row_id)
+            else:
+                losers = observed_losers(candidates, tuple(self.table.key), dropped, row=_ROW, ignored=(_ROW, _KEY))
             rows = rows.join(F.broadcast(losers), _ROW, "left_anti")
         return lake_write_columns(rows, batch_id=batch_id, table=self.table)
 

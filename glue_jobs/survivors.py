@@ -1,4 +1,5 @@
-"""Which copy of a duplicated event_id survives: one order for the streaming job and the compaction.
+"""Which copy of a duplicated event_id survives, one order for the streaming job and the compaction; and a copy's content
+hash, which tells a dropped copy that differs from the kept one.
 
 The first to arrive (`arrival_time`), then the lowest position in its source: `source`, `source_partition`,
 then the offset or sequence number, compared as a number (decimal strings: by length, then text, so no
@@ -29,3 +30,45 @@ def survivor_first(*tie_breakers: str, key: tuple[str, ...] = ("event_id",)):
     from pyspark.sql import Window
 
     return Window.partitionBy(*key).orderBy(*survivor_order(*tie_breakers))
+
+
+def content_hash(columns: list) -> object:
+    """One 64-bit hash (Spark's xxhash64) of a copy's content: `columns` is [(column, its Spark data type)], in an order
+    every caller keeps. Equal values hash alike at any depth, a map's entries in any order included (`_hashable`).
+    Each column is hashed on its own first: Spark's hash of several columns skips a null one, so (null, x) and (x, null)
+    would hash alike; one column's hash is never null (a null hashes to the seed). Used by the compaction (which copies
+    it drops differ from the one it keeps) and by the streaming job's collapse within a micro-batch."""
+    from pyspark.sql import functions as F
+
+    return F.xxhash64(*(F.xxhash64(_hashable(column, data_type)) for column, data_type in columns))
+
+
+def _hashable(column, data_type):
+    """`column` in a form Spark's hash functions take and that hashes equal values alike: a map (which they refuse, and
+    whose entry order is not its value) as its entries sorted by key, at any depth."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    if not any(isinstance(t, T.MapType) for t in _types_within(data_type)):
+        return column
+    if isinstance(data_type, T.MapType):
+        entries = F.transform(F.map_entries(column), lambda e: F.struct(
+            e["key"].alias("key"), _hashable(e["value"], data_type.valueType).alias("value")))
+        return F.array_sort(entries)
+    if isinstance(data_type, T.ArrayType):
+        return F.transform(column, lambda x: _hashable(x, data_type.elementType))
+    return F.struct(*(_hashable(column[f.name], f.dataType).alias(f.name) for f in data_type.fields))
+
+
+def _types_within(data_type):
+    from pyspark.sql import types as T
+
+    yield data_type
+    if isinstance(data_type, T.StructType):
+        for f in data_type.fields:
+            yield from _types_within(f.dataType)
+    elif isinstance(data_type, T.ArrayType):
+        yield from _types_within(data_type.elementType)
+    elif isinstance(data_type, T.MapType):
+        yield from _types_within(data_type.keyType)
+        yield from _types_within(data_type.valueType)

@@ -95,17 +95,20 @@ def test_an_iceberg_dataset_runs_locally_every_valid_record_once_read_back_by_py
     # a top-level `channel`, committed as files only, and one new input file carries them. The run commits that file's
     # batch alone (none of the first three again), and the new fields are in the table's schema after it; the rows
     # written before read them as null.
-    _evolve(tmp_path, iceberg_orders)
+    _evolve(tmp_path, iceberg_orders, expect["valid_keys"][0])
     again = subprocess.run(_runner(tmp_path, "--once"), env=_env(iceberg_orders), capture_output=True, text=True,
                            timeout=600, cwd=REPO)
     assert again.returncode == 0, again.stderr[-3000:]
     assert "dead_letters=0" in again.stdout.splitlines()[-2]
+    # Three copies dropped: one within the batch and two by the append; the two whose content differs are counted.
+    assert "duplicates=3 (2 differing from the copy kept) batches=1" in again.stdout, again.stdout[-2000:]
     table = _pyiceberg_table(tmp_path)
     assert _tags(table) == [*tags, batch_tag("local", stream, 3)]
     assert str(table.schema().find_field("items.element.discount").field_type) == "decimal(10, 2)"
     assert str(table.schema().find_field("channel").field_type) == "string"
     rows = {r["order_id"]: r for r in table.scan().to_arrow().to_pylist()}
-    assert len(rows) == len(expect["valid_keys"]) + 1 + len(EXTREMES)
+    assert len(rows) == len(expect["valid_keys"]) + 2 + len(EXTREMES)
+    assert rows["evolved-2"]["status"] == "paid" and rows[expect["valid_keys"][0]]["customer_id"] != "c-changed"
     assert [(rows[f"extreme-{n}"]["delivered_by"], rows[f"extreme-{n}"]["shipping"]["eta"]) for n in range(len(EXTREMES))] == [
         (datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(microseconds=micros), date.fromisoformat(day))
         for micros, day in EXTREMES]  # read back equal by a reader the project did not write (pyiceberg, pyarrow)
@@ -185,9 +188,9 @@ def _commit_version(datasets: Path, schema: dict) -> None:
     (folder / "schemas.lock.json").write_text(json.dumps(lock, indent=2))
 
 
-def _evolve(tmp_path: Path, datasets: Path) -> None:
+def _evolve(tmp_path: Path, datasets: Path, key: str) -> None:
     """Version 2 of orders committed as files (`items[].discount`, `channel`), and an input file of one order using
-    both."""
+    both, orders with extreme values, and copies (one within the file, two of `key`, an order already committed)."""
     schema = json.loads((datasets / DATASET / "schema.v1.avsc").read_text())
     (items,) = [f for f in schema["fields"] if f["name"] == "items"]
     items["type"]["items"]["fields"].append({"name": "discount", "type": ["null", {"type": "bytes", "logicalType": "decimal",
@@ -206,7 +209,26 @@ def _evolve(tmp_path: Path, datasets: Path) -> None:
             "items": [{"sku": "s-1", "quantity": 1, "unit_price": 10.5, "discount": 1.25}]}
     extremes = [{**line, "order_id": f"extreme-{n}", "delivered_by": micros, "shipping": {"country": "DE", "eta": day}}
                 for n, (micros, day) in enumerate(EXTREMES)]
-    (tmp_path / "in" / "evolved.json").write_text("\n".join(json.dumps(x) for x in [line, *extremes]) + "\n")
+    # Copies (docs/datasets.md "Duplicates"): evolved-2 twice in the batch, the later one with another status (dropped
+    # within the batch, differing); two copies of an order committed by the first run, one as it was sent (left out by
+    # the append, the same) and one with another customer (left out, differing).
+    copies = [{**line, "order_id": "evolved-2"}, {**line, "order_id": "evolved-2", "status": "shipped"}]
+    committed = _first_line_of(tmp_path / "in", key)
+    copies += [committed, {**committed, "customer_id": "c-changed"}]
+    (tmp_path / "in" / "evolved.json").write_text("\n".join(json.dumps(x) for x in [line, *extremes, *copies]) + "\n")
+
+
+def _first_line_of(folder: Path, order_id: str) -> dict:
+    """The first input record (JSON lines under `folder`) of `order_id`, as it was sent."""
+    for path in sorted(folder.glob("*.json")):
+        for text in path.read_text().splitlines():
+            try:
+                record = json.loads(text)
+            except ValueError:
+                continue
+            if isinstance(record, dict) and record.get("order_id") == order_id:
+                return record
+    raise AssertionError(f"no input record of {order_id}")
 
 
 def _micros(text: str) -> int:

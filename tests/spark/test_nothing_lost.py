@@ -121,6 +121,13 @@ ROWS = [
     Row("the same key twice in an hour with different values", "the later copy dropped, counted nowhere",
         "the first arrival kept (docs/datasets.md), the differing copy counted (metric and summary)",
         "test_compaction_verify.py::test_differing_duplicates_are_counted"),
+    Row("the same key twice in one micro-batch with different values", "the later copy dropped by the streaming job, "
+        "counted nowhere (the compaction never sees it)", "the first arrival kept, the differing copy counted "
+        "(DifferingDuplicates, the batch's marker and the run summary)",
+        "test_dropped_copies.py::test_the_dropped_copies_that_differ_from_the_kept_one_are_counted"),
+    Row("an Iceberg dataset: a key the table holds for the hour sent again with different values",
+        "left out of the append, counted as a duplicate only", "left out, and counted as differing when it differs",
+        "test_iceberg_lines.py::test_the_iceberg_lake_step_on_this_spark_line"),
     Row("dataset check where every record fails", "exit 0", "exit 3 above --max-failure-rate (default 0)",
         "test_dataset_check.py::test_check_exits_non_zero_when_records_fail_so_it_can_gate_a_pull_request"),
     Row("dataset new Sensor-Readings; Avro names, enum symbols, defaults and rule ranges that cannot work",

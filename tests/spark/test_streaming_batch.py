@@ -63,6 +63,7 @@ def test_batch_writes_lake_and_dead_letters_and_reconciles(spark, tmp_path):
     assert stats == BatchStats(
         source="clicks", batch_id=3, records_in=6, records_written=3, dead_letters=2, duplicates_collapsed=1,
         dead_letters_by_reason={"malformed_json": 1, "invalid_type": 1}, duration_ms=0, files_written=stats.files_written,
+        differing_duplicates=1,  # a's second copy says "second-copy"
     )
     assert stats.reconciles and recorder.emitted == [stats]
     assert sorted(_files(tmp_path / "lake")) == [

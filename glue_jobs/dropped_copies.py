@@ -1,0 +1,79 @@
+"""The copies the streaming job's collapse drops within a micro-batch, observed while the lake write computes them:
+how many, and how many differ in content from the copy kept (docs/datasets.md, "Duplicates").
+
+The losers are computed on the broadcast side of the write's anti join (glue_jobs/packed_batch.py `lake_rows`); an
+Observation there counts them in the write's own job, with no job of its own. Spark collects an observation inside the
+broadcast side of a join, with adaptive execution on and off, on 3.3, 3.5 and 4.1: `CollectMetricsExec.collect`, which
+gathers a query's observed metrics, is AdaptiveSparkPlanHelper's `collectWithSubqueries` over the executed plan, its
+query stages included (read in the bytecode of spark-sql 3.3.4, 3.5.4 and 4.1.1); the tests show it on each line
+(tests/spark/test_dropped_copies.py).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+
+from pyspark import SparkContext
+from pyspark.sql import DataFrame, Observation
+from pyspark.sql import functions as F
+
+from glue_jobs.column_seq import ColumnSeq, select
+from glue_jobs.schema import INGESTION_COLUMNS
+from glue_jobs.survivors import content_hash, survivor_first
+
+# How long `counted` waits for the losers' observation once the write is done (Spark posts it with the write's own).
+TIMEOUT_SECONDS = 60.0
+_CONTENT = "_content"  # a duplicate candidate's content hash
+_RANK = "_rank"
+_DIFFERS = "_differs"  # a candidate's content differs from its key's survivor's
+
+log = logging.getLogger("glue_jobs.dropped_copies")
+
+
+def observed_losers(candidates: DataFrame, key: tuple[str, ...], dropped: Observation, *, row: str,
+                    ignored: tuple[str, ...]) -> DataFrame:
+    """The row ids (column `row`) of the candidates that lose to their key's survivor (glue_jobs/survivors.py, `row` the
+    last tie-break), observed into `dropped` as `losers` and `differing` (losers whose content hash differs from the
+    survivor's). `candidates`: the lake columns of the rows whose key occurs more than once, plus `ignored` (row id, key
+    hash), which are no content. The content is every lake column but the ingestion metadata (survivors.content_hash)."""
+    fields = tuple((f.name, f.dataType) for f in candidates.schema.fields if f.name not in ignored)
+    marked = select(select(candidates, _hashed(fields, SparkContext._jvm)), _marked(key, row, SparkContext._jvm))
+    observed = marked.filter(F.col(_RANK) > 1).observe(
+        dropped, F.count(F.lit(1)).alias("losers"), F.coalesce(F.sum(F.col(_DIFFERS).cast("long")), F.lit(0)).alias("differing"))
+    return observed.select(row)
+
+
+def counted(dropped: Observation | None, *, timeout_seconds: float = TIMEOUT_SECONDS) -> tuple[int, int] | None:
+    """(losers, differing) observed by `observed_losers`, once the write that computed them is done; (0, 0) without an
+    observation (a batch without duplicates). None, logged, when Spark did not deliver it within `timeout_seconds`:
+    Observation.get waits without a limit (pyspark/sql/observation.py), and a count must never hold a batch up."""
+    if dropped is None:
+        return 0, 0
+    found: dict = {}
+    waiting = threading.Thread(target=lambda: found.update(dropped.get), name="dropped-copies", daemon=True)
+    waiting.start()
+    waiting.join(timeout_seconds)
+    if not found:
+        log.error("the copies dropped within the batch were not observed within %ss: their content is not compared",
+                  timeout_seconds)
+        return None
+    return int(found["losers"]), int(found["differing"])
+
+
+@functools.cache
+def _hashed(fields: tuple, jvm) -> ColumnSeq:
+    """Every candidate column plus its content hash, for these lake fields: built once per JVM and field types (only
+    batches with duplicates get here)."""
+    ingestion = {name for name, _, _ in INGESTION_COLUMNS}
+    content = [(F.col(f"`{name}`"), data_type) for name, data_type in fields if name not in ingestion]
+    return ColumnSeq([F.col("*"), content_hash(content).alias(_CONTENT)])
+
+
+@functools.cache
+def _marked(key: tuple[str, ...], row: str, jvm) -> ColumnSeq:
+    """The row id, its rank among its key's copies and whether its content differs from the survivor's (one window)."""
+    window = survivor_first(row, key=key)
+    return ColumnSeq([F.col(row), F.row_number().over(window).alias(_RANK),
+                      (F.col(_CONTENT) != F.first(_CONTENT).over(window)).alias(_DIFFERS)])
