@@ -66,6 +66,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--files", type=int, default=50)
     parser.add_argument("--span-hours", type=int, default=450)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--shape", choices=("generated", "producers"), default="generated",
+                        help="records as the generator makes them, or shaped like producers' (glue_jobs/generate.PRODUCER_SHAPES)")
     parser.add_argument("--work", default="bench-output/cold")
     parser.add_argument("--out", default="bench-output/cold.json")
     parser.add_argument("--bare-child", nargs=2, metavar=("INPUT", "OUT"), help=argparse.SUPPRESS)
@@ -82,7 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     shutil.rmtree(work, ignore_errors=True)
     data = work / "input"
     started = time.perf_counter()
-    expect = generate(data, records=args.records, files=args.files, bad_ratio=0.01, seed=13, span_hours=args.span_hours)
+    expect = generate(data, records=args.records, files=args.files, bad_ratio=0.01, seed=13, span_hours=args.span_hours,
+                      shape=args.shape)
     print(f"generated {args.records} records over {args.span_hours} hours in {time.perf_counter() - started:.1f} s", flush=True)
 
     def bare() -> float:
@@ -137,7 +140,9 @@ def main(argv: list[str] | None = None) -> int:
         "repeats": args.repeats, "bare_seconds": [round(t, 2) for t in times["bare"]],
         "runner_seconds": [round(t, 2) for t in times["runner"]], "bare_median_seconds": round(bare_median, 2),
         "runner_median_seconds": round(runner_median, 2), "ratio": round(ratio, 3), "runner_counts": counts,
-        "rows": [at_least(f"cold backfill, whole process: runner/bare ({args.records:,} records over "
+        "shape": args.shape, "shapes": expect.shapes,
+        "rows": [at_least(f"cold backfill, whole process: runner/bare ({args.records:,} records"
+                          f"{' shaped like producers' if args.shape == 'producers' else ''} over "
                           f"{len(runner_hours)} hour partitions; bare {bare_median:.1f} s, runner {runner_median:.1f} s)",
                           round(ratio, 3), TARGET_RATIO)],
     }

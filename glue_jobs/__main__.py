@@ -117,6 +117,10 @@ def build_parser(prog: str = "python -m glue_jobs") -> argparse.ArgumentParser:
     gen.add_argument("--expect", default=None,
                      help="also write to this JSON file what the job must make of the records: the valid records' "
                           "keys, the bad ones per reason, the duplicate count")
+    gen.add_argument("--shape", choices=("generated", "producers"), default="generated",
+                     help="clickstream only: `producers` adds what real producers send (JSON escapes and UTF-8 text, "
+                          "case variants, json_text arrays, integers for a double, explicit nulls; docs/development.md "
+                          "\"Benchmarks and sizing\"); default generated")
     gen.add_argument("--dataset", type=dataset_name,
                      help="whose records (datasets/<name>/; required where there are several datasets); clickstream has "
                           "its own realistic generator")
@@ -146,10 +150,12 @@ def _run(parser, args) -> int:
     if args.command == "generate":
         sizes = dict(records=args.records, files=args.files, bad_ratio=args.bad_ratio, duplicate_ratio=args.duplicate_ratio,
                      seed=args.seed)
+        if args.shape != "generated" and args.dataset != "clickstream":
+            parser.error(f"--shape {args.shape} is clickstream's generator only, not {args.dataset}'s")
         if args.dataset == "clickstream":  # its own generator: realistic sessions and every kind of bad record
             from glue_jobs.generate import generate
 
-            expect = generate(args.out, **sizes)
+            expect = generate(args.out, **sizes, shape=args.shape)
             valid = len(expect.valid_event_ids)
         else:
             from glue_jobs import datasets

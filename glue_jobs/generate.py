@@ -44,6 +44,7 @@ class Expectation:
     duplicates: int = 0
     records: int = 0
     files: int = 0
+    shapes: dict[str, int] = field(default_factory=dict)  # valid records per PRODUCER_SHAPES name (shape "producers")
 
 
 def _record(rng: random.Random, n: int, base_ms: int, span_hours: int = 48) -> dict:
@@ -61,6 +62,45 @@ def _record(rng: random.Random, n: int, base_ms: int, span_hours: int = 48) -> d
     elif rng.random() < 0.1:
         record["metadata"] = "free text note"
     return record
+
+
+# The shapes `generate(shape="producers")` gives valid records, each with its share (docs/performance.md, "Records shaped
+# like producers'"): what real producers send and the generated shape does not. A record may carry several.
+PRODUCER_SHAPES: tuple[tuple[str, float], ...] = (
+    ("escapes", 0.10),  # a \", \n or \u00e9 escape in a string value
+    ("non_ascii", 0.10),  # text outside ASCII written as UTF-8 (é, ü, 東京, an emoji)
+    ("case_variant", 0.15),  # an event_type in another case or padded, which normalize folds
+    ("json_text_array", 0.05),  # metadata an array (objects and plain strings are in the generated shape already)
+    ("integer_amount", 0.15),  # an amount written as an integer where the schema declares a double
+    ("explicit_null", 0.15),  # an optional field sent as null rather than left out
+)
+_NON_ASCII = ("Café Crème", "Müller-Lüdenscheid", "東京", "São Paulo 🎉", "naïve résumé")
+
+
+def _producer_record(rng: random.Random, n: int, base_ms: int, span_hours: int) -> tuple[dict, list[str]]:
+    """A valid record shaped like a producer's (PRODUCER_SHAPES) and the shapes it carries."""
+    record, shapes = _record(rng, n, base_ms, span_hours), []
+    roll = {name: rng.random() < share for name, share in PRODUCER_SHAPES}
+    if roll["escapes"]:
+        record["metadata"] = {"query": rng.choice(('say "hi"', "line one\nline two", "tab\there")), "ab": True}
+        record["user_id"] = f"u-{rng.randrange(100_000)}-é"  # written \u00e9 by json.dumps(ensure_ascii=True)
+        shapes.append("escapes")
+    elif roll["non_ascii"]:
+        record["metadata"] = {"page": f"/p/{rng.choice(_NON_ASCII)}", "ab": False}
+        shapes.append("non_ascii")
+    elif roll["json_text_array"]:
+        record["metadata"] = [rng.randrange(100), "tag", {"nested": True}]
+        shapes.append("json_text_array")
+    if roll["case_variant"]:
+        record["event_type"] = rng.choice((str.upper, str.title, lambda t: f" {t} "))(rng.choice(EVENT_TYPES))
+        shapes.append("case_variant")
+    if roll["integer_amount"]:
+        record["amount"], record["currency"] = rng.randrange(1, 500), rng.choice(CURRENCIES)
+        shapes.append("integer_amount")
+    if roll["explicit_null"]:
+        record[rng.choice(("user_id", "amount", "currency", "metadata"))] = None
+        shapes.append("explicit_null")
+    return record, shapes
 
 
 def _spoil(kind: str, record: dict, base_ms: int) -> str:
@@ -97,14 +137,20 @@ def _spoil(kind: str, record: dict, base_ms: int) -> str:
     return json.dumps(r)
 
 
+SHAPES = ("generated", "producers")
+
+
 def generate(out_dir: str | Path, *, records: int, files: int = 10, bad_ratio: float = 0.01,
              duplicate_ratio: float = 0.005, seed: int = 7, base_time_ms: int | None = None,
-             span_hours: int = 48) -> Expectation:
+             span_hours: int = 48, shape: str = "generated") -> Expectation:
     """Write `files` NDJSON files totalling `records` lines into out_dir; return what the job must make of them.
     Event times fall in the `span_hours` hours before the base time (49 hour partitions by default; a backfill
-    after an outage spans more)."""
+    after an outage spans more). `shape` "producers": valid records also carry PRODUCER_SHAPES (Expectation.shapes
+    counts them), half of them written with non-ASCII as \\u escapes, half as UTF-8."""
     if records < 0 or files < 1 or not 0 <= bad_ratio <= 1 or not 0 <= duplicate_ratio <= 1 or span_hours < 1:
         raise ValueError("records >= 0, files >= 1, ratios within 0..1, span_hours >= 1")
+    if shape not in SHAPES:
+        raise ValueError(f"shape {shape!r}: expected one of {', '.join(SHAPES)}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     rng = random.Random(seed)
@@ -116,7 +162,10 @@ def generate(out_dir: str | Path, *, records: int, files: int = 10, bad_ratio: f
         lines: list[str] = []
         valid_in_file: list[str] = []
         for _ in range(count):
-            record = _record(rng, n, base_ms, span_hours)
+            if shape == "producers":
+                record, shapes = _producer_record(rng, n, base_ms, span_hours)
+            else:
+                record, shapes = _record(rng, n, base_ms, span_hours), []
             n += 1
             roll = rng.random()
             if roll < bad_ratio:
@@ -128,8 +177,11 @@ def generate(out_dir: str | Path, *, records: int, files: int = 10, bad_ratio: f
                 line = valid_in_file[rng.randrange(len(valid_in_file))]
                 expect.duplicates += 1
             else:
-                line = json.dumps(record, separators=(",", ":") if rng.random() < 0.5 else (", ", ": "))
+                ascii_only = shape == "generated" or rng.random() < 0.5
+                line = json.dumps(record, separators=(",", ":") if rng.random() < 0.5 else (", ", ": "), ensure_ascii=ascii_only)
                 valid_in_file.append(line)
+                for name in shapes:
+                    expect.shapes[name] = expect.shapes.get(name, 0) + 1
                 expect.valid_event_ids.append(record["event_id"])
             lines.append(line)
         (out / f"events-{index:05d}.json").write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")

@@ -63,6 +63,23 @@ def test_generate_writes_every_bad_kind_and_reports_expectations(tmp_path, capsy
     assert lines == 2000 == len(expect["valid_event_ids"]) + len(expect["bad_lines"]) + expect["duplicates"]
 
 
+def test_generate_shapes_records_like_producers_for_clickstream_only(tmp_path, capsys):
+    from glue_jobs.generate import PRODUCER_SHAPES
+
+    assert main(["generate", "--dataset", "clickstream", "--shape", "producers", "--out", str(tmp_path / "g"), "--records",
+                 "3000", "--files", "1", "--expect", str(tmp_path / "e.json")]) == 0
+    expect = json.loads((tmp_path / "e.json").read_text())
+    valid = len(expect["valid_event_ids"])
+    for name, share in PRODUCER_SHAPES:  # each shape near its declared share of the valid records
+        assert abs(expect["shapes"][name] / valid - share) < 0.03, (name, expect["shapes"][name], valid)
+    text = (tmp_path / "g" / "events-00000.json").read_text(encoding="utf-8")
+    assert "\\u00e9" in text and "é" in text and '\\"' in text  # both spellings of non-ASCII, and escaped quotes
+    with pytest.raises(SystemExit) as refused:
+        main(["generate", "--dataset", "orders", "--shape", "producers", "--out", str(tmp_path / "o"), "--records", "10"])
+    assert refused.value.code == 2 and "clickstream's generator only" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
 def test_the_summary_line_totals_the_micro_batches():
     from glue_jobs.batch import BatchStats
     from glue_jobs.local_runner import RunSummary

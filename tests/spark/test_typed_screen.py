@@ -189,3 +189,22 @@ def test_json_text_fields_are_proven_and_stored_as_the_strict_path_stores_them(s
     assert stored[:3] == ['{"page":"/p/1","ab":true}', '{"page":"/p/2","ab":[1,2]}', "{}"]
     assert stored[METADATA.index('"\\/ slash"')] == '"/ slash"'
     assert {r["reason"] for r in shipped[:len(table)]} == {None, "malformed_json"}
+
+
+def test_records_shaped_like_producers_keep_their_verdicts_and_the_jvm_proof_takes_them_all(spark, tmp_path, monkeypatch):
+    """Issue 58's shapes (glue_jobs/generate.PRODUCER_SHAPES: escapes, UTF-8 text, case variants, json_text arrays,
+    integers for a double, explicit nulls) and 5% bad records: the shipped contract, the screen and the strict path
+    alone agree on every column of every row, and the JVM proof hands none of the valid ones to the strict parse
+    (devtools/fast_path_census.py prints the same per shape)."""
+    from devtools.fast_path_census import census
+    from glue_jobs.generate import generate
+
+    expect = generate(tmp_path, records=600, files=1, bad_ratio=0.05, seed=9, shape="producers", base_time_ms=NOW_MS)
+    assert {"escapes", "non_ascii", "case_variant", "json_text_array", "integer_amount", "explicit_null"} <= set(expect.shapes)
+    payloads = (tmp_path / "events-00000.json").read_text(encoding="utf-8").splitlines()
+    bad = set(expect.bad_lines)
+    found = census(spark, [p for p in payloads if p not in bad])
+    assert all(slow == 0 for _, slow in found.values()), found
+    shipped, screened, strict = _three_ways(json_envelope(spark, payloads), datasets.load("clickstream"), monkeypatch)
+    assert shipped == strict and screened == strict
+    assert sum(1 for r in shipped if r["reason"] is None) == len(payloads) - len(expect.bad_lines)
