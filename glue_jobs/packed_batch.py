@@ -52,6 +52,7 @@ WRITE_SLOTS = 8
 SLOT_BALANCE = 1.25
 # The largest batch whose duplicates are ranked in one task (ranking_tasks; figures: docs/performance.md).
 RANK_IN_ONE_TASK_UP_TO = 100_000
+KEYS_INLINE_UP_TO = 10_000  # the most duplicated key hashes filtered by an IN list in the plan (_with_keys)
 # Cached as objects (what Dataset.cache() does): pyspark's MEMORY_AND_DISK is the serialized level, which
 # copies every cached batch through the serializer when it is stored and again for each read.
 CACHE_LEVEL = StorageLevel.MEMORY_AND_DISK_DESER
@@ -161,11 +162,8 @@ class PackedBatch:
         sorted and each write task keeps its partitions. `rows_between` (row ids, inclusive) and `without_keys`
         (key hashes: every copy of those keys) narrow the rows (glue_jobs/unwritable.py).
 
-        `dropped`, when the batch has duplicates, observes the losers as the write computes them (no job of its own):
-        `losers` and `differing`, the losers whose content (survivors.content_hash: every lake column but the
-        ingestion metadata) differs from their key's survivor's. Read it with dropped_copies.counted once the rows are
-        written. Spark collects an observation inside the broadcast side of a join, with adaptive execution on and off,
-        on 3.3, 3.5 and 4.1 (tests/spark/test_dropped_copies.py)."""
+        `dropped`, when the batch has duplicates, observes the losers as the write computes them, and those whose content
+        differs from their survivor's (glue_jobs/dropped_copies.py; read it with `counted` once the rows are written)."""
         columns = _lake_row_columns(tuple(self.table.key), SparkContext._jvm)
         valid = self._frame.filter(columns.is_valid)
         if rows_between is not None:
@@ -177,12 +175,10 @@ class PackedBatch:
         else:
             rows = select(valid, columns.unpacked).coalesce(self.tasks)
         if counts.duplicate_keys != "[]":
-            keys = self._frame.sparkSession.range(1).select(
-                F.explode(F.from_json(F.lit(counts.duplicate_keys), "array<bigint>")).alias(_KEY))
             # Candidates straight from the cache, not from the slots' union: Spark pushes the anti join into
             # each branch of a union, and a losers plan built on the union ran once per branch.
-            candidates = select(valid, columns.unpacked).coalesce(ranking_tasks(counts.records_in, self.tasks)).join(
-                F.broadcast(keys), _KEY, "left_semi")
+            candidates = _with_keys(select(valid, columns.unpacked).coalesce(ranking_tasks(counts.records_in, self.tasks)),
+                                    counts.duplicate_keys)
             if dropped is None:
                 losers = select(select(candidates, columns.ranked).filter(columns.is_loser), columns.row_id)
             else:
@@ -234,6 +230,16 @@ def _lake_rows_by_slot(valid: DataFrame, tasks: int, unpacked: ColumnSeq) -> Dat
     branches = max(1, min(tasks, WRITE_SLOTS))
     slots = [select(valid.filter(condition), unpacked).coalesce(1) for condition in _slot_filters(branches, SparkContext._jvm)]
     return functools.reduce(DataFrame.union, slots)
+
+
+def _with_keys(rows: DataFrame, duplicate_keys: str) -> DataFrame:
+    """The rows whose key hash is in `duplicate_keys` (a JSON array): up to KEYS_INLINE_UP_TO, an IN list (Spark's OptimizeIn
+    makes it a hash set past `spark.sql.optimizer.inSetConversionThreshold`): no job; more, a broadcast semi join."""
+    hashes = duplicate_keys.count(",") + 1
+    if hashes <= KEYS_INLINE_UP_TO:
+        return rows.filter(F.expr(f"`{_KEY}` IN ({duplicate_keys[1:-1]})"))
+    keys = rows.sparkSession.range(1).select(F.explode(F.from_json(F.lit(duplicate_keys), "array<bigint>")).alias(_KEY))
+    return rows.join(F.broadcast(keys), _KEY, "left_semi")
 
 
 @dataclass(frozen=True)

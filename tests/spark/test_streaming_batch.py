@@ -149,20 +149,24 @@ def test_duplicate_with_copies_in_two_write_slots_is_kept_once(spark, tmp_path):
     payloads.insert(0, _event("dup", hour_offset=1, event_type="first"))
     stats = _writer(spark, tmp_path)(json_envelope(spark, payloads).repartition(4), 0)
     assert (stats.records_in, stats.records_written, stats.duplicates_collapsed) == (163, 161, 2) and stats.reconciles
+    # The anti join reaches every slot's branch; the losers' observation still counts each dropped copy once.
+    assert stats.differing_duplicates == 2
     lake = spark.read.parquet(str(tmp_path / "lake"))
     assert [(r.event_type, r.event_hour) for r in lake.where("event_id = 'dup'").collect()] == [("first", 23)]
     assert all(count == 1 for count in _files_per_hour(tmp_path / "lake").values())
 
 
-@pytest.mark.parametrize("one_task", [True, False])
-def test_duplicates_are_ranked_alike_in_one_task_or_in_every_core(spark, tmp_path, monkeypatch, one_task):
+@pytest.mark.parametrize(("one_task", "inline_keys"), [(True, True), (False, True), (True, False)])
+def test_duplicates_are_ranked_alike_in_one_task_or_in_every_core(spark, tmp_path, monkeypatch, one_task, inline_keys):
     """A small batch ranks its duplicates in one task, with no shuffle before the window; a large one in every core
-    (packed_batch.ranking_tasks). The same copies survive either way."""
+    (packed_batch.ranking_tasks). Its candidates are picked by an IN list of key hashes in the plan, or past
+    KEYS_INLINE_UP_TO by a broadcast of them. The same copies survive every way."""
     from glue_jobs import packed_batch
     from glue_jobs.lake_table import LakeTable
     from glue_jobs.packed_batch import PackedBatch
 
     monkeypatch.setattr(packed_batch, "RANK_IN_ONE_TASK_UP_TO", 10_000 if one_task else 0)
+    monkeypatch.setattr(packed_batch, "KEYS_INLINE_UP_TO", 10_000 if inline_keys else 1)
     payloads = [_event(f"e{i}", hour_offset=i % 3) for i in range(40)]
     payloads += [_event("e7", event_type="second"), _event("e9", event_type="second"), _event("e9", event_type="third")]
     envelope = json_envelope(spark, payloads).repartition(3)
@@ -173,6 +177,7 @@ def test_duplicates_are_ranked_alike_in_one_task_or_in_every_core(spark, tmp_pat
         plan = rows._jdf.queryExecution().executedPlan().toString()
         kept = sorted((r.event_id, r.event_type, r.source_offset) for r in rows.collect())
     assert ("Exchange hashpartitioning" in plan) is not one_task
+    assert ("LeftSemi" in plan) is not inline_keys  # the IN list is a filter (an InSet past 10 hashes), not a join
     assert len(kept) == 40 and [k for k in kept if k[0] in ("e7", "e9")] == [("e7", "click", "8"), ("e9", "click", "10")]
 
 
