@@ -1,5 +1,6 @@
-"""The copies the streaming job's collapse drops within a micro-batch, observed while the lake write computes them:
-how many, and how many differ in content from the copy kept (docs/datasets.md, "Duplicates").
+"""The copies the streaming job's collapse drops within a micro-batch: which keys are ranked (`ranked_keys`, `with_keys`),
+and, observed while the lake write computes them, how many copies lose and how many of those differ in content from
+the copy kept (docs/datasets.md, "Duplicates").
 
 The losers are computed on the broadcast side of the write's anti join (glue_jobs/packed_batch.py `lake_rows`); an
 Observation there counts them in the write's own job, with no job of its own. Spark collects an observation inside the
@@ -12,6 +13,7 @@ query stages included (read in the bytecode of spark-sql 3.3.4, 3.5.4 and 4.1.1)
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import threading
 
@@ -23,6 +25,8 @@ from glue_jobs.column_seq import ColumnSeq, select
 from glue_jobs.schema import INGESTION_COLUMNS
 from glue_jobs.survivors import content_hash, survivor_first
 
+# The most duplicated key hashes `with_keys` filters by an IN list in the plan rather than a broadcast.
+KEYS_INLINE_UP_TO = 10_000
 # How long `counted` waits for the losers' observation once the write is done (Spark posts it with the write's own).
 TIMEOUT_SECONDS = 60.0
 _CONTENT = "_content"  # a duplicate candidate's content hash
@@ -30,6 +34,25 @@ _RANK = "_rank"
 _DIFFERS = "_differs"  # a candidate's content differs from its key's survivor's
 
 log = logging.getLogger("glue_jobs.dropped_copies")
+
+
+def ranked_keys(counts, without_keys: tuple[int, ...] = ()) -> str:
+    """The duplicated key hashes packed_batch.lake_rows ranks (a JSON array): the counts' less `without_keys`. A filter that
+    leaves none is no ranking at all, not an empty one: Spark would prune it, and an observation on it with it."""
+    if not without_keys or counts.duplicate_keys == "[]":
+        return counts.duplicate_keys
+    left_out = set(without_keys)
+    return json.dumps([h for h in json.loads(counts.duplicate_keys) if h not in left_out])
+
+
+def with_keys(rows: DataFrame, duplicate_keys: str, key: str) -> DataFrame:
+    """The rows whose key hash is in `duplicate_keys` (a JSON array): up to KEYS_INLINE_UP_TO, an IN list (Spark's OptimizeIn
+    makes it a hash set past `spark.sql.optimizer.inSetConversionThreshold`): no job; more, a broadcast semi join."""
+    hashes = duplicate_keys.count(",") + 1
+    if hashes <= KEYS_INLINE_UP_TO:
+        return rows.filter(F.expr(f"`{key}` IN ({duplicate_keys[1:-1]})"))
+    keys = rows.sparkSession.range(1).select(F.explode(F.from_json(F.lit(duplicate_keys), "array<bigint>")).alias(key))
+    return rows.join(F.broadcast(keys), key, "left_semi")
 
 
 def observed_losers(candidates: DataFrame, key: tuple[str, ...], dropped: Observation, *, row: str,
@@ -52,12 +75,19 @@ def counted(dropped: Observation | None, *, timeout_seconds: float = TIMEOUT_SEC
     if dropped is None:
         return 0, 0
     found: dict = {}
-    waiting = threading.Thread(target=lambda: found.update(dropped.get), name="dropped-copies", daemon=True)
+
+    def wait() -> None:
+        try:
+            found.update(dropped.get)
+        except Exception as error:  # noqa: BLE001 - Spark 4.1 answers a lost observation with an empty row, which get refuses
+            found["error"] = error
+
+    waiting = threading.Thread(target=wait, name="dropped-copies", daemon=True)
     waiting.start()
     waiting.join(timeout_seconds)
-    if not found:
-        log.error("the copies dropped within the batch were not observed within %ss: their content is not compared",
-                  timeout_seconds)
+    if "losers" not in found:
+        log.error("the copies dropped within the batch were not observed (%s): their content is not compared",
+                  found.get("error") or f"nothing within {timeout_seconds}s")
         return None
     return int(found["losers"]), int(found["differing"])
 

@@ -13,8 +13,7 @@ Packing (why, with figures: docs/streaming-job.md, "Benchmark history"):
   the columnar cache costs per cached value, and a valid row's payload is never read again;
 - the reason as a number and a 64-bit hash of event_id: the counts group by fixed-width keys only, and
   only rows whose hash occurs twice are ranked (glue_jobs/survivors.py says which copy survives);
-- read through the cache alone (glue_jobs/cache_leaf.py): every query the batch builds on it is planned on one node, the
-  cache, not on the validation's plan beneath it;
+- read through the cache alone (glue_jobs/cache_leaf.py): its queries are planned on the cache, not the validation;
 - not sorted before it is cached: the partitioned lake write sorts its rows by hour anyway, and sorting
   the whole batch by slot and time first cost more than it saved the write (docs/streaming-job.md).
 
@@ -37,7 +36,7 @@ from pyspark.sql import functions as F
 from glue_jobs.cache_leaf import cached_leaf
 from glue_jobs.column_seq import ColumnSeq, aggregate, select
 from glue_jobs.contract import COUNTED, REASON_CODES
-from glue_jobs.dropped_copies import observed_losers
+from glue_jobs.dropped_copies import observed_losers, ranked_keys, with_keys
 from glue_jobs.lake_layout import dead_letter_write_columns, epoch_millis, hour_modulo, lake_write_columns
 from glue_jobs.lake_table import LakeTable
 from glue_jobs.registry_frames import UNKNOWN_SCHEMA_VERSION, version_id_of
@@ -45,14 +44,11 @@ from glue_jobs.schema import DEAD_LETTER_COLUMNS
 from glue_jobs.session import session_conf
 from glue_jobs.survivors import survivor_first
 
-# Slots a batch's hours are spread over (see the module doc). Eight: a backfill spreads over every slot
-# once it spans a few hours more than eight, and the counts carry one sum per slot.
-WRITE_SLOTS = 8
+WRITE_SLOTS = 8  # slots a batch's hours are spread over (module doc): a backfill of a few more hours fills every one
 # A batch is written one slot per task when its fullest slot holds at most this much more than an even share.
 SLOT_BALANCE = 1.25
 # The largest batch whose duplicates are ranked in one task (ranking_tasks; figures: docs/performance.md).
 RANK_IN_ONE_TASK_UP_TO = 100_000
-KEYS_INLINE_UP_TO = 10_000  # the most duplicated key hashes filtered by an IN list in the plan (_with_keys)
 # Cached as objects (what Dataset.cache() does): pyspark's MEMORY_AND_DISK is the serialized level, which
 # copies every cached batch through the serializer when it is stored and again for each read.
 CACHE_LEVEL = StorageLevel.MEMORY_AND_DISK_DESER
@@ -174,11 +170,11 @@ class PackedBatch:
             rows = _lake_rows_by_slot(valid, self.tasks, columns.unpacked)
         else:
             rows = select(valid, columns.unpacked).coalesce(self.tasks)
-        if counts.duplicate_keys != "[]":
+        keys = ranked_keys(counts, without_keys)
+        if keys != "[]":
             # Candidates straight from the cache, not from the slots' union: Spark pushes the anti join into
             # each branch of a union, and a losers plan built on the union ran once per branch.
-            candidates = _with_keys(select(valid, columns.unpacked).coalesce(ranking_tasks(counts.records_in, self.tasks)),
-                                    counts.duplicate_keys)
+            candidates = with_keys(select(valid, columns.unpacked).coalesce(ranking_tasks(counts.records_in, self.tasks)), keys, _KEY)
             if dropped is None:
                 losers = select(select(candidates, columns.ranked).filter(columns.is_loser), columns.row_id)
             else:
@@ -230,16 +226,6 @@ def _lake_rows_by_slot(valid: DataFrame, tasks: int, unpacked: ColumnSeq) -> Dat
     branches = max(1, min(tasks, WRITE_SLOTS))
     slots = [select(valid.filter(condition), unpacked).coalesce(1) for condition in _slot_filters(branches, SparkContext._jvm)]
     return functools.reduce(DataFrame.union, slots)
-
-
-def _with_keys(rows: DataFrame, duplicate_keys: str) -> DataFrame:
-    """The rows whose key hash is in `duplicate_keys` (a JSON array): up to KEYS_INLINE_UP_TO, an IN list (Spark's OptimizeIn
-    makes it a hash set past `spark.sql.optimizer.inSetConversionThreshold`): no job; more, a broadcast semi join."""
-    hashes = duplicate_keys.count(",") + 1
-    if hashes <= KEYS_INLINE_UP_TO:
-        return rows.filter(F.expr(f"`{_KEY}` IN ({duplicate_keys[1:-1]})"))
-    keys = rows.sparkSession.range(1).select(F.explode(F.from_json(F.lit(duplicate_keys), "array<bigint>")).alias(_KEY))
-    return rows.join(F.broadcast(keys), _KEY, "left_semi")
 
 
 @dataclass(frozen=True)

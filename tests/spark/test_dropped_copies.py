@@ -71,6 +71,19 @@ def test_a_map_in_another_order_and_a_replay_are_the_same_a_nested_change_is_not
                 if m["MetricName"] == DIFFERING_DUPLICATES]  # published only when non-zero
 
 
+def test_copies_of_a_record_no_write_takes_leave_nothing_to_observe(spark, tmp_path, monkeypatch, caplog):
+    """The only duplicated key is one no write takes (glue_jobs/unwritable.py): the batch written around it ranks nothing.
+    A ranking filtered down to no key is left out, not planned empty: Spark prunes an empty plan and the observation
+    on it (3.5 then never answers it; 4.1 answers an empty row its Observation.get refuses)."""
+    from glue_jobs import crash_points
+
+    monkeypatch.setenv(crash_points.UNWRITABLE_ENV, "bad")
+    with caplog.at_level(logging.ERROR, logger="glue_jobs.dropped_copies"):
+        stats = _write(spark, tmp_path, [_click("a"), _click("bad"), _click("bad", "purchase")], ["1", "2", "3"])
+    assert (stats.records_written, stats.dead_letters, stats.differing_duplicates) == (1, 2, 0) and stats.reconciles
+    assert "not observed" not in caplog.text
+
+
 def test_a_batch_without_copies_counts_none_and_observes_nothing(spark, tmp_path):
     stats = _write(spark, tmp_path, [_click("a"), _click("b")], ["1", "2"])
     assert (stats.duplicates_collapsed, stats.differing_duplicates) == (0, 0)
@@ -84,7 +97,7 @@ def test_an_observation_spark_never_delivers_is_logged_not_waited_for(spark, cap
     spark.range(1).observe(never, F.count(F.lit(1)).alias("losers"))
     with caplog.at_level(logging.ERROR, logger="glue_jobs.dropped_copies"):
         assert dropped_copies.counted(never, timeout_seconds=0.2) is None
-    assert "not observed within 0.2s" in caplog.text
+    assert "not observed (nothing within 0.2s)" in caplog.text
     assert dropped_copies.counted(None) == (0, 0)
 
 

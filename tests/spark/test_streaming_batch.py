@@ -161,12 +161,12 @@ def test_duplicates_are_ranked_alike_in_one_task_or_in_every_core(spark, tmp_pat
     """A small batch ranks its duplicates in one task, with no shuffle before the window; a large one in every core
     (packed_batch.ranking_tasks). Its candidates are picked by an IN list of key hashes in the plan, or past
     KEYS_INLINE_UP_TO by a broadcast of them. The same copies survive every way."""
-    from glue_jobs import packed_batch
+    from glue_jobs import dropped_copies, packed_batch
     from glue_jobs.lake_table import LakeTable
     from glue_jobs.packed_batch import PackedBatch
 
     monkeypatch.setattr(packed_batch, "RANK_IN_ONE_TASK_UP_TO", 10_000 if one_task else 0)
-    monkeypatch.setattr(packed_batch, "KEYS_INLINE_UP_TO", 10_000 if inline_keys else 1)
+    monkeypatch.setattr(dropped_copies, "KEYS_INLINE_UP_TO", 10_000 if inline_keys else 1)
     payloads = [_event(f"e{i}", hour_offset=i % 3) for i in range(40)]
     payloads += [_event("e7", event_type="second"), _event("e9", event_type="second"), _event("e9", event_type="third")]
     envelope = json_envelope(spark, payloads).repartition(3)

@@ -92,7 +92,7 @@ def test_the_summary_line_totals_the_micro_batches():
     assert summary.render() == ("summary: records=15 written=10 dead_letters=3 (invalid_type=1, malformed_json=2) "
                                 "duplicates=2 unknown_fields=2 batches=2 (replayed 1) seconds=2.0 records_per_second=8")
     assert summary.totals() == {"batches": 2, "replayed_batches": 1, "records_in": 15, "records_written": 10,
-                                "dead_letters": 3, "duplicates_collapsed": 2, "unknown_fields": 2,
+                                "dead_letters": 3, "duplicates_collapsed": 2, "differing_duplicates": 0, "unknown_fields": 2,
                                 "dead_letters_by_reason": {"invalid_type": 1, "malformed_json": 2}, "seconds": 2.0}
     assert RunSummary().render() == ("summary: records=0 written=0 dead_letters=0 (none) duplicates=0 batches=0 "
                                      "seconds=0.0 records_per_second=0")
