@@ -41,7 +41,7 @@ from glue_jobs.iceberg_lake import (
 from glue_jobs.lake_table import LakeTable
 from glue_jobs.metrics import MetricsSink, NoOpMetricsSink
 from glue_jobs.ownership import claim
-from glue_jobs.packed_batch import BatchCounts, PackedBatch, ranked_keys
+from glue_jobs.packed_batch import BatchCounts, PackedBatch
 from glue_jobs.registry_frames import UNKNOWN_SCHEMA_VERSION
 from glue_jobs.session import session_conf
 from glue_jobs.storage import HadoopStorage
@@ -221,7 +221,7 @@ class MicroBatchWriter:
     def _write_lake(self, batch: PackedBatch, counts: BatchCounts, batch_id: int, without_keys: tuple[int, ...] = ()) -> LakeWritten:
         """Stage the batch's lake rows as Parquet partitioned by hour (an Iceberg table: commit them, once per
         batch id); returns the rows written and how many copies it dropped differ from the copy kept."""
-        dropped = Observation() if ranked_keys(counts, without_keys) != "[]" else None  # glue_jobs/dropped_copies.py
+        dropped = Observation() if dropped_copies.ranked_keys(counts, without_keys) != "[]" else None  # glue_jobs/dropped_copies.py
         rows = self._lake_rows(batch, counts, batch_id, without_keys=without_keys, dropped=dropped)
         if self.iceberg is not None:
             tag = batch_tag(self.source_name, self.stream_id, batch_id)
