@@ -27,6 +27,7 @@ from glue_jobs.survivors import content_hash, survivor_first
 
 # The most duplicated key hashes `with_keys` filters by an IN list in the plan rather than a broadcast.
 KEYS_INLINE_UP_TO = 10_000
+IN_SET_FROM = 10  # spark.sql.optimizer.inSetConversionThreshold's default: an IN list of more values becomes an InSet
 # How long `counted` waits for the losers' observation once the write is done (Spark posts it with the write's own).
 TIMEOUT_SECONDS = 60.0
 _CONTENT = "_content"  # a duplicate candidate's content hash
@@ -46,9 +47,14 @@ def ranked_keys(counts, without_keys: tuple[int, ...] = ()) -> str:
 
 
 def with_keys(rows: DataFrame, duplicate_keys: str, key: str) -> DataFrame:
-    """The rows whose key hash is in `duplicate_keys` (a JSON array): up to KEYS_INLINE_UP_TO, an IN list (Spark's OptimizeIn
-    makes it a hash set past `spark.sql.optimizer.inSetConversionThreshold`): no job; more, a broadcast semi join."""
+    """The rows whose key hash is in `duplicate_keys` (a JSON array), with no Spark job up to KEYS_INLINE_UP_TO hashes:
+    up to IN_SET_FROM an array literal (generated code holds a reference to it, not its values), then an IN list
+    (OptimizeIn makes it an InSet past `spark.sql.optimizer.inSetConversionThreshold`, also a reference); more, a
+    broadcast semi join. tests/spark/test_dropped_copies.py reads the generated code for the values."""
     hashes = duplicate_keys.count(",") + 1
+    if hashes <= min(IN_SET_FROM, KEYS_INLINE_UP_TO):  # Spark's In writes its values into generated code: a class a batch
+        listed = ", ".join(f"{value.strip()}L" for value in duplicate_keys[1:-1].split(","))
+        return rows.filter(F.expr(f"array_contains(array({listed}), `{key}`)"))  # an array literal is a reference
     if hashes <= KEYS_INLINE_UP_TO:
         return rows.filter(F.expr(f"`{key}` IN ({duplicate_keys[1:-1]})"))
     keys = rows.sparkSession.range(1).select(F.explode(F.from_json(F.lit(duplicate_keys), "array<bigint>")).alias(key))

@@ -110,3 +110,18 @@ def test_the_run_summary_and_each_batch_line_say_how_many_copies_differed():
     quiet = RunSummary()
     quiet.add(BatchStats(source="s", batch_id=0, records_in=2, records_written=1, dead_letters=0, duplicates_collapsed=1))
     assert "duplicates=1 batches=1" in quiet.render()
+
+
+@pytest.mark.parametrize("hashes", [2, 12])
+def test_the_key_hashes_picked_are_not_written_into_generated_code(spark, hashes):
+    """Generated code that holds a batch's values is compiled again for every batch (glue_jobs/batch_constants.py):
+    the candidates' filter keeps the hashes as data, an array literal or an InSet, never as values in the code."""
+    from pyspark.sql import functions as F
+
+    listed = json.dumps([-7_000_000_000_123 + n for n in range(hashes)])
+    frame = spark.range(50).select(F.xxhash64("id").alias("_key"))
+    picked = dropped_copies.with_keys(frame, listed, "_key")
+    code = spark._jvm.org.apache.spark.sql.execution.debug.package.codegenString(picked._jdf.queryExecution().executedPlan())
+    body = code.split("Generated code:", 1)[1]
+    assert "_key" in code and "7000000000" not in body  # line numbers and comments hold no value either
+    assert picked.count() == 0
