@@ -18,21 +18,20 @@ tests/spark/test_streaming_contract.py counts the compilations of a second batch
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame
-from pyspark.sql import functions as F
+from pyspark.sql import DataFrame
 
 
-def batch_constant(value: int) -> Column:
-    """`value` as a non-null bigint column, the same in every row, held by reference in the generated code (module doc)."""
-    # The coalesce's 0 is a literal written into the code, but the same in every batch; it only tells Spark the
-    # column is never null (element_at's result is nullable).
-    held = F.element_at(F.array(F.lit(int(value)).cast("bigint")), F.spark_partition_id() * 0 + 1)
-    return F.coalesce(held, F.lit(0).cast("bigint"))
+def batch_constant(value: int) -> str:
+    """`value` as a non-null bigint SQL expression, the same in every row, held by reference in the generated code
+    (module doc). The coalesce's 0 is written into the code, but it is the same in every batch; it tells Spark the
+    column is never null (element_at's result is nullable)."""
+    return f"coalesce(element_at(array(CAST({int(value)} AS BIGINT)), spark_partition_id() * 0 + 1), CAST(0 AS BIGINT))"
 
 
 def with_batch_constants(frame: DataFrame, values: dict[str, int]) -> DataFrame:
-    """`frame` with one bigint column per entry of `values`, the same in every row (`batch_constant`)."""
+    """`frame` with one bigint column per entry of `values`, the same in every row (`batch_constant`). One select of SQL
+    expressions, a few py4j round trips: built with `F.` functions, each constant took about thirty (glue_jobs/column_seq.py)."""
     names = list(values)
     if not names or any(not name.isidentifier() for name in names):
         raise ValueError(f"batch constant names must be identifiers: {names}")
-    return frame.select("*", *(batch_constant(value).alias(name) for name, value in values.items()))
+    return frame.selectExpr("*", *(f"{batch_constant(value)} AS `{name}`" for name, value in values.items()))
