@@ -25,7 +25,6 @@ from typing import NamedTuple
 
 from pyspark import inheritable_thread_target
 from pyspark.sql import DataFrame, Observation
-from pyspark.sql import functions as F
 
 from glue_jobs import crash_points, dropped_copies, unwritable
 from glue_jobs.commit import BatchCommit, BatchStats
@@ -40,6 +39,8 @@ from glue_jobs.iceberg_lake import (
 )
 from glue_jobs.lake_table import LakeTable
 from glue_jobs.metrics import MetricsSink, NoOpMetricsSink
+from glue_jobs.observed import observed as observed_values
+from glue_jobs.observed import row_count
 from glue_jobs.ownership import claim
 from glue_jobs.packed_batch import BatchCounts, PackedBatch
 from glue_jobs.registry_frames import UNKNOWN_SCHEMA_VERSION
@@ -210,10 +211,10 @@ class MicroBatchWriter:
         if self.iceberg is not None:  # in order: a kill right after the table's commit finds no dead letter staged
             written = self._write_lake(batch, counts, batch_id, without_keys) if counts.valid else LakeWritten(0, 0)
             crash_points.reached("after_lake_commit", batch_id)
-            return written, self._write_dead_letters(batch, batch_id, started, extra_dead) if any_dead else 0
+            return written, self._write_dead_letters(batch, counts, batch_id, started, extra_dead) if any_dead else 0
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="dead-letters") as pool:
             # Wrapped here, in the batch's thread: the wrapper captures the local properties when it is made.
-            dead = pool.submit(inheritable_thread_target(self._write_dead_letters), batch, batch_id, started, extra_dead) if any_dead else None
+            dead = pool.submit(inheritable_thread_target(self._write_dead_letters), batch, counts, batch_id, started, extra_dead) if any_dead else None
             written = self._write_lake(batch, counts, batch_id, without_keys) if counts.valid else LakeWritten(0, 0)  # `with` waits for `dead`
             crash_points.reached("after_lake_commit", batch_id)
             return written, dead.result() if dead is not None else 0
@@ -237,9 +238,9 @@ class MicroBatchWriter:
             losers, differing = dropped_copies.counted(dropped) or (None, 0)
             return LakeWritten(written, differing + self._differing_from_table(batch, counts, batch_id, without_keys, written, losers))
         observed = Observation()
-        rows.observe(observed, F.count(F.lit(1)).alias("rows")).write.options(**self._parquet_options).partitionBy(
+        rows.observe(observed, row_count()).write.options(**self._parquet_options).partitionBy(
             "event_date", "event_hour").parquet(self.commit.lake_staging(batch_id))
-        written = int(observed.get["rows"])
+        written = int(observed_values(observed, "rows")["rows"])
         return LakeWritten(written, (dropped_copies.counted(dropped) or (0, 0))[1])
 
     def _differing_from_table(self, batch: PackedBatch, counts: BatchCounts, batch_id: int, without_keys: tuple[int, ...],
@@ -253,11 +254,12 @@ class MicroBatchWriter:
         rows = self._lake_rows(batch, counts, batch_id, without_keys=without_keys)
         return differing_from_table(self.table, self.iceberg, rows, (counts.oldest_event_ms, counts.newest_event_ms))
 
-    def _write_dead_letters(self, batch: PackedBatch, batch_id: int, started: float, extra: DataFrame | None = None) -> int:
+    def _write_dead_letters(self, batch: PackedBatch, counts: BatchCounts, batch_id: int, started: float,
+                            extra: DataFrame | None = None) -> int:
         """Stage the batch's dead letters partitioned by ingest date; returns the rows written."""
         observed = Observation()
         processing_date = time.strftime("%Y-%m-%d", time.gmtime(started))
-        batch.dead_letters(batch_id=batch_id, processing_date=processing_date, extra=extra).observe(
-            observed, F.count(F.lit(1)).alias("rows")).write.options(**_STAGING_WRITE_OPTIONS, compression="snappy").partitionBy(
+        batch.dead_letters(counts, batch_id=batch_id, processing_date=processing_date, extra=extra).observe(
+            observed, row_count()).write.options(**_STAGING_WRITE_OPTIONS, compression="snappy").partitionBy(
             "ingest_date").parquet(self.commit.dead_letter_staging(batch_id))
-        return int(observed.get["rows"])
+        return int(observed_values(observed, "rows")["rows"])

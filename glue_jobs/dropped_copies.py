@@ -22,6 +22,7 @@ from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 
 from glue_jobs.column_seq import ColumnSeq, select
+from glue_jobs.observed import observed
 from glue_jobs.schema import INGESTION_COLUMNS
 from glue_jobs.survivors import content_hash, survivor_first
 
@@ -84,7 +85,7 @@ def counted(dropped: Observation | None, *, timeout_seconds: float = TIMEOUT_SEC
 
     def wait() -> None:
         try:
-            found.update(dropped.get)
+            found.update(observed(dropped, "losers", "differing"))
         except Exception as error:  # noqa: BLE001 - Spark 4.1 answers a lost observation with an empty row, which get refuses
             found["error"] = error
 

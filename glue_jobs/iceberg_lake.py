@@ -30,6 +30,8 @@ from pyspark.sql.types import DataType
 
 from glue_jobs.lake_layout import MS_PER_HOUR, event_time_ms
 from glue_jobs.lake_table import LakeTable
+from glue_jobs.observed import observed as observed_values
+from glue_jobs.observed import row_count
 from glue_jobs.schema import INGESTION_COLUMNS, PARTITION_COLUMNS
 from glue_jobs.session import session_conf
 from glue_jobs.survivors import content_hash
@@ -143,9 +145,9 @@ def append_batch(table: LakeTable, target: IcebergTarget, rows: DataFrame, tag: 
     # rows were all left out never delivered its observation, and `observed.get` waited for ever (seen on Spark 3.5.4
     # with Iceberg 1.7.1 in a batch session; why is unverified: tests/spark/test_iceberg_lines.py keeps the case).
     with session_conf(rows.sparkSession, {CHECK_ORDERING: "false", ADAPTIVE: "false"}):
-        (new.observe(observed, F.count(F.lit(1)).alias("rows"))
+        (new.observe(observed, row_count())
          .writeTo(target.name).option(f"snapshot-property.{BATCH_PROPERTY}", tag).option("merge-schema", "true").append())
-    return int(observed.get["rows"])
+    return int(observed_values(observed, "rows")["rows"])
 
 
 def differing_from_table(table: LakeTable, target: IcebergTarget, rows: DataFrame,
