@@ -49,6 +49,8 @@ WRITE_SLOTS = 8  # slots a batch's hours are spread over (module doc): a backfil
 SLOT_BALANCE = 1.25
 # The largest batch whose duplicates are ranked in one task (ranking_tasks; figures: docs/performance.md).
 RANK_IN_ONE_TASK_UP_TO = 100_000
+# A write gets a task per this many rows, at most one per core (writing_tasks; figures: docs/performance.md).
+ROWS_PER_WRITE_TASK = 50_000
 # Cached as objects (what Dataset.cache() does): pyspark's MEMORY_AND_DISK is the serialized level, which
 # copies every cached batch through the serializer when it is stored and again for each read.
 CACHE_LEVEL = StorageLevel.MEMORY_AND_DISK_DESER
@@ -87,6 +89,13 @@ def ranking_tasks(records_in: int, tasks: int) -> int:
     (a single partition satisfies the window's clustered distribution: no shuffle, a stage fewer), else `tasks` (on
     Glue a large batch's cached blocks live on several executors, which one task would fetch)."""
     return 1 if records_in <= RANK_IN_ONE_TASK_UP_TO else tasks
+
+
+def writing_tasks(rows: int, tasks: int) -> int:
+    """Tasks that write `rows` rows: one per ROWS_PER_WRITE_TASK, at least one, at most `tasks`. A task writes a file per
+    partition its rows touch, so a small batch spread over every core wrote as many files per hour as cores, each
+    a file to create, publish and later compact, with no time gained."""
+    return max(1, min(tasks, -(-rows // ROWS_PER_WRITE_TASK)))
 
 
 def write_by_slot(slot_rows: tuple[int, ...] | list[int]) -> bool:
@@ -166,10 +175,11 @@ class PackedBatch:
             valid = valid.filter(F.col(_ROW).between(*rows_between))
         if without_keys:
             valid = valid.filter(~F.col(_KEY).isin(list(without_keys)))
+        tasks = writing_tasks(counts.valid, self.tasks)
         if write_by_slot(counts.slot_rows):
-            rows = _lake_rows_by_slot(valid, self.tasks, columns.unpacked)
+            rows = _lake_rows_by_slot(valid, tasks, columns.unpacked)
         else:
-            rows = select(valid, columns.unpacked).coalesce(self.tasks)
+            rows = select(valid, columns.unpacked).coalesce(tasks)
         keys = ranked_keys(counts, without_keys)
         if keys != "[]":
             # Candidates straight from the cache, not from the slots' union: Spark pushes the anti join into
@@ -182,13 +192,14 @@ class PackedBatch:
             rows = rows.join(F.broadcast(losers), _ROW, "left_anti")
         return lake_write_columns(rows, batch_id=batch_id, table=self.table)
 
-    def dead_letters(self, *, batch_id: int, processing_date: str, extra: DataFrame | None = None) -> DataFrame:
-        """The rejected rows as dead letters, in `tasks` partitions (see lake_layout.dead_letter_write_columns), with
-        `extra` rows of the same columns (glue_jobs/unwritable.py)."""
+    def dead_letters(self, counts: BatchCounts, *, batch_id: int, processing_date: str, extra: DataFrame | None = None) -> DataFrame:
+        """The rejected rows as dead letters, in `writing_tasks` partitions (see lake_layout.dead_letter_write_columns),
+        with `extra` rows of the same columns (glue_jobs/unwritable.py)."""
         columns = _lake_row_columns(tuple(self.table.key), SparkContext._jvm)
         rejected = select(self._frame.filter(~columns.is_valid), columns.dead_letter)
         rejected = rejected if extra is None else rejected.unionByName(extra)
-        return dead_letter_write_columns(rejected, batch_id=batch_id, processing_date=processing_date).coalesce(self.tasks)
+        tasks = writing_tasks(counts.rejected + (extra is not None), self.tasks)
+        return dead_letter_write_columns(rejected, batch_id=batch_id, processing_date=processing_date).coalesce(tasks)
 
 
 @functools.cache

@@ -136,11 +136,28 @@ def test_batch_over_many_even_hours_writes_each_hour_from_one_task(spark, tmp_pa
     assert stats.files_written == 8
 
 
-def test_batch_of_one_hour_is_written_by_every_core(spark, tmp_path):
-    payloads = [_event(f"e{i}") for i in range(40)]
+@pytest.mark.parametrize("rows_per_task", [10, 50_000])
+def test_batch_of_one_hour_is_written_by_a_task_per_share_of_rows_at_most_every_core(spark, tmp_path, monkeypatch, rows_per_task):
+    """A write gets a task per ROWS_PER_WRITE_TASK rows, at most one per core (packed_batch.writing_tasks): a small
+    batch's hour is one file, not one per core; a large one is written by every core. Dead letters alike."""
+    from glue_jobs import packed_batch
+
+    monkeypatch.setattr(packed_batch, "ROWS_PER_WRITE_TASK", rows_per_task)
+    payloads = [_event(f"e{i}") for i in range(40)] + ["not json"] * 12
     stats = _writer(spark, tmp_path)(json_envelope(spark, payloads).repartition(8), 0)
-    assert (stats.records_in, stats.records_written) == (40, 40)
-    assert _files_per_hour(tmp_path / "lake") == {"event_date=2023-11-14/event_hour=22": spark.sparkContext.defaultParallelism}
+    assert (stats.records_in, stats.records_written, stats.dead_letters) == (52, 40, 12)
+    cores = spark.sparkContext.defaultParallelism
+    assert _files_per_hour(tmp_path / "lake") == {"event_date=2023-11-14/event_hour=22": cores if rows_per_task == 10 else 1}
+    assert len(_files(tmp_path / "dead")) == (cores if rows_per_task == 10 else 1)
+
+
+@pytest.mark.parametrize(("rows", "tasks", "expected"), [(0, 2, 1), (4_000, 2, 1), (50_000, 2, 1), (50_001, 2, 2),
+                                                         (1_000_000, 2, 2), (1_000_000, 8, 8), (120_000, 8, 3)])
+def test_writing_tasks_is_one_per_share_of_rows_at_most_the_cores(rows, tasks, expected):
+    from glue_jobs.packed_batch import ROWS_PER_WRITE_TASK, writing_tasks
+
+    assert ROWS_PER_WRITE_TASK == 50_000
+    assert writing_tasks(rows, tasks) == expected
 
 
 def test_duplicate_with_copies_in_two_write_slots_is_kept_once(spark, tmp_path):
@@ -391,7 +408,7 @@ def test_dead_letter_ingest_date_is_the_utc_arrival_date_or_else_the_processing_
         "arrival_time", F.when(F.col("source_offset") == "2", F.lit(None).cast("timestamp")).otherwise(F.col("arrival_time"))
     )
     with PackedBatch(validate(envelope, now_ms=int(NOW * 1000)), tasks=2) as batch:
-        dead = batch.dead_letters(batch_id=4, processing_date="2030-01-02").collect()
+        dead = batch.dead_letters(batch.counts(), batch_id=4, processing_date="2030-01-02").collect()
     assert sorted((r.source_offset, r.reason, r.batch_id, str(r.ingest_date)) for r in dead) == [
         ("1", "malformed_json", 4, "2023-11-14"),
         ("2", "missing_required_field", 4, "2030-01-02"),
