@@ -132,7 +132,7 @@ demo: synth $(JARS) $(FUNCTIONS)
 	@echo "kafka:          $(DEMO)/kafka/{lake,dead-letters}/ (orders as Schema Registry frames through a local broker, stopped again)"
 
 BENCH_RECORDS ?= 1000000
-BENCH_RESULTS := bench-output/streaming.json bench-output/streaming-producers.json bench-output/compaction.json bench-output/cold.json \
+BENCH_RESULTS := bench-output/streaming.json bench-output/streaming-producers.json bench-output/small-batch.json bench-output/compaction.json bench-output/cold.json \
   bench-output/cold-producers.json bench-output/orders.json bench-output/kafka-orders.json bench-output/iceberg.json
 # Every benchmark runs (a failing one does not stop the others); bench/report.py then writes the table to
 # docs/benchmarks.md and fails naming each row that misses its target or whose benchmark did not finish.
@@ -140,6 +140,7 @@ bench: synth $(JARS) $(FUNCTIONS)
 	mkdir -p bench-output && rm -f $(BENCH_RESULTS)
 	-$(PY) bench/bench_streaming.py --records $(BENCH_RECORDS) --cdk-out cdk.out --out bench-output/streaming.json
 	-$(PY) bench/bench_streaming.py --records $(BENCH_RECORDS) --shape producers --no-glue-job --out bench-output/streaming-producers.json
+	-$(PY) bench/bench_small_batch.py --out bench-output/small-batch.json
 	-$(PY) bench/bench_compaction.py --out bench-output/compaction.json
 	-$(PY) bench/bench_cold.py --records $(BENCH_RECORDS) --out bench-output/cold.json
 	-$(PY) bench/bench_cold.py --records $(BENCH_RECORDS) --shape producers --out bench-output/cold-producers.json
