@@ -92,9 +92,10 @@ def ranking_tasks(records_in: int, tasks: int) -> int:
 
 
 def writing_tasks(rows: int, tasks: int) -> int:
-    """Tasks that write `rows` rows: one per ROWS_PER_WRITE_TASK, at least one, at most `tasks`. A task writes a file per
-    partition its rows touch, so a small batch spread over every core wrote as many files per hour as cores, each
-    a file to create, publish and later compact, with no time gained."""
+    """Tasks that write `rows` rows coalesced (not by slot): one per ROWS_PER_WRITE_TASK, at least one, at most `tasks`.
+    Coalesced, a task writes a file per partition its rows touch, so a small batch spread over every core wrote as
+    many files per hour as cores, each a file to create, publish and later compact, with no time gained. Written by
+    slot, each hour is one file whatever the tasks, and all of them write."""
     return max(1, min(tasks, -(-rows // ROWS_PER_WRITE_TASK)))
 
 
@@ -175,11 +176,10 @@ class PackedBatch:
             valid = valid.filter(F.col(_ROW).between(*rows_between))
         if without_keys:
             valid = valid.filter(~F.col(_KEY).isin(list(without_keys)))
-        tasks = writing_tasks(counts.valid, self.tasks)
-        if write_by_slot(counts.slot_rows):
-            rows = _lake_rows_by_slot(valid, tasks, columns.unpacked)
+        if write_by_slot(counts.slot_rows):  # each hour one file already, whatever the tasks: all cores write
+            rows = _lake_rows_by_slot(valid, self.tasks, columns.unpacked)
         else:
-            rows = select(valid, columns.unpacked).coalesce(tasks)
+            rows = select(valid, columns.unpacked).coalesce(writing_tasks(counts.valid, self.tasks))
         keys = ranked_keys(counts, without_keys)
         if keys != "[]":
             # Candidates straight from the cache, not from the slots' union: Spark pushes the anti join into
