@@ -5,9 +5,10 @@ long literal into the Java code it generates for a stage and compiles each disti
 written as a literal made every micro-batch compile its stages anew and run them on cold, not yet
 JIT-compiled code (figures: docs/streaming-job.md, "Benchmark history").
 
-Spark's `Literal.doGenCode` writes a boolean, int, long, float, double or date literal into the code as text, and
-keeps any other literal (a string, a decimal, an array) as an object the code refers to (`ctx.addReferenceObj`;
-apache/spark sql/catalyst expressions/literals.scala, the same in 3.3, 3.5 and 4.1). So a value here is an
+Spark writes a long literal into the code it generates as text, and keeps an array literal as an object the code
+refers to (`references[n]`): read in the generated code (`debug.codegenString`) of Spark 3.3.4, 3.5.4 and 4.1.1, and
+checked there by tests/spark/test_streaming_contract.py; the source was not read (unverified beyond that: that this is
+`Literal.doGenCode`'s `ctx.addReferenceObj` for every non-primitive type). So a value here is an
 element of a one-element array literal, picked at an index the optimizer cannot compute ahead
 (`spark_partition_id() * 0 + 1`: nondeterministic, so ConstantFolding leaves it, and with it the `element_at`,
 alone; an index it could compute would fold the whole expression back into a long literal). The array stays a

@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 def observed(observation: Observation, *names: str) -> dict[str, object]:
     """The observation's values of `names`, once the action that fills it is done (waits as `Observation.get` does).
     A name the observation lacks raises KeyError, as `get` then indexing would."""
-    if not hasattr(observation, "_jo") or _pyspark_major() >= 4:
+    if _pyspark_major() >= 4:
         found = observation.get
         return {name: found[name] for name in names}
     values = observation._jo.getAsJava()  # waits for the action, as Observation.get does
@@ -29,11 +29,11 @@ def observed(observation: Observation, *names: str) -> dict[str, object]:
     return result
 
 
-def row_count(jvm=None) -> Column:
-    """`count(1) AS rows`, built once per JVM (`jvm`: SparkContext._jvm) rather than in four round trips per write."""
+def row_count() -> Column:
+    """`count(1) AS rows`, built once per JVM rather than in four round trips per write."""
     from pyspark import SparkContext
 
-    return _row_count(jvm or SparkContext._jvm)
+    return _row_count(SparkContext._jvm)
 
 
 @functools.cache

@@ -262,6 +262,21 @@ def test_decoded_avro_records_are_validated_without_json_parsing(spark):
     assert rows[1].payload == '{"event_type":"x","event_time":%d}' % T  # to_json of the decoded record
 
 
+def test_a_batch_constant_is_a_reference_in_the_generated_code_where_a_long_literal_is_text(spark):
+    """glue_jobs/batch_constants.py relies on it: Spark keeps an array literal as a referenced object, a long as text."""
+    from glue_jobs.batch_constants import with_batch_constants
+
+    def body(frame) -> str:
+        code = spark._jvm.org.apache.spark.sql.execution.debug.package.codegenString(frame._jdf.queryExecution().executedPlan())
+        return code.split("Generated code:", 1)[1]
+
+    ours = with_batch_constants(spark.range(3), {"b": 987_654_321_123}).selectExpr("id + b AS x")
+    literal = spark.range(3).selectExpr("id + CAST(987654321123 AS BIGINT) AS x")
+    assert "987654321123" not in body(ours) and "references[" in body(ours)
+    assert "987654321123" in body(literal)  # the control: a long literal is written into the code
+    assert [r.x for r in ours.collect()] == [987_654_321_123, 987_654_321_124, 987_654_321_125]
+
+
 def test_per_batch_values_leave_the_generated_code_unchanged(spark, tmp_path, monkeypatch):
     """Processing time, batch id and arrival time reach the rows as data (glue_jobs.batch_constants), so a
     new micro-batch reuses the compiled stages. Control: the same values as literals compile anew."""
