@@ -1,14 +1,18 @@
-"""Glue streaming entrypoint: read arguments, build the source frame, hand each micro-batch to the writer.
+"""Glue streaming entrypoint: read arguments, build each source's frame, hand each micro-batch to its writer.
 
 Kept thin on purpose: everything it calls is tested locally. awsglue is imported only inside main(),
 so this module imports (and its argument contract is tested) without Glue.
 
 Arguments (Glue passes DefaultArguments as `--name value`; getResolvedOptions takes names without `--`):
-JOB_ARGUMENTS for every source, plus SOURCE_ARGUMENTS[source_type]. JOB_NAME is supplied by Glue itself.
+JOB_ARGUMENTS, the job's own (JOB_NAME is supplied by Glue itself), and `--sources`, a JSON list with one object per
+source the job runs: SOURCE_KEYS, plus SOURCE_TYPE_KEYS[source_type], plus ICEBERG_KEYS for an Iceberg dataset. A job
+runs one source or several (docs/streaming-job.md "One job, several sources"), each its own query with its own
+checkpoint, lake, dead letters and batch ids (glue_jobs/source_queries.py).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 
@@ -16,52 +20,91 @@ log = logging.getLogger("streamlake.glue_entry")
 GLUE_SUPPLIED_ARGUMENTS = ("JOB_NAME",)
 JOB_ARGUMENTS = (
     "JOB_NAME",
-    "source_name",
-    "source_type",
     "environment",
     "catalog_database",
-    "lake_path",
-    "dead_letter_path",
-    "checkpoint_path",
     "window_size_seconds",
     "batch_max_retries",
     "metrics_namespace",
     "metrics_region",
-    "starting_position",
+    "sources",
+)
+SOURCE_KEYS = (
+    "source_name",
+    "source_type",
     "dataset",
     "dataset_digest",
+    "lake_path",
+    "dead_letter_path",
+    "checkpoint_path",
+    "starting_position",
 )
-SOURCE_ARGUMENTS = {
+SOURCE_TYPE_KEYS = {
     "kinesis": ("max_fetch_records_per_shard", "max_fetch_time_ms", "source_table", "min_partitions"),
     "kafka": ("max_offsets_per_trigger", "bootstrap_servers", "topic", "registry_name", "schema_name", "kafka_auth",
               "partitions", "min_partitions"),
 }
 
 
-# An Iceberg dataset's job: the Data Catalog table it commits to and the table's location (under the dataset's lake
+# An Iceberg dataset's source: the Data Catalog table it commits to and the table's location (under the dataset's lake
 # prefix). Glue adds Iceberg's jars with `--datalake-formats iceberg`. The environment decides a dataset's table format
 # (config `table_formats` over dataset.json's `table_format`), so the job learns it from its arguments, not from the
-# dataset files in its zip: the stack gives `--lake_table` to an Iceberg dataset's job and to no other.
-ICEBERG_ARGUMENTS = ("lake_table", "lake_table_location")
+# dataset files in its zip: the stack gives `lake_table` to an Iceberg dataset's source and to no other.
+ICEBERG_KEYS = ("lake_table", "lake_table_location")
 TABLE_FORMATS = ("parquet", "iceberg")
 
 
-def job_arguments(source_type: str, table_format: str = "parquet") -> tuple[str, ...]:
-    """Every argument the entrypoint reads for a source type and table format (the infra contract test compares
-    these)."""
-    if source_type not in SOURCE_ARGUMENTS:
-        raise ValueError(f"source_type {source_type!r} is not one of {sorted(SOURCE_ARGUMENTS)}")
+def job_arguments() -> tuple[str, ...]:
+    """Every argument the entrypoint reads (the infra contract test and the rehearsal compare these)."""
+    return JOB_ARGUMENTS
+
+
+def source_keys(source_type: str, table_format: str = "parquet") -> tuple[str, ...]:
+    """Every key of one source's object in `--sources`, for its type and table format."""
+    if source_type not in SOURCE_TYPE_KEYS:
+        raise ValueError(f"source_type {source_type!r} is not one of {sorted(SOURCE_TYPE_KEYS)}")
     if table_format not in TABLE_FORMATS:
         raise ValueError(f"table_format {table_format!r} is not one of {', '.join(TABLE_FORMATS)}")
-    return JOB_ARGUMENTS + SOURCE_ARGUMENTS[source_type] + (ICEBERG_ARGUMENTS if table_format == "iceberg" else ())
+    return SOURCE_KEYS + SOURCE_TYPE_KEYS[source_type] + (ICEBERG_KEYS if table_format == "iceberg" else ())
 
 
 def resolve_arguments(argv: list[str]) -> dict[str, str]:
     from awsglue.utils import getResolvedOptions
 
-    common = getResolvedOptions(argv, list(JOB_ARGUMENTS))
-    table_format = "iceberg" if f"--{ICEBERG_ARGUMENTS[0]}" in argv else "parquet"
-    return {**common, **getResolvedOptions(argv, list(job_arguments(common["source_type"], table_format)))}
+    return getResolvedOptions(argv, list(JOB_ARGUMENTS))
+
+
+def job_sources(args: dict[str, str]) -> list[dict[str, str]]:
+    """Each source of `--sources` as one flat argument dict (the job's arguments, `sources` left out, with the
+    source's keys), in the order given. Refuses what the stack would never write, naming the source and the key: not a
+    JSON list of objects, none, a key missing or unknown for the source's type, a value that is not a string, two
+    sources of one name, checkpoint or dead-letter location (two queries on one checkpoint corrupt it)."""
+    try:
+        sources = json.loads(args["sources"])
+    except ValueError as e:
+        raise ValueError(f"--sources is not JSON: {e}") from None
+    if not isinstance(sources, list) or not sources or not all(isinstance(s, dict) for s in sources):
+        raise ValueError("--sources must be a JSON list of at least one object (one per source the job runs)")
+    flat, seen = [], {"source_name": {}, "checkpoint_path": {}, "dead_letter_path": {}}
+    job = {name: value for name, value in args.items() if name != "sources"}
+    for index, source in enumerate(sources):
+        label = f"--sources[{index}] ({source.get('source_name', 'unnamed')})"
+        table_format = "iceberg" if ICEBERG_KEYS[0] in source else "parquet"
+        if source.get("source_type") not in SOURCE_TYPE_KEYS:
+            raise ValueError(f"{label}: source_type {source.get('source_type')!r} is not one of {sorted(SOURCE_TYPE_KEYS)}")
+        expected = set(source_keys(source["source_type"], table_format))
+        missing, unknown = sorted(expected - set(source)), sorted(set(source) - expected)
+        if missing or unknown:
+            raise ValueError(f"{label}: " + "; ".join(
+                part for part in (f"missing key(s) {missing}" if missing else "", f"unknown key(s) {unknown}" if unknown else "") if part))
+        not_text = sorted(key for key, value in source.items() if not isinstance(value, str))
+        if not_text:
+            raise ValueError(f"{label}: value(s) of {not_text} must be strings, as job arguments are")
+        for key, owners in seen.items():
+            if source[key] in owners:
+                raise ValueError(f"{label}: {key} {source[key]!r} is also --sources[{owners[source[key]]}]'s")
+            owners[source[key]] = index
+        flat.append({**job, **source})
+    return flat
 
 
 def source_options(args: dict[str, str]) -> dict[str, str]:
@@ -133,9 +176,9 @@ def dataset_table(args: dict[str, str]):
 
 
 def iceberg_target(args: dict[str, str]):
-    """Where an Iceberg dataset's rows go (glue_jobs/iceberg_lake.py), or None for a Parquet dataset (a job given no
-    `--lake_table`: see ICEBERG_ARGUMENTS)."""
-    if ICEBERG_ARGUMENTS[0] not in args:
+    """Where an Iceberg dataset's rows go (glue_jobs/iceberg_lake.py), or None for a Parquet dataset (a source given no
+    `lake_table`: see ICEBERG_KEYS)."""
+    if ICEBERG_KEYS[0] not in args:
         return None
     from glue_jobs.iceberg_lake import IcebergTarget
     from glue_jobs.session import GLUE_ICEBERG_CATALOG
@@ -161,31 +204,12 @@ def kafka_batches(spark, args: dict[str, str], writer, table):
     return raw, KafkaBatches(writer, decoding, args["source_name"])
 
 
-def main(argv: list[str] | None = None) -> None:
-    from awsglue.context import GlueContext
-    from awsglue.job import Job
-    from pyspark.context import SparkContext
-
+def source_batches(glue_context, args: dict[str, str], table):
+    """One source's frame and batch function (the frame is only defined here: its query starts in the source's thread)."""
     from glue_jobs.batch import MicroBatchWriter
     from glue_jobs.metrics import CloudWatchMetricsSink
-    from glue_jobs.session import glue_iceberg_settings, job_spark_conf
 
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s %(message)s")
-    args = resolve_arguments(sys.argv if argv is None else argv)
-    table = dataset_table(args)
-    iceberg = iceberg_target(args)
-    # The script creates the job's SparkContext, so the job's static settings go in here; Glue's `--conf`
-    # job argument is reserved ("Internal to AWS Glue. Do not set"). An Iceberg dataset's catalog settings too:
-    # "Alternatively, you can set the following configuration using SparkConf in your script" (Glue, "Using the
-    # Iceberg framework in AWS Glue").
-    conf = job_spark_conf()
-    if iceberg is not None:
-        conf.setAll(list(glue_iceberg_settings(args["lake_table_location"]).items()))
-    glue_context = GlueContext(SparkContext.getOrCreate(conf))
     spark = glue_context.spark_session
-    job = Job(glue_context)
-    job.init(args["JOB_NAME"], args)
-
     writer = MicroBatchWriter(
         spark,
         source_name=args["source_name"],
@@ -196,28 +220,62 @@ def main(argv: list[str] | None = None) -> None:
                                       region=args["metrics_region"]),
         dataset=table.dataset,
         count_replacements=args["source_type"] == "kinesis",  # Glue decodes Kinesis records to text before the job
-        iceberg=iceberg,
+        iceberg=iceberg_target(args),
     )
     if args["source_type"] == "kafka":
-        raw, process_batch = kafka_batches(spark, args, writer, table)
-    else:
-        from glue_jobs.sources import from_kinesis, spread
+        return kafka_batches(spark, args, writer, table)
+    from glue_jobs.sources import from_kinesis, spread
 
-        raw = glue_context.create_data_frame.from_catalog(
-            database=args["catalog_database"],
-            table_name=args["source_table"],
-            transformation_ctx=f"source_{args['source_name']}",
-            additional_options=source_options(args),
-        )
+    raw = glue_context.create_data_frame.from_catalog(
+        database=args["catalog_database"],
+        table_name=args["source_table"],
+        transformation_ctx=f"source_{args['source_name']}",
+        additional_options=source_options(args),
+    )
 
-        def process_batch(frame, batch_id) -> None:
-            notes: list[str] = []  # frame anomalies the adapter worked around: logged, counted in the batch's metrics
-            envelope = from_kinesis(spread(frame, int(args["min_partitions"])), args["source_name"], notes)
-            for note in notes:
-                log.warning("batch %s of %s: Kinesis frame: %s", batch_id, args["source_name"], note)
-            writer(envelope, batch_id, frame_anomalies=len(notes))
+    def process_batch(frame, batch_id) -> None:
+        notes: list[str] = []  # frame anomalies the adapter worked around: logged, counted in the batch's metrics
+        envelope = from_kinesis(spread(frame, int(args["min_partitions"])), args["source_name"], notes)
+        for note in notes:
+            log.warning("batch %s of %s: Kinesis frame: %s", batch_id, args["source_name"], note)
+        writer(envelope, batch_id, frame_anomalies=len(notes))
 
-    glue_context.forEachBatch(frame=raw, batch_function=process_batch, options=for_each_batch_options(args))
+    return raw, process_batch
+
+
+def main(argv: list[str] | None = None) -> None:
+    from functools import partial
+
+    from awsglue.context import GlueContext
+    from awsglue.job import Job
+    from pyspark.context import SparkContext
+
+    from glue_jobs.session import glue_iceberg_settings, job_spark_conf
+    from glue_jobs.source_queries import FAIR_SCHEDULING, run_sources
+
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s %(message)s")
+    args = resolve_arguments(sys.argv if argv is None else argv)
+    sources = job_sources(args)
+    tables = {source["source_name"]: dataset_table(source) for source in sources}  # every zip check before any start
+    # The script creates the job's SparkContext, so the job's static settings go in here; Glue's `--conf`
+    # job argument is reserved ("Internal to AWS Glue. Do not set"). An Iceberg dataset's catalog settings too:
+    # "Alternatively, you can set the following configuration using SparkConf in your script" (Glue, "Using the
+    # Iceberg framework in AWS Glue"). One catalog serves every Iceberg source of the job: each table is created with
+    # its own location (glue_jobs/iceberg_lake.py), so the warehouse, the first one's, places none of them.
+    conf = job_spark_conf().setAll(list(FAIR_SCHEDULING.items()))
+    iceberg = next((source for source in sources if ICEBERG_KEYS[0] in source), None)
+    if iceberg is not None:
+        conf.setAll(list(glue_iceberg_settings(iceberg["lake_table_location"]).items()))
+    glue_context = GlueContext(SparkContext.getOrCreate(conf))
+    job = Job(glue_context)
+    job.init(args["JOB_NAME"], args)
+
+    starts = {}
+    for source in sources:
+        raw, process_batch = source_batches(glue_context, source, tables[source["source_name"]])
+        starts[source["source_name"]] = partial(glue_context.forEachBatch, frame=raw, batch_function=process_batch,
+                                                options=for_each_batch_options(source))
+    run_sources(glue_context.spark_session.sparkContext, starts)
     job.commit()
 
 

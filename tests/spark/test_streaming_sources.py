@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 
 import pytest
 from pyspark.sql import functions as F
@@ -177,39 +178,53 @@ def test_the_utf8_check_agrees_with_a_strict_decoder_on_tricky_and_random_bytes(
 
 
 def test_entrypoint_argument_contract():
-    assert glue_entry.job_arguments("kinesis") == glue_entry.JOB_ARGUMENTS + ("max_fetch_records_per_shard", "max_fetch_time_ms", "source_table",
-                                                                   "min_partitions")
-    assert glue_entry.job_arguments("kafka")[len(glue_entry.JOB_ARGUMENTS):] == (
+    assert glue_entry.job_arguments() == glue_entry.JOB_ARGUMENTS
+    assert glue_entry.source_keys("kinesis") == glue_entry.SOURCE_KEYS + ("max_fetch_records_per_shard", "max_fetch_time_ms",
+                                                                         "source_table", "min_partitions")
+    assert glue_entry.source_keys("kafka")[len(glue_entry.SOURCE_KEYS):] == (
         "max_offsets_per_trigger", "bootstrap_servers", "topic", "registry_name", "schema_name", "kafka_auth",
         "partitions", "min_partitions")
+    assert glue_entry.source_keys("kinesis", "iceberg")[-2:] == ("lake_table", "lake_table_location")
     assert "JOB_NAME" in glue_entry.JOB_ARGUMENTS and glue_entry.GLUE_SUPPLIED_ARGUMENTS == ("JOB_NAME",)
     with pytest.raises(ValueError, match="source_type"):
-        glue_entry.job_arguments("pubsub")
+        glue_entry.source_keys("pubsub")
 
 
-def _argv(source_type: str, extra: dict[str, str]) -> list[str]:
-    values = {"JOB_NAME": "job", "source_name": "clicks", "source_type": source_type, "environment": "dev",
-              "catalog_database": "db", "lake_path": "s3://l/events",
-              "dead_letter_path": "s3://d/dead_letters/clicks", "checkpoint_path": "s3://t/checkpoints/clicks/",
-              "window_size_seconds": "60", "batch_max_retries": "3", "metrics_namespace": "StreamLake",
-              "metrics_region": "eu-west-1", "starting_position": "TRIM_HORIZON", "dataset": "clickstream",
-              "dataset_digest": datasets.load("clickstream").digest, **extra}
+KINESIS = {"max_fetch_records_per_shard": "100000", "max_fetch_time_ms": "2000", "source_table": "src", "min_partitions": "36"}
+KAFKA = {"starting_position": "earliest", "max_offsets_per_trigger": "1000000", "bootstrap_servers": "b-1.msk:9098,b-2.msk:9098",
+         "topic": "orders-events", "registry_name": "streamlake-dev", "schema_name": "com.streamlake.orders.Order",
+         "kafka_auth": "iam", "partitions": "all", "min_partitions": "none"}
+
+
+def _source(source_type: str, extra: dict[str, str], name: str = "clicks") -> dict[str, str]:
+    return {"source_name": name, "source_type": source_type, "lake_path": "s3://l/events",
+            "dead_letter_path": f"s3://d/dead_letters/{name}", "checkpoint_path": f"s3://t/checkpoints/{name}/",
+            "starting_position": "TRIM_HORIZON", "dataset": "clickstream",
+            "dataset_digest": datasets.load("clickstream").digest, **extra}
+
+
+def _argv(*sources: dict[str, str]) -> list[str]:
+    values = {"JOB_NAME": "job", "environment": "dev", "catalog_database": "db", "window_size_seconds": "60",
+              "batch_max_retries": "3", "metrics_namespace": "StreamLake", "metrics_region": "eu-west-1",
+              "sources": json.dumps(list(sources))}
     return ["script.py", *(x for k, v in values.items() for x in (f"--{k}", v)), "--enable-auto-scaling", "true"]
+
+
+def _sources(*sources: dict[str, str]) -> list[dict[str, str]]:
+    return glue_entry.job_sources(glue_entry.resolve_arguments(_argv(*sources)))
 
 
 @pytest.mark.skipif(importlib.util.find_spec("awsglue") is None, reason="AWSGlueDataplanePython is not installed here")
 def test_entrypoint_resolves_its_arguments_and_builds_glue_options():
-    args = glue_entry.resolve_arguments(_argv("kinesis", {"max_fetch_records_per_shard": "100000", "max_fetch_time_ms": "2000", "source_table": "src", "min_partitions": "36"}))
+    (args,) = _sources(_source("kinesis", KINESIS))
+    assert (args["environment"], args["source_name"], args["lake_path"]) == ("dev", "clicks", "s3://l/events")
     assert glue_entry.source_options(args) == {"addRecordTimestamp": "true", "emitConsumerLagMetrics": "true",
                                                "inferSchema": "true", "startingPosition": "TRIM_HORIZON",
                                                "maxFetchRecordsPerShard": "100000", "maxFetchTimeInMs": "2000"}
     assert glue_entry.for_each_batch_options(args) == {"windowSize": "60 seconds",
                                                        "checkpointLocation": "s3://t/checkpoints/clicks/",
                                                        "batchMaxRetries": "3", "persistDataFrame": "false"}
-    kafka = glue_entry.resolve_arguments(_argv("kafka", {
-        "starting_position": "earliest", "max_offsets_per_trigger": "1000000", "bootstrap_servers": "b-1.msk:9098,b-2.msk:9098",
-        "topic": "orders-events", "registry_name": "streamlake-dev", "schema_name": "com.streamlake.orders.Order",
-        "kafka_auth": "iam", "partitions": "all", "min_partitions": "none"}))
+    (kafka,) = _sources(_source("kafka", KAFKA))
     assert glue_entry.kafka_reader_options(kafka) == {
         "kafka.bootstrap.servers": "b-1.msk:9098,b-2.msk:9098", "subscribe": "orders-events", "startingOffsets": "earliest",
         "maxOffsetsPerTrigger": "1000000", "failOnDataLoss": "true", "includeHeaders": "false",
@@ -226,25 +241,46 @@ def test_entrypoint_resolves_its_arguments_and_builds_glue_options():
         glue_entry.kafka_reader_options({**kafka, "partitions": "1;2"})
     with pytest.raises(ValueError, match="kafka_auth 'IAM' is not 'iam' or 'none'"):
         glue_entry.kafka_reader_options({**kafka, "kafka_auth": "IAM"})
-    with pytest.raises(Exception, match="max_offsets_per_trigger"):
-        glue_entry.resolve_arguments(_argv("kafka", {}))  # max_offsets_per_trigger missing
+    with pytest.raises(Exception, match="sources"):
+        glue_entry.resolve_arguments(_argv()[:-4])  # no --sources at all
+
+
+@pytest.mark.skipif(importlib.util.find_spec("awsglue") is None, reason="AWSGlueDataplanePython is not installed here")
+def test_a_job_runs_several_sources_each_with_its_own_keys_and_refuses_what_would_collide():
+    both = _sources(_source("kinesis", KINESIS), _source("kafka", KAFKA, name="orders"))
+    assert [(s["source_name"], s["source_type"], s["window_size_seconds"]) for s in both] == [
+        ("clicks", "kinesis", "60"), ("orders", "kafka", "60")]
+    kinesis = _source("kinesis", KINESIS)
+    refused = {
+        r"--sources\[1\] \(clicks\): source_name 'clicks' is also --sources\[0\]'s": [kinesis, kinesis],
+        r"--sources\[1\] \(other\): checkpoint_path 's3://t/checkpoints/clicks/' is also --sources\[0\]'s":
+            [kinesis, {**kinesis, "source_name": "other", "dead_letter_path": "s3://d/x"}],
+        r"--sources\[0\] \(clicks\): missing key\(s\) \['topic'\]": [
+            {k: v for k, v in _source("kafka", KAFKA).items() if k != "topic"}],
+        r"--sources\[0\] \(clicks\): unknown key\(s\) \['topic'\]": [{**kinesis, "topic": "t"}],
+        r"--sources\[0\] \(clicks\): missing key\(s\) \['lake_table_location'\]": [{**kinesis, "lake_table": "t"}],
+        r"--sources\[0\] \(clicks\): value\(s\) of \['min_partitions'\] must be strings": [{**kinesis, "min_partitions": 36}],
+        r"--sources\[0\] \(clicks\): source_type 'pubsub'": [{**kinesis, "source_type": "pubsub"}],
+        r"at least one object": [],
+    }
+    for message, sources in refused.items():
+        with pytest.raises(ValueError, match=message):
+            _sources(*sources)
+    with pytest.raises(ValueError, match="--sources is not JSON"):
+        glue_entry.job_sources({"sources": "[{"})
 
 
 @pytest.mark.skipif(importlib.util.find_spec("awsglue") is None, reason="AWSGlueDataplanePython is not installed here")
 def test_the_job_takes_its_table_format_from_its_arguments_not_from_the_zips_dataset_json():
     """An environment may override a dataset's table format (config `table_formats`): the zip's dataset.json says
-    parquet for orders, the job given --lake_table commits to Iceberg, and one given none writes Parquet."""
+    parquet for orders, the source given lake_table commits to Iceberg, and one given none writes Parquet."""
     assert datasets.load("orders").table_format == "parquet"
-    kinesis = {"max_fetch_records_per_shard": "100000", "max_fetch_time_ms": "2000", "source_table": "src",
-               "min_partitions": "36", "dataset": "orders", "dataset_digest": datasets.load("orders").digest}
-    parquet = glue_entry.resolve_arguments(_argv("kinesis", kinesis))
+    kinesis = {**KINESIS, "dataset": "orders", "dataset_digest": datasets.load("orders").digest}
+    (parquet,) = _sources(_source("kinesis", kinesis))
     assert glue_entry.iceberg_target(parquet) is None
-    iceberg = glue_entry.resolve_arguments(_argv("kinesis", {**kinesis, "lake_table": "orders",
-                                                             "lake_table_location": "s3://l/orders/iceberg"}))
+    (iceberg,) = _sources(_source("kinesis", {**kinesis, "lake_table": "orders", "lake_table_location": "s3://l/orders/iceberg"}))
     target = glue_entry.iceberg_target(iceberg)
     assert (target.name, target.location) == ("glue_catalog.db.orders", "s3://l/orders/iceberg")
-    with pytest.raises(Exception, match="lake_table_location"):  # an Iceberg job without its location is refused
-        glue_entry.resolve_arguments(_argv("kinesis", {**kinesis, "lake_table": "orders"}))
 
 
 def test_entrypoint_refuses_dataset_files_other_than_the_synthesized_ones():
@@ -263,6 +299,7 @@ def test_entrypoint_starts_the_glue_spark_context_with_the_job_static_settings(m
     from pyspark import SparkContext
 
     from glue_jobs import session
+    from glue_jobs.source_queries import FAIR_SCHEDULING
 
     class ContextRequested(Exception):
         pass
@@ -275,5 +312,6 @@ def test_entrypoint_starts_the_glue_spark_context_with_the_job_static_settings(m
 
     monkeypatch.setattr(SparkContext, "getOrCreate", get_or_create)
     with pytest.raises(ContextRequested):
-        glue_entry.main(_argv("kinesis", {"max_fetch_records_per_shard": "100000", "max_fetch_time_ms": "2000", "source_table": "src", "min_partitions": "36"}))
-    assert requested == [{"spark.sql.codegen.cache.maxEntries": str(session.CODEGEN_CACHE_ENTRIES), **session.CALENDAR_SETTINGS}]
+        glue_entry.main(_argv(_source("kinesis", KINESIS)))
+    assert requested == [{"spark.sql.codegen.cache.maxEntries": str(session.CODEGEN_CACHE_ENTRIES), **session.CALENDAR_SETTINGS,
+                          **FAIR_SCHEDULING}]
