@@ -246,8 +246,25 @@ def _is_statement_path(path: str) -> bool:
     return ".Statement[" in path or path.startswith("Statement[")
 
 
+def _readable(resource: dict) -> dict:
+    """A streaming job's `--sources` (one JSON string, glue_jobs/glue_entry.py) as {source name: {key: value}}, so
+    a change shows as the key of the source it changes (`...--sources.orders.topic`), not as the whole string."""
+    arguments = resource.get("Properties", {}).get("DefaultArguments", {})
+    if resource.get("Type") != "AWS::Glue::Job" or "--sources" not in arguments:
+        return resource
+    from devtools.template_sources import job_sources
+
+    try:
+        sources = {str(source.get("source_name", i)): source for i, source in enumerate(job_sources(arguments))}
+    except ValueError:
+        return resource  # not JSON (a template this project did not write): compared as it is
+    return {**resource, "Properties": {**resource["Properties"],
+                                       "DefaultArguments": {**arguments, "--sources": sources}}}
+
+
 def resource_property_changes(old: dict, new: dict) -> list[tuple[str, Any, Any]]:
     """(path, before, after) of every changed setting of one resource: flattened paths, policy statements matched."""
+    old, new = _readable(old), _readable(new)
     old_rest, old_statements = _split_statements(old)
     new_rest, new_statements = _split_statements(new)
     a, b = _flatten(old_rest), _flatten(new_rest)
@@ -770,7 +787,7 @@ def streaming_restarts(old: dict, new: dict, changes: list[ResourceChange]) -> d
         job_id = next(iter(job_id)) if len(job_id) == 1 else None
         if job_id not in new_r or job_id not in old_r:
             continue
-        source = new_r[job_id]["Properties"].get("DefaultArguments", {}).get("--source_name", job_id)
+        source = _job_source_names(new_r[job_id]["Properties"].get("DefaultArguments", {})) or job_id
         reasons = [f"`{path}`" for path, _, _ in (by_id[job_id].changes if job_id in by_id else [])
                    if _property(path) is not None and _property(path) not in NOT_RUN_FIXED]
         reasons += [f"deploy `{path}`" for path, _, _ in (by_id[deploy_id].changes if deploy_id in by_id else [])
@@ -779,6 +796,16 @@ def streaming_restarts(old: dict, new: dict, changes: list[ResourceChange]) -> d
         if reasons:
             found[source] = reasons
     return found
+
+
+def _job_source_names(arguments: dict) -> str:
+    """The sources a streaming job runs, as a restart touches them all: `--sources` (one job, one or several sources),
+    or `--source_name` in a template from before jobs held several (the base of a diff may be one)."""
+    if "--sources" in arguments:
+        from devtools.template_sources import job_sources
+
+        return ", ".join(str(source["source_name"]) for source in job_sources(arguments))
+    return arguments.get("--source_name", "")
 
 
 def render_environment(env: str, changes: list[ResourceChange], old: CostRange | None, new: CostRange,
@@ -804,8 +831,10 @@ def render_environment(env: str, changes: list[ResourceChange], old: CostRange |
         lines += [f"**⛔ {len(failing)} change(s) would fail to deploy**: "
                   + ", ".join(f"`{c.logical_id}`" for c in failing) + " (see below).", ""]
     if restarts:
-        lines += [f"**↻ restarts the streaming job of {len(restarts)} source(s)** (the job keeper stops the running run "
-                  "and starts the job on the new settings, from its checkpoint):", ""]
+        sources = sum(len(names.split(", ")) for names in restarts)
+        lines += [f"**↻ restarts {len(restarts)} streaming job(s), carrying {sources} source(s)** (the job keeper stops "
+                  "the running run and starts the job on the new settings; every source of a job resumes from its own "
+                  "checkpoint; each line names the sources one job runs):", ""]
         lines += [f"- {source}: {', '.join(reasons)}" for source, reasons in sorted(restarts.items())] + [""]
     security = [c for c in changes if c.security]
     if security:

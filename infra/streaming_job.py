@@ -19,6 +19,7 @@ Runtime choices (config/environments.json `streaming`):
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 import aws_cdk as cdk
@@ -128,47 +129,32 @@ class StreamingJob(Construct):
         else:
             self._grant_kafka(stack, kafka)
 
-        source_options = (
-            {
-                "--starting_position": settings.kinesis_starting_position,
-                "--max_fetch_records_per_shard": str(settings.max_fetch_records_per_shard),
-                "--max_fetch_time_ms": str(settings.max_fetch_time_ms),  # sized with it (infra.config)
-                "--source_table": catalog.source_table_name,
-                # A batch read from fewer shards than the cores is spread over them (glue_jobs/sources.spread).
-                "--min_partitions": str(settings.executor_cores),
-            }
-            if stream is not None
-            else {
-                "--starting_position": settings.kafka_starting_offsets,
-                "--max_offsets_per_trigger": str(settings.max_offsets_per_trigger),
-                "--bootstrap_servers": kafka.bootstrap_servers,
-                "--topic": kafka.topic,
-                "--registry_name": kafka.registry_name,
-                "--schema_name": kafka.schema_name,
-                "--kafka_auth": "iam",  # SASL/IAM on 9098 (glue_jobs/glue_entry.kafka_reader_options)
-                # Spark's assign (this job's partition group) or subscribe ("all"), and minPartitions.
-                "--partitions": ",".join(map(str, kafka.partitions)) if kafka.partitions else "all",
-                "--min_partitions": "none" if kafka.min_partitions is None else str(kafka.min_partitions),
-            }
-        )
-        self.default_arguments = {
-            "--source_name": source_name,
-            "--source_type": self.source_type,
+        source = {
+            "source_name": source_name,
+            "source_type": self.source_type,
             # The dataset the source carries, and its files' digest: the entrypoint refuses a zip whose files
             # differ, and a dataset.json or schema change shows in the diff of every job that carries it.
-            "--dataset": dataset.name,
-            "--dataset_digest": dataset.digest,
+            "dataset": dataset.name,
+            "dataset_digest": dataset.digest,
+            "lake_path": self.lake_path,
+            "dead_letter_path": self.dead_letter_path,
+            "checkpoint_path": self.checkpoint_path,
+            **self._source_options(settings, catalog, stream, kafka),
+            **self._iceberg_keys(dataset, catalog),
+        }
+        self.sources = (source,)
+        self.default_arguments = {
             "--environment": environment,
             "--catalog_database": catalog.database_name,
-            "--lake_path": self.lake_path,
-            "--dead_letter_path": self.dead_letter_path,
-            "--checkpoint_path": self.checkpoint_path,
             "--window_size_seconds": str(settings.window_size_seconds),
             "--batch_max_retries": str(settings.batch_max_retries),
             "--metrics_namespace": METRICS_NAMESPACE,
             "--metrics_region": cdk.Aws.REGION,
-            **source_options,
-            **self._iceberg_arguments(dataset, catalog),
+            # Each source the job runs, one JSON object each (glue_jobs/glue_entry.py SOURCE_KEYS); the bucket names
+            # and bootstrap brokers in it are CloudFormation references, joined into the string at deploy time.
+            "--sources": json.dumps(list(self.sources), separators=(",", ":")),
+            # Glue's Iceberg jars ("Using the Iceberg framework in AWS Glue") for a job with an Iceberg dataset.
+            **({"--datalake-formats": "iceberg"} if dataset.table_format == "iceberg" else {}),
             "--enable-auto-scaling": "true",
         }
         self.logging = security.job_logging(self, source_name, self.role, settings.glue_version)
@@ -212,14 +198,36 @@ class StreamingJob(Construct):
         ):
             grant_prefix(self.role, bucket, prefix, glue_version=glue_version)
 
-    def _iceberg_arguments(self, dataset: Dataset, catalog: CatalogNames) -> dict[str, str]:
-        """An Iceberg dataset's job (glue_jobs/glue_entry.py ICEBERG_ARGUMENTS): Glue's Iceberg jars
-        (`--datalake-formats iceberg`, "Using the Iceberg framework in AWS Glue"), the table it creates and commits
-        to, and its location, a folder of the dataset's lake prefix (glue_jobs/schema.ICEBERG_TABLE_FOLDER)."""
+    @staticmethod
+    def _source_options(settings: StreamingJobConfig, catalog: CatalogNames, stream, kafka) -> dict[str, str]:
+        if stream is not None:
+            return {
+                "starting_position": settings.kinesis_starting_position,
+                "max_fetch_records_per_shard": str(settings.max_fetch_records_per_shard),
+                "max_fetch_time_ms": str(settings.max_fetch_time_ms),  # sized with it (infra.config)
+                "source_table": catalog.source_table_name,
+                # A batch read from fewer shards than the cores is spread over them (glue_jobs/sources.spread).
+                "min_partitions": str(settings.executor_cores),
+            }
+        return {
+            "starting_position": settings.kafka_starting_offsets,
+            "max_offsets_per_trigger": str(settings.max_offsets_per_trigger),
+            "bootstrap_servers": kafka.bootstrap_servers,
+            "topic": kafka.topic,
+            "registry_name": kafka.registry_name,
+            "schema_name": kafka.schema_name,
+            "kafka_auth": "iam",  # SASL/IAM on 9098 (glue_jobs/glue_entry.kafka_reader_options)
+            # Spark's assign (this job's partition group) or subscribe ("all"), and minPartitions.
+            "partitions": ",".join(map(str, kafka.partitions)) if kafka.partitions else "all",
+            "min_partitions": "none" if kafka.min_partitions is None else str(kafka.min_partitions),
+        }
+
+    def _iceberg_keys(self, dataset: Dataset, catalog: CatalogNames) -> dict[str, str]:
+        """An Iceberg dataset's source (glue_jobs/glue_entry.py ICEBERG_KEYS): the table it creates and commits to, and
+        its location, a folder of the dataset's lake prefix (glue_jobs/schema.ICEBERG_TABLE_FOLDER)."""
         if dataset.table_format != "iceberg":
             return {}
-        return {"--datalake-formats": "iceberg", "--lake_table": catalog.lake_table_name,
-                "--lake_table_location": f"{self.lake_path}/{ICEBERG_TABLE_FOLDER}"}
+        return {"lake_table": catalog.lake_table_name, "lake_table_location": f"{self.lake_path}/{ICEBERG_TABLE_FOLDER}"}
 
     def _grant_catalog(self, stack: cdk.Stack, catalog: CatalogNames, *, iceberg: bool = False) -> None:
         arn = f"arn:{stack.partition}:glue:{stack.region}:{stack.account}"

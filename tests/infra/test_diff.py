@@ -311,7 +311,7 @@ def test_a_worker_type_change_in_prod_names_the_restart_of_every_streaming_job(t
     assert sorted(restarts) == sorted(prod.source_names)
     assert all("`Properties.WorkerType`" in reasons for reasons in restarts.values())
     text = diff.render_environment("prod", changes, diff.CostRange(1, 1), diff.CostRange(2, 2), restarts)
-    assert f"restarts the streaming job of {len(prod.source_names)} source(s)" in text
+    assert f"carrying {len(prod.source_names)} source(s)" in text
     # an unchanged synth restarts nothing
     assert diff.streaming_restarts(old_t, old_t, []) == {}
 

@@ -12,6 +12,7 @@ from aws_cdk import aws_kinesis as kinesis
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 
+from devtools.template_sources import source_arguments
 from glue_jobs import datasets
 from infra.compaction_job import CompactionJob
 from infra.config import load_config
@@ -84,7 +85,8 @@ def test_streaming_jobs_runtime_workers_and_autoscaling(dev, prod):
 
 
 def test_each_job_has_its_own_checkpoint_and_dead_letter_prefix(dev):
-    click, orders = _job(dev, "ClickJob")["DefaultArguments"], _job(dev, "OrderJob")["DefaultArguments"]
+    (click,) = source_arguments(_job(dev, "ClickJob")["DefaultArguments"])
+    (orders,) = source_arguments(_job(dev, "OrderJob")["DefaultArguments"])
     assert json.dumps(click["--checkpoint_path"]).count("checkpoints/clickstream/") == 1
     assert json.dumps(orders["--checkpoint_path"]).count("checkpoints/orders/") == 1
     assert json.dumps(orders["--dead_letter_path"]).endswith('/dead_letters/orders"]]}')

@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from devtools.template_sources import job_sources, source_arguments
 from glue_jobs import datasets, glue_entry
 from glue_jobs.schema import ICEBERG_TABLE_FOLDER
 from infra.config import REPO_ROOT
@@ -27,21 +28,30 @@ def iceberg_dev(tmp_path_factory):
 
 def _job(template: dict, source: str) -> tuple[str, dict]:
     (found,) = [(k, r["Properties"]) for k, r in template["Resources"].items() if r["Type"] == "AWS::Glue::Job"
-                and r["Properties"]["DefaultArguments"].get("--source_name") == source]
+                and "--sources" in r["Properties"]["DefaultArguments"]
+                and source in [s["source_name"] for s in job_sources(r["Properties"]["DefaultArguments"])]]
     return found
+
+
+def _arguments(job: dict) -> dict:
+    """The flat `--name: value` arguments of the job's one source (devtools/template_sources.py)."""
+    (arguments,) = source_arguments(job["DefaultArguments"])
+    return arguments
 
 
 def test_the_iceberg_datasets_job_creates_and_commits_its_own_table_and_nothing_else(iceberg_dev):
     job_id, orders = _job(iceberg_dev, "orders")
-    args = orders["DefaultArguments"]
+    args = _arguments(orders)
     assert args["--datalake-formats"] == "iceberg" and args["--lake_table"] == "orders"
     location = args["--lake_table_location"]["Fn::Join"][1]
     assert location[-1] == f"/orders/{ICEBERG_TABLE_FOLDER}"
-    # The entrypoint reads exactly these (and the rehearsal checks the same list against the deployed script).
-    read = {f"--{name}" for name in glue_entry.job_arguments("kinesis", "iceberg")} - {"--JOB_NAME"}
+    # The entrypoint reads exactly these (and the rehearsal checks the same list against the deployed script): the
+    # job's own arguments, and the keys of its source in --sources.
+    assert {f"--{name}" for name in glue_entry.job_arguments()} - {"--JOB_NAME"} - set(orders["DefaultArguments"]) == set()
+    read = {f"--{key}" for key in glue_entry.source_keys("kinesis", "iceberg")}
     assert read - set(args) == set() and {"--lake_table", "--lake_table_location"} <= read
     _, clicks = _job(iceberg_dev, "clickstream")
-    assert "--datalake-formats" not in clicks["DefaultArguments"] and "--lake_table" not in clicks["DefaultArguments"]
+    assert "--datalake-formats" not in _arguments(clicks) and "--lake_table" not in _arguments(clicks)
 
     tables = {r["Properties"]["TableInput"]["Name"] for r in iceberg_dev["Resources"].values() if r["Type"] == "AWS::Glue::Table"}
     assert "orders" not in tables and "events" in tables
@@ -64,7 +74,8 @@ def test_the_parquet_datasets_are_unchanged(iceberg_dev, templates):
     _, after = _job(iceberg_dev, "clickstream")
     differ = {k for k in before["DefaultArguments"].keys() | after["DefaultArguments"].keys()
               if before["DefaultArguments"].get(k) != after["DefaultArguments"].get(k)}
-    assert differ == {"--extra-py-files"}
+    assert differ == {"--extra-py-files"}  # --sources too is the same, every key of its one source
+    assert _arguments(before).keys() == _arguments(after).keys()
 
 
 def test_the_hourly_job_maintains_the_iceberg_table_and_compacts_the_others(iceberg_dev):
@@ -111,7 +122,7 @@ def test_an_environment_overrides_the_table_format_of_its_datasets(iceberg_dev, 
     _, by_config = _job(overridden, "orders")
     _, by_file = _job(iceberg_dev, "orders")
     iceberg_args = ("--datalake-formats", "--lake_table", "--lake_table_location")
-    assert [by_config["DefaultArguments"][a] == by_file["DefaultArguments"][a] for a in iceberg_args] == [True] * 3
+    assert [_arguments(by_config)[a] == _arguments(by_file)[a] for a in iceberg_args] == [True] * 3
     tables = {r["Properties"]["TableInput"]["Name"] for r in overridden["Resources"].values() if r["Type"] == "AWS::Glue::Table"}
     assert "orders" not in tables  # the job creates the Iceberg table
 
@@ -121,7 +132,7 @@ def test_an_environment_overrides_the_table_format_of_its_datasets(iceberg_dev, 
         assert datasets.load("orders").table_format == "iceberg"
         kept = synth_templates(["dev"], config=back)["dev"]
     _, parquet = _job(kept, "orders")
-    assert not set(iceberg_args) & set(parquet["DefaultArguments"])
+    assert not set(iceberg_args) & set(_arguments(parquet))
     assert "orders" in {r["Properties"]["TableInput"]["Name"] for r in kept["Resources"].values() if r["Type"] == "AWS::Glue::Table"}
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 from compaction import glue_entry as compaction_entry
+from devtools.template_sources import job_sources
 from glue_jobs import glue_entry as streaming_entry
 
 OURS = re.compile(r"^--([a-z][a-z0-9_]*)$")
@@ -30,10 +31,14 @@ def test_streaming_jobs_provide_exactly_what_the_entrypoint_reads(templates):
         for job in _jobs(template):
             if job["Command"]["Name"] != "gluestreaming":
                 continue
-            source_type = job["DefaultArguments"]["--source_type"]
-            expected = set(streaming_entry.job_arguments(source_type)) - GLUE_SUPPLIED
-            assert _ours(job) == expected, (env, source_type, _ours(job) ^ expected)
-            checked += 1
+            expected = set(streaming_entry.job_arguments()) - GLUE_SUPPLIED
+            assert _ours(job) == expected, (env, _ours(job) ^ expected)
+            for source in job_sources(job["DefaultArguments"]):
+                table_format = "iceberg" if "lake_table" in source else "parquet"
+                keys = set(streaming_entry.source_keys(source["source_type"], table_format))
+                assert set(source) == keys, (env, source["source_name"], set(source) ^ keys)
+                assert ("--datalake-formats" in job["DefaultArguments"]) == (table_format == "iceberg")
+                checked += 1
     assert checked == 6  # dev 2 (clickstream, orders) + staging 2 + prod 2
 
 

@@ -10,6 +10,7 @@ import shutil
 
 import pytest
 
+from devtools.template_sources import job_sources
 from infra.config import load_config
 from infra.job_keeper import DEPLOY_RESOURCE_TYPE, ENDED_STATES
 
@@ -20,6 +21,11 @@ def _of_type(template: dict, type_: str) -> dict[str, dict]:
 
 def _streaming_jobs(template: dict) -> dict[str, dict]:
     return {k: v for k, v in _of_type(template, "AWS::Glue::Job").items() if v["Properties"]["Command"]["Name"] == "gluestreaming"}
+
+
+def _source_names(job: dict) -> list[str]:
+    """The names of the sources a streaming job runs (its `--sources`, devtools/template_sources.py)."""
+    return [source["source_name"] for source in job_sources(job["Properties"]["DefaultArguments"])]
 
 
 @pytest.mark.parametrize("environment", list(load_config().environments))
@@ -154,7 +160,7 @@ def test_a_config_change_of_one_job_changes_only_that_jobs_digest(templates):
     before = _digests(templates["staging"])
     moved = {job for job in before if before[job] != after[job]}
     jobs = _streaming_jobs(templates["staging"])
-    assert moved and all(jobs[job]["Properties"]["DefaultArguments"]["--source_name"] in kafka_jobs for job in moved)
+    assert moved and all(set(_source_names(jobs[job])) <= set(kafka_jobs) for job in moved)
     assert len(moved) == len(kafka_jobs) < len(before)
 
 
@@ -211,7 +217,7 @@ def test_every_glue_job_writes_spark_ui_event_logs_under_its_own_prefix_of_the_a
     (assets,) = [k for k, v in _of_type(template, "AWS::S3::Bucket").items() if k.startswith("StorageJobAssetsBucket")]
     for job in _of_type(template, "AWS::Glue::Job").values():
         arguments = job["Properties"]["DefaultArguments"]
-        name = arguments.get("--source_name", "compaction")
+        (name,) = _source_names(job) if job["Properties"]["Command"]["Name"] == "gluestreaming" else ("compaction",)
         assert arguments["--enable-spark-ui"] == "true"
         assert arguments["--spark-event-logs-path"] == {"Fn::Join": ["", ["s3://", {"Ref": assets}, f"/spark-ui/{name}/"]]}
         role = job["Properties"]["Role"]["Fn::GetAtt"][0]
@@ -238,6 +244,6 @@ def test_an_outage_past_half_the_sources_retention_alarms_for_every_job(template
     (function,) = [v for k, v in _of_type(template, "AWS::Lambda::Function").items() if k.startswith("JobKeeperFunction")]
     entries = json.loads(json.dumps(function["Properties"]["Environment"]["Variables"]["JOBS"]))
     for job_id, job in jobs.items():
-        source = job["Properties"]["DefaultArguments"]["--source_name"]
+        (source,) = _source_names(job)
         assert by_job[job_id]["Threshold"] == retention[source] * 3600 // 2
         assert f'"retention_hours\\": {retention[source]}' in json.dumps(entries) or f'"retention_hours": {retention[source]}' in json.dumps(entries)

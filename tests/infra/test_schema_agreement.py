@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from devtools.template_sources import job_sources, source_arguments
 from glue_jobs import datasets, schema
 
 # Read by path here, not through glue_jobs.schema, so the check does not share the code it checks.
@@ -87,10 +88,11 @@ def test_registry_holds_every_committed_version_and_no_table_pins_one(templates)
     # pins a registry version, and the job is told the dataset's registry schema.
     assert not [r for r in resources if r["Type"] == "AWS::Glue::Table"
                 and "SchemaReference" in r["Properties"]["TableInput"]["StorageDescriptor"]]
-    (kafka_job,) = [r for r in resources if r["Type"] == "AWS::Glue::Job"
-                    and r["Properties"]["DefaultArguments"].get("--source_type") == "kafka"]
-    assert kafka_job["Properties"]["DefaultArguments"]["--schema_name"] == "com.streamlake.orders.Order"
-    assert kafka_job["Properties"]["DefaultArguments"]["--dataset_digest"] == datasets.load("orders").digest
+    (kafka_job,) = [r for r in resources if r["Type"] == "AWS::Glue::Job" and "--sources" in r["Properties"]["DefaultArguments"]
+                    and any(s["source_type"] == "kafka" for s in job_sources(r["Properties"]["DefaultArguments"]))]
+    (kafka_args,) = source_arguments(kafka_job["Properties"]["DefaultArguments"])
+    assert kafka_args["--schema_name"] == "com.streamlake.orders.Order"
+    assert kafka_args["--dataset_digest"] == datasets.load("orders").digest
 
 
 def test_catalog_columns_follow_the_avsc_fields_in_order(templates):

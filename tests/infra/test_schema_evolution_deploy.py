@@ -145,7 +145,7 @@ def test_a_nested_optional_field_in_a_dataset_deploys_as_a_new_version_the_kafka
     assert version.kind == "added" and "SchemaOrdersVersion2" in version.logical_id
     tables = {c.logical_id: c for c in changes if c.type == "AWS::Glue::Table"}
     (job,) = [c for c in changes if c.type == "AWS::Glue::Job" and c.logical_id.startswith("StreamingJobOrders")]
-    (digest,) = [(a, b) for path, a, b in job.changes if path.endswith("--dataset_digest")]
+    (digest,) = [(a, b) for path, a, b in job.changes if path.endswith(".--sources.orders.dataset_digest")]
     assert job.kind == "modified" and digest[1] == datasets.load("orders").digest != digest[0]
     (lake,) = [c for c in tables.values() if c.logical_id.startswith("CatalogLakeTableOrders")]
     assert lake.kind == "modified" and any("items" in column and "discount:int" in column for column in lake.columns)

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from devtools.template_sources import job_sources, source_arguments
 from infra.config import load_config
 
 COMMON_OUTPUTS = {
@@ -118,8 +119,10 @@ def test_kafka_jobs_get_their_partitions_and_min_partitions_from_the_config(temp
     """prod: one job subscribes to the 12-partition topic and asks Spark for 36 partitions (9 G.1X executors x 4
     vCPUs, msk.min_partitions "auto"); the topic is created with the config's compression and retention."""
     resources = templates["prod"]["Resources"].values()
-    (args,) = [r["Properties"]["DefaultArguments"] for r in resources
-               if r["Type"] == "AWS::Glue::Job" and r["Properties"]["DefaultArguments"].get("--source_type") == "kafka"]
+    (job,) = [r["Properties"]["DefaultArguments"] for r in resources if r["Type"] == "AWS::Glue::Job"
+              and "--sources" in r["Properties"]["DefaultArguments"]
+              and any(s["source_type"] == "kafka" for s in job_sources(r["Properties"]["DefaultArguments"]))]
+    (args,) = source_arguments(job)
     assert (args["--partitions"], args["--min_partitions"], args["--topic"]) == ("all", "36", "orders-events")
     (topic,) = [r["Properties"] for r in resources if r["Type"] == "AWS::MSK::Topic"]
     assert json.loads(topic["Configs"]["Fn::Base64"]) == {"compression.type": "zstd", "retention.ms": str(168 * 3_600_000)}

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from devtools.template_sources import job_sources, source_arguments
 from glue_jobs import datasets
 from infra.config import DEFAULT_CONFIG_PATH, REPO_ROOT, parse_config
 
@@ -89,9 +90,11 @@ def test_the_new_dataset_synthesizes_with_its_typed_table_and_job(team_datasets)
     assert columns["taken_at"] == "timestamp" and columns["calibrated_on"] == "date"
     assert tables["sensor_readings"]["Parameters"]["projection.event_date.range"] == "2020-01-01,NOW+1DAYS"
     jobs = [r["Properties"] for r in resources if r["Type"] == "AWS::Glue::Job"]
-    (sensors_job,) = [j for j in jobs if j["DefaultArguments"].get("--source_name") == "sensors"]
-    assert sensors_job["DefaultArguments"]["--dataset"] == "sensor_readings"
-    assert sensors_job["DefaultArguments"]["--dataset_digest"] == datasets.load("sensor_readings").digest
+    (sensors_job,) = [j for j in jobs if "--sources" in j["DefaultArguments"]
+                      and "sensors" in [s["source_name"] for s in job_sources(j["DefaultArguments"])]]
+    (sensors,) = source_arguments(sensors_job["DefaultArguments"])
+    assert sensors["--source_name"] == "sensors" and sensors["--dataset"] == "sensor_readings"
+    assert sensors["--dataset_digest"] == datasets.load("sensor_readings").digest
     (compaction,) = [j for j in jobs if j["Command"]["Name"] == "glueetl"]
     parts = compaction["DefaultArguments"]["--lake_tables"]["Fn::Join"][1]
     assert [p for p in parts if isinstance(p, str)] == ['{"clickstream":"s3://', '/events","sensor_readings":"s3://', '/sensor_readings"}']
