@@ -30,14 +30,18 @@ BATCH_EVENT = "batch_processing_time"
 class GlueJobBench:
     def __init__(self, cdk_out: Path, work: Path, *, environment: str = "dev", driver_memory: str = "2g") -> None:
         assembly = assembly_module.load(cdk_out, environment)
-        self.job = next(j for j in assembly.glue_jobs()  # the clickstream job: the benchmark's records are clickstream's
-                        if j.command == "gluestreaming" and j.arguments["--source_type"] == "kinesis"
-                        and j.arguments["--dataset"] == "clickstream")
+        # The job of the clickstream source (the benchmark's records are clickstream's), and that source.
+        self.job, source = next((j, s) for j in assembly.glue_jobs() for s in j.sources
+                                if s.arguments["--source_type"] == "kinesis" and s.arguments["--dataset"] == "clickstream")
         shutil.rmtree(work, ignore_errors=True)
         self.held = work / "held"
         self.held.mkdir(parents=True)
         self.work = work
-        tables = source_table(assembly, self.job, HeldInput(self.held, 0, [], [], 0))
+        tables = source_table(assembly, source, HeldInput(self.held, 0, [], [], 0))
+        for other in self.job.sources:  # the job's other sources, if it has any, read empty folders
+            if other is not source and other.arguments["--source_type"] == "kinesis":
+                (work / "idle" / other.name).mkdir(parents=True)
+                tables |= source_table(assembly, other, HeldInput(work / "idle" / other.name, 0, [], [], 0))
         # The Spark line the benchmark itself runs on, so (a) and (c) compare the same Spark.
         self.line = spark_line(os.environ.get("BENCH_SPARK_PYTHON", sys.executable))
         # CloudWatch on a moto server: without an endpoint the job's metrics client would spend each batch

@@ -45,6 +45,32 @@ class GlueJob:
     extra_jars: tuple[Path, ...]  # --extra-jars asset(s): the Kafka job's frame decoder
     arguments: dict[str, str]  # DefaultArguments, resolved (s3:// locations still as S3 URIs)
 
+    @property
+    def sources(self) -> list[JobSource]:
+        """A streaming job's sources (`--sources`, glue_jobs/glue_entry.py job_sources), in order; none for a batch job."""
+        if "--sources" not in self.arguments:
+            return []
+        job = {name: value for name, value in self.arguments.items() if name != "--sources"}
+        return [JobSource(self, {**job, **{f"--{key}": value for key, value in source.items()}})
+                for source in json.loads(self.arguments["--sources"])]
+
+
+@dataclass(frozen=True)
+class JobSource:
+    """One source of a streaming job: the job, and the arguments the source runs with (the job's, `--sources` left out,
+    with the source's keys as `--name`)."""
+
+    job: GlueJob
+    arguments: dict[str, str]
+
+    @property
+    def name(self) -> str:
+        return self.arguments["--source_name"]
+
+    @property
+    def logical_id(self) -> str:
+        return self.job.logical_id
+
 
 @dataclass
 class Assembly:

@@ -12,6 +12,14 @@ from rehearsal.scenario import EnvironmentResult
 
 
 def problems(result: EnvironmentResult, spark, s3: LocalS3) -> list[str]:
+    """Every problem of the rehearsed environment: each source's (source_problems), compaction's, the keeper's and
+    the alarmed metrics'."""
+    return source_problems(result.sources, spark, s3, result.iceberg_catalog) + _environment_problems(result, s3)
+
+
+def source_problems(sources: dict, spark, s3: LocalS3, iceberg_catalog: Path | None = None) -> list[str]:
+    """Each source's: its records committed and reconciled, every valid event in its dataset's table exactly once,
+    every bad record one of its dead letters, Job.init called, JSON proven by the jar (`sources`: name -> SourceResult)."""
     from pyspark.sql import functions as F
 
     from glue_jobs.lake_table import LakeTable
@@ -20,14 +28,13 @@ def problems(result: EnvironmentResult, spark, s3: LocalS3) -> list[str]:
     found = []
     # {lake path: (its dataset, its Iceberg table or None)}: each source's rows are read from its dataset's table,
     # ids by the dataset's key; a Parquet lake with Spark, an Iceberg table with pyiceberg
-    lake_tables = {run.job.arguments["--lake_path"]: (run.job.arguments["--dataset"], iceberg_table(run.job.arguments))
-                   for source in result.sources.values() for run in source.runs}
-    lake_paths = {path for path, (_, iceberg) in lake_tables.items() if iceberg is None}
+    lake_tables = {source.arguments["--lake_path"]: (source.arguments["--dataset"], iceberg_table(source.arguments))
+                   for source in sources.values()}
     lake_ids: Counter = Counter()
     for path, (dataset, iceberg) in lake_tables.items():
         table = LakeTable.of(dataset)
         if iceberg is not None:
-            rows, tags = iceberg_rows(result.iceberg_catalog, iceberg, table.key)
+            rows, tags = iceberg_rows(iceberg_catalog, iceberg, table.key)
             lake_ids.update(rows)
             if len(tags) != len(set(tags)):
                 found.append(f"{dataset}: a batch tag on more than one Iceberg snapshot: {sorted(tags)}")
@@ -35,7 +42,7 @@ def problems(result: EnvironmentResult, spark, s3: LocalS3) -> list[str]:
         lake = spark.read.schema(table.spark_schema()).parquet(s3.path(path))
         key = F.concat_ws("|", *(F.col(f"`{name}`").cast("string") for name in table.key)).alias("key")
         lake_ids.update((r.source, r.key) for r in lake.select("source", key).collect())
-    for name, source in result.sources.items():
+    for name, source in sources.items():
         held, committed = source.held, source.committed
         if committed["records_in"] != held.records:
             found.append(f"{name}: {committed['records_in']} records committed, {held.records} held")
@@ -49,7 +56,7 @@ def problems(result: EnvironmentResult, spark, s3: LocalS3) -> list[str]:
             missing = set(held.valid_event_ids) - set(written)
             extra = set(written) - set(held.valid_event_ids)
             found.append(f"{name}: lake holds {len(written)} ids; {len(missing)} valid id(s) missing, {len(extra)} unexpected")
-        dead_path = Path(s3.path(source.runs[-1].job.arguments["--dead_letter_path"]))
+        dead_path = Path(s3.path(source.arguments["--dead_letter_path"]))
         payloads = []
         if dead_path.exists():
             dead = spark.read.schema(spark_dead_letter_schema()).parquet(str(dead_path))
@@ -62,11 +69,18 @@ def problems(result: EnvironmentResult, spark, s3: LocalS3) -> list[str]:
                 found.append(f"{name}: the streaming job never called Job.init")
         # JSON records were proven by the JVM function of the job's --extra-jars, not by the Spark expressions that
         # stand in without it (glue_jobs/strict_json.py logs which way it took).
-        if source.runs[-1].job.arguments.get("--source_type") == "kinesis":
+        if source.arguments["--source_type"] == "kinesis":
             from glue_jobs.strict_json import STRICT_JSON_CLASS
 
             if not any(f"proving JSON records with {STRICT_JSON_CLASS}:" in run.stderr for run in source.runs):
                 found.append(f"{name}: JSON records were not proven with {STRICT_JSON_CLASS} (is the jar in its --extra-jars?)")
+    return found
+
+
+def _environment_problems(result: EnvironmentResult, s3: LocalS3) -> list[str]:
+    found = []
+    lake_paths = {source.arguments["--lake_path"] for source in result.sources.values()
+                  if iceberg_table(source.arguments) is None}
     if result.compaction is not None:
         events = [e["event"] for e in result.compaction.report]
         if events[:1] != ["job_init"] or events[-1:] != ["job_commit"]:
@@ -90,7 +104,8 @@ def problems(result: EnvironmentResult, spark, s3: LocalS3) -> list[str]:
         sized = {dict(dims).get("Dataset") for name, dims in result.metrics if name == "LakeBytes"}
         if datasets - sized:
             found.append(f"compaction published no LakeBytes for {sorted(datasets - sized)}")
-    if len(result.keeper) != len(result.sources) or set(result.keeper.values()) != {"running"}:
+    jobs = {run.job.logical_id for source in result.sources.values() for run in source.runs}
+    if len(result.keeper) != len(jobs) or set(result.keeper.values()) != {"running"}:
         found.append(f"the job keeper's check did not start every streaming job: {result.keeper}")
     missing_metrics = result.alarm_metrics - result.metrics
     if missing_metrics:

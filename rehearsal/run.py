@@ -56,20 +56,22 @@ class LocalS3:
         return str(self.root / uri[len("s3://"):]) + ("/" if uri.endswith("/") else "")
 
     def localize(self, value: str) -> str:
-        """An s3:// argument as its folder; in an argument holding a JSON object (compaction's --lake_tables and
-        --iceberg_tables), each s3:// string of the object, at any depth, likewise."""
-        if value.startswith("{"):
+        """An s3:// argument as its folder; in an argument holding a JSON object or list (compaction's --lake_tables
+        and --iceberg_tables, a streaming job's --sources), each s3:// string in it, at any depth, likewise."""
+        if value.startswith(("{", "[")):
             try:
-                mapping = json.loads(value)
+                document = json.loads(value)
             except ValueError:
                 return value
-            if isinstance(mapping, dict):
-                return json.dumps(self._localized(mapping), separators=(",", ":"))
+            if isinstance(document, dict | list):
+                return json.dumps(self._localized(document), separators=(",", ":"))
         return self.path(value) if value.startswith("s3://") else value
 
     def _localized(self, node):
         if isinstance(node, dict):
             return {key: self._localized(value) for key, value in node.items()}
+        if isinstance(node, list):
+            return [self._localized(value) for value in node]
         return self.path(node) if isinstance(node, str) and node.startswith("s3://") else node
 
 
@@ -100,12 +102,7 @@ def deployed_script_arguments(job: GlueJob) -> set[str]:
     spec = importlib.util.spec_from_file_location(f"rehearsal_script_{job.logical_id}", job.script)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    if job.command == "gluestreaming":
-        table_format = "iceberg" if job.arguments.get("--datalake-formats") == "iceberg" else "parquet"
-        names = module.job_arguments(job.arguments["--source_type"], table_format)
-    else:
-        names = module.job_arguments()
-    return {f"--{name}" for name in names}
+    return {f"--{name}" for name in module.job_arguments()}
 
 
 def check_arguments(job: GlueJob, arguments: Mapping[str, str]) -> None:
@@ -208,7 +205,7 @@ def start_job(
         copy = deployed / extra.name
         shutil.copyfile(extra, copy)
         jars.append(copy)
-    if job.arguments.get("--source_type") == "kafka":
+    if any(source.arguments["--source_type"] == "kafka" for source in job.sources):
         from devtools.jars import JARS_DIR
 
         connector = sorted((JARS_DIR / f"spark-{line.spark_line}").glob("*.jar"))

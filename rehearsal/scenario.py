@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rehearsal.assembly import REGION, Assembly, GlueJob, RehearsalError
+from rehearsal.assembly import REGION, Assembly, GlueJob, JobSource, RehearsalError
 from rehearsal.run import JobRun, LocalS3, iceberg_catalog_file, run_job
 from rehearsal.runtime import SparkLine
 
@@ -45,6 +45,7 @@ class HeldInput:
 class SourceResult:
     source: str
     held: HeldInput
+    arguments: dict[str, str]  # what the source runs with (rehearsal.assembly.JobSource.arguments)
     runs: list[JobRun] = field(default_factory=list)
     committed: dict = field(default_factory=dict)  # summed BatchStats of the commit markers
 
@@ -102,8 +103,8 @@ def bad_frames(good: bytes) -> dict[str, tuple[bytes, str]]:
     }
 
 
-def register_versions(assembly: Assembly, job: GlueJob, moto_endpoint: str) -> str:
-    """The registry as the deploy leaves it: the template's versions of the job's schema registered, in order, on
+def register_versions(assembly: Assembly, job: JobSource, moto_endpoint: str) -> str:
+    """The registry as the deploy leaves it: the template's versions of the source's schema registered, in order, on
     the moto server. Returns the newest version's UUID (what a producer frames with)."""
     import boto3
 
@@ -199,8 +200,8 @@ def decoder_json(node, value) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def source_table(assembly: Assembly, job: GlueJob, held: HeldInput) -> dict[str, dict]:
-    """The stand-in's view of the job's source table: parameters and columns as synthesized."""
+def source_table(assembly: Assembly, job: JobSource, held: HeldInput) -> dict[str, dict]:
+    """The stand-in's view of the source's table: parameters and columns as synthesized."""
     database, name = job.arguments["--catalog_database"], job.arguments["--source_table"]
     table = assembly.catalog_table(database, name)
     descriptor = table["StorageDescriptor"]
@@ -209,7 +210,7 @@ def source_table(assembly: Assembly, job: GlueJob, held: HeldInput) -> dict[str,
     return {f"{database}.{name}": {"parameters": parameters, "columns": columns, "input": str(held.folder)}}
 
 
-def committed_stats(s3: LocalS3, job: GlueJob) -> dict:
+def committed_stats(s3: LocalS3, job: JobSource) -> dict:
     folder = Path(s3.path(job.arguments["--checkpoint_path"])) / STATE_DIR
     totals = {"batches": 0, "records_in": 0, "records_written": 0, "dead_letters": 0, "duplicates_collapsed": 0}
     for marker in folder.glob("batch-*.committed.json") if folder.exists() else ():
@@ -226,42 +227,57 @@ def committed_stats(s3: LocalS3, job: GlueJob) -> dict:
 def rehearse_streaming_job(assembly: Assembly, job: GlueJob, *, line: SparkLine, workdir: Path, s3: LocalS3,
                            moto_endpoint: str | None, records: int, files: int, seed: int,
                            kill_after_batches: int | None = None, timeout: float = 600,
-                           observe_source_reads: bool = False, broker=None) -> SourceResult:
-    source, dataset = job.arguments["--source_name"], job.arguments["--dataset"]
+                           observe_source_reads: bool = False, broker=None) -> list[SourceResult]:
+    """Every source of the job held (`records` each; the n-th source's seed is `seed` + 1000 n), then the job run as deployed until each
+    source has committed all of its records; SIGKILLed first, once its sources have committed `kill_after_batches`
+    batches between them, if given."""
     # A run argument as an operator would pass to StartJobRun: one-second windows instead of the deployed
     # 60 s, so the held files (one per micro-batch) pass in seconds.
     run_arguments = {"--window_size_seconds": "1"}
-    if job.arguments["--source_type"] == "kinesis":
-        held = kinesis_input(workdir / "held" / source, records=records, files=files, seed=seed, dataset=dataset)
-        tables = source_table(assembly, job, held)
-    else:
-        if broker is None or moto_endpoint is None:
-            raise RehearsalError(f"{job.logical_id} reads Kafka: the rehearsal needs its broker and the moto server's registry")
-        version_id = register_versions(assembly, job, moto_endpoint)
-        held = kafka_frames_input(broker, job.arguments["--topic"], version_id, records=records, seed=seed, dataset=dataset)
-        tables = {}
-        # The local broker instead of the cluster's (a deploy-time lookup), without IAM auth (it has none), and
-        # about `files` offsets per micro-batch.
-        run_arguments |= {"--bootstrap_servers": broker.bootstrap_servers, "--kafka_auth": "none",
-                          "--max_offsets_per_trigger": str(-(-held.records // files))}
-    result = SourceResult(source, held)
+    tables: dict[str, dict] = {}
+    results, sources, overrides = [], job.sources, []
+    for offset, source in enumerate(sources):
+        name, dataset = source.name, source.arguments["--dataset"]
+        if source.arguments["--source_type"] == "kinesis":
+            held = kinesis_input(workdir / "held" / name, records=records, files=files, seed=seed + 1000 * offset, dataset=dataset)
+            tables |= source_table(assembly, source, held)
+            overrides.append({})
+        else:
+            if broker is None or moto_endpoint is None:
+                raise RehearsalError(f"{job.logical_id} reads Kafka ({name}): the rehearsal needs its broker and the moto "
+                                     "server's registry")
+            version_id = register_versions(assembly, source, moto_endpoint)
+            held = kafka_frames_input(broker, source.arguments["--topic"], version_id, records=records, seed=seed + 1000 * offset,
+                                      dataset=dataset)
+            # The local broker instead of the cluster's (a deploy-time lookup), without IAM auth (it has none), and
+            # about `files` offsets per micro-batch: the run's `--sources` replaces the deployed one, as any argument.
+            overrides.append({"bootstrap_servers": broker.bootstrap_servers, "kafka_auth": "none",
+                              "max_offsets_per_trigger": str(-(-held.records // files))})
+        results.append(SourceResult(name, held, source.arguments))
+    if any(overrides):
+        deployed = json.loads(job.arguments["--sources"])
+        run_arguments["--sources"] = json.dumps([{**d, **o} for d, o in zip(deployed, overrides, strict=True)])
 
     def all_committed() -> bool:
-        return committed_stats(s3, job)["records_in"] >= held.records
+        return all(committed_stats(s3, source)["records_in"] >= result.held.records
+                   for source, result in zip(sources, results, strict=True))
 
     common = dict(line=line, workdir=workdir, s3=s3, tables=tables, run_arguments=run_arguments,
                   moto_endpoint=moto_endpoint, timeout=timeout, observe_source_reads=observe_source_reads)
+    runs = []
     if kill_after_batches:
         def enough_batches() -> bool:
-            return committed_stats(s3, job)["batches"] >= kill_after_batches
+            return sum(committed_stats(s3, source)["batches"] for source in sources) >= kill_after_batches
 
-        result.runs.append(run_job(job, kill_when=enough_batches, **common))
-    result.runs.append(run_job(job, until=all_committed, **common))
-    for run in result.runs:
+        runs.append(run_job(job, kill_when=enough_batches, **common))
+    runs.append(run_job(job, until=all_committed, **common))
+    for run in runs:
         if not run.stopped:
             raise RehearsalError(f"{job.logical_id} ended on its own (exit {run.returncode}):\n{run.stderr[-4000:]}")
-    result.committed = committed_stats(s3, job)
-    return result
+    for source, result in zip(sources, results, strict=True):
+        result.runs = list(runs)
+        result.committed = committed_stats(s3, source)
+    return results
 
 
 def alarm_metrics(assembly: Assembly, namespace: str) -> set[tuple[str, frozenset]]:
@@ -305,16 +321,16 @@ def rehearse_environment(assembly: Assembly, *, lines: Mapping[str, SparkLine], 
     streaming = [j for j in jobs if j.command == "gluestreaming"]
     with contextlib.ExitStack() as stack:
         broker = None
-        if any(j.arguments["--source_type"] == "kafka" for j in streaming):
+        if any(source.arguments["--source_type"] == "kafka" for j in streaming for source in j.sources):
             from devtools.kafka_broker import KafkaBroker
 
             broker = stack.enter_context(KafkaBroker(workdir / "kafka"))  # stopped when the streaming jobs are done
         for seed, job in enumerate(streaming, start=11):
-            source = rehearse_streaming_job(assembly, job, line=_line(lines, job), workdir=workdir, s3=s3,
-                                            moto_endpoint=moto_endpoint, records=records, files=files, seed=seed,
-                                            kill_after_batches=kill_after_batches, timeout=timeout,
-                                            observe_source_reads=observe_source_reads, broker=broker)
-            result.sources[source.source] = source
+            for source in rehearse_streaming_job(assembly, job, line=_line(lines, job), workdir=workdir, s3=s3,
+                                                 moto_endpoint=moto_endpoint, records=records, files=files,
+                                                 seed=seed, kill_after_batches=kill_after_batches, timeout=timeout,
+                                                 observe_source_reads=observe_source_reads, broker=broker):
+                result.sources[source.source] = source
     for job in (j for j in jobs if j.command == "glueetl"):
         run = run_job(job, line=_line(lines, job), workdir=workdir, s3=s3,
                       moto_endpoint=moto_endpoint, timeout=timeout)

@@ -123,8 +123,44 @@ def test_kinesis_kafka_and_compaction_rehearse_clean_after_a_sigkill(cloud_assem
                                         kill_after_batches=1)
     assert found == []
     assert {name: len(s.runs) for name, s in result.sources.items()} == {"clickstream": 2, "orders": 2}
-    assert {s.runs[0].job.arguments["--source_type"] for s in result.sources.values()} == {"kinesis", "kafka"}
+    assert {s.arguments["--source_type"] for s in result.sources.values()} == {"kinesis", "kafka"}
     assert {line.spark_line for line in spark_lines.values()} == {"3.3", "3.5"}
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("kill_after_batches", [1, 3, 5])
+def test_one_deployed_job_runs_two_sources_side_by_side_and_survives_a_sigkill(cloud_assembly, spark_lines, moto_endpoint,
+                                                                               spark, tmp_path, kill_after_batches):
+    """dev's deployed script, zip and arguments, with a run's `--sources` holding both of dev's sources (clickstream
+    and orders, each with its own checkpoint, lake and dead letters), as a job of several sources is given them: both
+    queries run in the one process through AWS's forEachBatch, each in its own thread. SIGKILLed (with its JVM) once
+    the two have committed `kill_after_batches` batches between them, then run again: each dataset holds every valid
+    record of its source exactly once, each source's dead letters are its own bad records, once."""
+    import dataclasses
+
+    from rehearsal.checks import source_problems
+    from rehearsal.scenario import rehearse_streaming_job
+
+    assembly = assembly_module.load(cloud_assembly, "dev")
+    jobs = [j for j in assembly.glue_jobs() if j.command == "gluestreaming"]
+    both = [source for job in jobs for source in json.loads(job.arguments["--sources"])]
+    assert sorted(s["dataset"] for s in both) == ["clickstream", "orders"]
+    shared = dataclasses.replace(jobs[0], arguments={**jobs[0].arguments, "--sources": json.dumps(both)})
+    s3 = LocalS3(tmp_path / "s3")
+    sources = {result.source: result for result in rehearse_streaming_job(
+        assembly, shared, line=spark_lines[shared.glue_version], workdir=tmp_path, s3=s3, moto_endpoint=moto_endpoint,
+        records=RECORDS, files=3, seed=kill_after_batches, kill_after_batches=kill_after_batches)}
+    assert sorted(sources) == ["clickstream", "orders"]
+    # The hourly compaction as deployed, as rehearse_environment runs it: it collapses the copies a source sent in
+    # two micro-batches (held records repeat across files), after which each event is in its table once.
+    (compaction,) = [j for j in assembly.glue_jobs() if j.command == "glueetl"]
+    compacted = run_job(compaction, line=spark_lines[compaction.glue_version], workdir=tmp_path, s3=s3,
+                        moto_endpoint=moto_endpoint, timeout=600)
+    assert compacted.returncode == 0, compacted.stderr[-4000:]
+    assert source_problems(sources, spark, s3) == []
+    (killed, last) = sources["orders"].runs
+    assert killed.stopped and killed.returncode == -9 and last.stopped
+    assert all(r.held.records == RECORDS and r.committed["records_in"] == RECORDS for r in sources.values())
 
 
 @pytest.mark.e2e
@@ -158,9 +194,10 @@ def test_each_job_kind_rehearses_on_the_other_allowed_glue_version(swapped_lines
 @pytest.mark.e2e
 def test_a_source_option_glue_does_not_document_fails_the_job(cloud_assembly, spark_lines, tmp_path):
     assembly = assembly_module.load(cloud_assembly, "dev")
-    (job,) = [j for j in assembly.glue_jobs() if j.command == "gluestreaming" and j.arguments["--dataset"] == "clickstream"]
+    ((job, source),) = [(j, s) for j in assembly.glue_jobs() for s in j.sources if s.arguments["--dataset"] == "clickstream"]
+    assert len(job.sources) == 1  # the stand-in then has a table for each source of the job
     held = kinesis_input(tmp_path / "held", records=30, files=1, seed=1)
-    tables = source_table(assembly, job, held)
+    tables = source_table(assembly, source, held)
     (table,) = tables.values()
     table["parameters"]["maxFetchRecordPerShard"] = "10"  # a typo of maxFetchRecordsPerShard
     run = run_job(job, line=spark_lines[job.glue_version], workdir=tmp_path,
@@ -174,7 +211,7 @@ def test_assembly_resolves_the_expressions_the_templates_use(cloud_assembly):
     for job in assembly.glue_jobs():
         assert job.script.exists() and job.script.suffix == ".py"
         assert [p.suffix for p in job.extra_py_files] == [".zip"]
-        lake_paths = ([job.arguments["--lake_path"]] if job.command == "gluestreaming" else
+        lake_paths = ([s.arguments["--lake_path"] for s in job.sources] if job.command == "gluestreaming" else
                       list(json.loads(job.arguments["--lake_tables"]).values()))  # compaction: every dataset's table
         assert lake_paths and all(p.startswith("s3://rehearsal-storagelakebucket") for p in lake_paths)
     with pytest.raises(RehearsalError, match="does not resolve Fn::ImportValue"):
