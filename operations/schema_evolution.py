@@ -200,7 +200,7 @@ def build_plan(glue, targets: Targets, schema_file: str) -> Plan:
 
 def _started_on_the_deployed_code(glue, job_name: str, run: jobs.Run) -> bool:
     """Whether the run started after the job's definition last changed: the deploy that registered the version also
-    changed the job's --dataset_digest, and the job keeper's deploy step (infra/job_keeper.py) restarted the run.
+    changed the dataset_digest in the job's --sources, and the job keeper's deploy step (infra/job_keeper.py) restarted the run.
     A run that started in the same instant is counted as older code: restarting it once more is the safe side."""
     modified = glue.get_job(JobName=job_name)["Job"].get("LastModifiedOn")
     return run.started_on is not None and modified is not None and run.started_on > modified
