@@ -197,6 +197,17 @@ class StreamingJobConfig:
 
 
 @dataclass(frozen=True)
+class StreamingJobGroup:
+    """One streaming Glue job and the sources it runs: declared in `streaming_jobs`, or a source no declared job
+    names, which gets a job of its own named after it (as before jobs were declared)."""
+
+    name: str
+    sources: tuple[str, ...]
+    settings: StreamingJobConfig  # the environment's `streaming` block, with the job's own `streaming` over it
+    declared: bool = True
+
+
+@dataclass(frozen=True)
 class CompactionConfig:
     glue_version: str
     worker_type: str
@@ -260,6 +271,7 @@ class EnvironmentConfig:
     lake_formation: LakeFormationConfig = LakeFormationConfig()
     # {dataset: "parquet" | "iceberg"}: this environment's table format for a dataset, over its dataset.json's
     table_formats: Mapping[str, str] = field(default_factory=dict)
+    streaming_jobs: tuple[StreamingJobGroup, ...] = ()  # the declared jobs (`job_groups` adds one per other source)
 
     def table_format(self, dataset: str, declared: str) -> str:
         """The dataset's table format here: the environment's `table_formats` entry, else `declared` (its
@@ -270,6 +282,17 @@ class EnvironmentConfig:
     def source_names(self) -> tuple[str, ...]:
         """Every source that gets its own streaming job: the Kinesis streams, then MSK if enabled."""
         return tuple(s.name for s in self.kinesis_streams) + self.msk.source_names
+
+    @property
+    def job_groups(self) -> tuple[StreamingJobGroup, ...]:
+        """Every streaming job: the declared ones, then a job of its own for each source none of them names."""
+        grouped = {source for job in self.streaming_jobs for source in job.sources}
+        return self.streaming_jobs + tuple(StreamingJobGroup(source, (source,), self.streaming, declared=False)
+                                           for source in self.source_names if source not in grouped)
+
+    def job_of(self, source: str) -> StreamingJobGroup:
+        """The streaming job that runs `source`."""
+        return next(job for job in self.job_groups if source in job.sources)
 
     @property
     def source_datasets(self) -> dict[str, str]:

@@ -105,6 +105,34 @@ def _cross_checks(env: EnvironmentConfig, problems: list[str]) -> None:
             f"{n}.streaming.worker_type: {sj.worker_type!r} is for low-volume streams; {n} must use "
             f"{' or '.join(allowed)}"
         )
+    _streaming_job_checks(env, problems)
+
+
+def _streaming_job_checks(env: EnvironmentConfig, problems: list[str]) -> None:
+    """A declared job's own settings follow the rules of the environment's `streaming` block; a job that runs a Kafka
+    source runs in the VPC (its Glue connection), so its Kinesis sources are reached from there."""
+    n, allowed_workers = env.name, streaming_worker_types(env.name)
+    for i, job in enumerate(env.streaming_jobs):
+        where, js = f"{n}.streaming_jobs[{i}].streaming", job.settings
+        if js.glue_version in RUNTIMES and js.glue_version not in STREAMING_GLUE_VERSIONS:
+            problems.append(f"{where}.glue_version: {js.glue_version!r} is not allowed for streaming (gluestreaming) "
+                            f"jobs (allowed: {', '.join(STREAMING_GLUE_VERSIONS)}; infra/runtimes.py)")
+        if js.worker_type in STREAMING_WORKER_TYPES and js.worker_type not in allowed_workers:
+            problems.append(f"{where}.worker_type: {js.worker_type!r} is for low-volume streams; {n} must use "
+                            f"{' or '.join(allowed_workers)}")
+        minutes = env.alarms.no_records_minutes
+        if isinstance(js.window_size_seconds, int) and isinstance(minutes, int) and minutes * 60 < 2 * js.window_size_seconds:
+            problems.append(f"{where}.window_size_seconds: {js.window_size_seconds} is more than half of "
+                            f"alarms.no_records_minutes ({minutes}): the stall alarm must cover two windows")
+        kafka = [s for s in job.sources if s in env.msk.source_names]
+        kinesis = [s for s in job.sources if s not in env.msk.source_names]
+        # A Glue job with a connection runs in its subnets; the network this project creates routes them out
+        # through its NAT gateways (infra/network.py), the way to Kinesis's public endpoint it has (an interface VPC
+        # endpoint is the other: Kinesis "Using Kinesis Data Streams with interface VPC endpoints").
+        if kafka and kinesis and env.network.mode == "create" and env.network.nat_gateways == 0:
+            problems.append(f"{n}.streaming_jobs[{i}].sources: Kafka source(s) {kafka} put the job in the VPC, and "
+                            f"network.nat_gateways 0 leaves its Kinesis source(s) {kinesis} unreachable from there "
+                            "(give the network a NAT gateway, or run them in separate jobs)")
 
 
 def _glue_version_checks(n: str, env: EnvironmentConfig, problems: list[str]) -> None:

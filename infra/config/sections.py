@@ -44,6 +44,7 @@ from infra.config.model import (
     ReadersConfig,
     StorageConfig,
     StreamingJobConfig,
+    StreamingJobGroup,
 )
 from infra.config.reader import _Reader
 from infra.config.rules import _cross_checks
@@ -372,6 +373,53 @@ def _environment(name: str, data: Any, problems: list[str]) -> EnvironmentConfig
         lake_formation=_lake_formation(r.child("lake_formation")),
         table_formats=_table_formats(r),
     )
+    env = dataclasses.replace(env, streaming_jobs=_streaming_jobs(r, env))
     r.finish()
     _cross_checks(env, problems)
     return env
+
+
+def _streaming_jobs(r: _Reader, env: EnvironmentConfig) -> tuple[StreamingJobGroup, ...]:
+    """`streaming_jobs`: [{"name", "sources": [source names], "streaming": {keys of the streaming block}}]. A job's
+    `streaming` is laid over the environment's (so it names only what differs); its problems are reported under the
+    job's path, those of a value it inherits only once, under `streaming`."""
+    found, value = r._take("streaming_jobs", [], required=False)
+    if not isinstance(value, list):
+        r.fail("streaming_jobs", value, "must be a list of job objects")
+        return ()
+    inherited = r.data.get("streaming") if isinstance(r.data.get("streaming"), dict) else {}
+    jobs = []
+    for i, item in enumerate(value):
+        j = _Reader(item, f"{r.path}.streaming_jobs[{i}]", r.problems)
+        name = j.string("name", pattern=_NAME_RE, allowed="a lower-case name of 2-32 letters, digits and '-'")
+        sources = j.string_list("sources", pattern=_NAME_RE, allowed="a source name", min_items=1)
+        _, overrides = j._take("streaming", {}, required=False)
+        if not isinstance(overrides, dict):
+            j.fail("streaming", overrides, "must be an object of streaming settings (keys of the environment's `streaming`)")
+            overrides = {}
+        own: list[str] = []
+        settings = _streaming(_Reader({**inherited, **overrides}, f"{j.path}.streaming", own))
+        prefix = f"{j.path}.streaming."
+        r.problems.extend(p for p in own if p[len(prefix):].split(":")[0] in overrides or "unknown field" in p)
+        j.finish()
+        jobs.append(StreamingJobGroup(name=name, sources=sources, settings=settings))
+    known = set(env.source_names)
+    owner: dict[str, str] = {}
+    names = [job.name for job in jobs]
+    for i, job in enumerate(jobs):
+        where = f"{r.path}.streaming_jobs[{i}]"
+        if job.name is not None and names.count(job.name) > 1:
+            r.problems.append(f"{where}.name: {job.name!r} names more than one job")
+        if job.name in known and job.name not in job.sources:
+            r.problems.append(f"{where}.name: {job.name!r} is the name of source {job.name!r}, which this job does not "
+                              "run (a job named after a source is that source's job)")
+        for source in job.sources:
+            if source not in known:
+                r.problems.append(f"{where}.sources: {source!r} is no source of this environment (sources: "
+                                  f"{', '.join(env.source_names) or 'none'})")
+            elif source in owner:
+                r.problems.append(f"{where}.sources: {source!r} is also in job {owner[source]!r} (a source runs in one "
+                                  "job: two would write one checkpoint)")
+            else:
+                owner[source] = job.name
+    return tuple(jobs)

@@ -247,3 +247,55 @@ def test_a_defaults_list_every_environment_replaces_is_named_at_synth(capsys):
     config = parse_config(raw, "config/environments.json")
     assert "reaches no environment" not in capsys.readouterr().err
     assert [s.name for s in config.environments["dev"].kinesis_streams] == ["sensors"]
+
+
+def test_streaming_jobs_group_sources_with_their_own_sizing_and_name_every_wrong_key(raw):
+    """`streaming_jobs`: a job runs the sources it names, sized by the environment's `streaming` with its own over it;
+    a source no job names keeps a job of its own, named after it, with the environment's settings."""
+    shared = [{"name": "small", "sources": ["clickstream"], "streaming": {"max_workers": 2, "window_size_seconds": 30}}]
+    dev = parse_config(update_raw(raw, "dev", "streaming_jobs", shared)).get("dev")
+    small, orders = dev.job_groups
+    assert (small.name, small.sources, small.declared, orders.name, orders.sources, orders.declared) == (
+        "small", ("clickstream",), True, "orders", ("orders",), False)
+    assert (small.settings.max_workers, small.settings.window_size_seconds, small.settings.worker_type) == (2, 30, "G.025X")
+    assert orders.settings == dev.streaming and dev.job_of("orders") == orders
+    both = parse_config(update_raw(raw, "dev", "streaming_jobs", [{"name": "orders", "sources": ["clickstream", "orders"]}])).get("dev")
+    assert [(g.name, g.sources) for g in both.job_groups] == [("orders", ("clickstream", "orders"))]
+
+    refused = {
+        "dev.streaming_jobs[1].sources: 'clickstream' is also in job 'ja'": [
+            {"name": "ja", "sources": ["clickstream"]}, {"name": "jb", "sources": ["clickstream"]}],
+        "dev.streaming_jobs[0].sources: [] must hold at least 1 item(s)": [{"name": "ja", "sources": []}],
+        "dev.streaming_jobs[0].sources: 'payments' is no source of this environment (sources: clickstream, orders)": [
+            {"name": "ja", "sources": ["payments"]}],
+        "dev.streaming_jobs[0].name: 'orders' is the name of source 'orders', which this job does not run": [
+            {"name": "orders", "sources": ["clickstream"]}],
+        "dev.streaming_jobs[1].name: 'ja' names more than one job": [
+            {"name": "ja", "sources": ["clickstream"]}, {"name": "ja", "sources": ["orders"]}],
+        "dev.streaming_jobs[0].streaming.max_workers: 1 is out of range: allowed 2 to 299": [
+            {"name": "ja", "sources": ["clickstream"], "streaming": {"max_workers": 1}}],
+        "dev.streaming_jobs[0].streaming.glue_version: '3.0' is not one of": [
+            {"name": "ja", "sources": ["clickstream"], "streaming": {"glue_version": "3.0"}}],
+        "dev.streaming_jobs[0].streaming.window_sise_seconds: unknown field": [
+            {"name": "ja", "sources": ["clickstream"], "streaming": {"window_sise_seconds": 30}}],
+        "dev.streaming_jobs[0].streaming.window_size_seconds: 600 is more than half of alarms.no_records_minutes (15)": [
+            {"name": "ja", "sources": ["clickstream"], "streaming": {"window_size_seconds": 600}}],
+        "dev.streaming_jobs[0].topics: unknown field": [{"name": "ja", "sources": ["clickstream"], "topics": []}],
+    }
+    for expected, jobs in refused.items():
+        problems = _problems(raw, "dev", "streaming_jobs", jobs)
+        assert any(p.startswith(expected) for p in problems), (expected, problems)
+    # an inherited bad value is reported once, under `streaming`, not again under each job
+    bad = update_raw(update_raw(raw, "dev", "streaming.max_workers", 1), "dev", "streaming_jobs",
+                     [{"name": "ja", "sources": ["clickstream"]}])
+    with pytest.raises(ConfigError) as info:
+        parse_config(bad)
+    assert [p for p in info.value.problems if "max_workers" in p] == ["dev.streaming.max_workers: 1 is out of range: allowed 2 to 299"]
+    prod = _problems(raw, "prod", "streaming_jobs", [{"name": "ja", "sources": ["clickstream"], "streaming": {"worker_type": "G.025X"}}])
+    assert any(p.startswith("prod.streaming_jobs[0].streaming.worker_type: 'G.025X' is for low-volume streams") for p in prod), prod
+    mixed = update_raw(update_raw(raw, "prod", "network.nat_gateways", 0), "prod", "streaming_jobs",
+                       [{"name": "both", "sources": ["clickstream", "orders"]}])
+    with pytest.raises(ConfigError) as info:
+        parse_config(mixed)
+    assert any("prod.streaming_jobs[0].sources: Kafka source(s) ['orders'] put the job in the VPC, and "
+               "network.nat_gateways 0 leaves its Kinesis source(s) ['clickstream'] unreachable" in p for p in info.value.problems)
