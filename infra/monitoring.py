@@ -58,6 +58,15 @@ class StreamingJobSignals:
     stream_name: str | None  # the Kinesis stream it reads, if any
     retention_ms: int | None = None  # a Kafka source's topic retention (retention.ms): lag past half of it alarms
     source_retention_hours: int | None = None  # the stream's or topic's retention: an outage past half of it alarms
+    job_key: str | None = None  # the job's name in the config (None: the source's, a job of its own)
+    shared: bool = False  # the job runs other sources too (its Glue metrics are the job's, not this source's)
+    window_size_seconds: int | None = None  # the job's window (None: the environment's)
+    job_retention_hours: int | None = None  # the shortest retention of the job's sources (None: this source's)
+
+    @property
+    def job_alarm_key(self) -> str:
+        """The id part of the job's own alarms (NotRunning..., RestartsCapped...): one set per job."""
+        return pascal(self.job_key or self.source_name)
 
 
 @dataclass(frozen=True)
@@ -142,8 +151,12 @@ class Monitoring(Construct):
             self._kinesis_alarms(name, stream_name)
             if name in (provisioned_shards or {}):
                 self._shard_capacity_alarm(name, stream_name, provisioned_shards[name])
+        kept: set[str] = set()
         for job in streaming_jobs:
-            self._streaming_job_alarms(job, window_size_seconds)
+            if job.job_alarm_key not in kept:  # the job keeper's alarms, once per job whatever sources it runs
+                kept.add(job.job_alarm_key)
+                self._keeper_alarms(job)
+            self._streaming_job_alarms(job, job.window_size_seconds or window_size_seconds)
         for dataset, sources in datasets.items():
             self._freshness_alarm(dataset)
             self._dead_letter_alarm(dataset, sources)
@@ -153,7 +166,7 @@ class Monitoring(Construct):
         self._compaction_alarm(compaction_job_name)
         if keeper_function_name is not None:
             self._keeper_function_alarms(keeper_function_name)
-        self._job_failure_rule([j.job_name for j in streaming_jobs] + [compaction_job_name])
+        self._job_failure_rule(list(dict.fromkeys(j.job_name for j in streaming_jobs)) + [compaction_job_name])
         self.dashboard = self._dashboard(stream_names, streaming_jobs, window_size_seconds, compaction_job_name,
                                          athena_workgroup, lake_bucket_name)
 
@@ -245,7 +258,9 @@ class Monitoring(Construct):
         glue.driver.streaming.maxConsumerLagInMs"); JobName and JobRunId "ALL": Glue "Visualizing AWS Glue streaming
         metrics" filters by them. Type "gauge" is on no AWS page: unverified, listed in docs/operations.md "What only AWS
         can show" with the `aws cloudwatch list-metrics` command that settles it."""
-        if job.stream_name is None:
+        if job.stream_name is None or job.shared:
+            # In a job of several sources Glue's metric is the job's (no dimension names the source): a source's own
+            # lag is the job's per-source ArrivalLagMs (glue_jobs/metrics.py).
             return self._app_metric(ARRIVAL_LAG_MS, job.source_name, statistic="Maximum", period=period)
         return self._glue_metric(GLUE_CONSUMER_LAG, job.job_name, period=period)
 
@@ -253,38 +268,40 @@ class Monitoring(Construct):
         """From the job keeper's metrics (infra/functions/job_keeper/handler.py), published every 5 minutes per job."""
         dims = {"JobName": job.job_name}
         self._alarm(
-            f"NotRunning{pascal(job.source_name)}",
+            f"NotRunning{job.job_alarm_key}",
             metric=cw.Metric(namespace=APP_NAMESPACE, metric_name="JobNotRunning", dimensions_map=dims,
                              statistic="Minimum", period=FIVE_MINUTES),
             threshold=1, periods=3, comparison=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
             # No data: the keeper itself stopped reporting, and nothing then notices a stopped job.
             missing=cw.TreatMissingData.BREACHING,
-            description=f"Streaming job {job.job_name} ({job.source_name}) has had no active run for 15 minutes (failed, "
+            description=f"Streaming job {job.job_name} ({job.job_key or job.source_name}) has had no active run for 15 minutes (failed, "
                         "stopped, timed out, held by `job stop`, or never started), or the job keeper stopped reporting.",
         )
         self._alarm(
-            f"RestartsCapped{pascal(job.source_name)}",
+            f"RestartsCapped{job.job_alarm_key}",
             metric=cw.Metric(namespace=APP_NAMESPACE, metric_name="RestartsCapped", dimensions_map=dims,
                              statistic="Maximum", period=FIVE_MINUTES),
             threshold=1, periods=1, comparison=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-            description=f"Streaming job {job.job_name} ({job.source_name}) failed again after its restarts of the last "
+            description=f"Streaming job {job.job_name} ({job.job_key or job.source_name}) failed again after its restarts of the last "
                         "hour; the job keeper stopped restarting it. Fix the cause, then `job start`.",
         )
-        if job.source_retention_hours is not None:
-            half = job.source_retention_hours * 3600 // 2
+        retention_hours = job.job_retention_hours or job.source_retention_hours
+        if retention_hours is not None:
+            half = retention_hours * 3600 // 2
             self._alarm(
-                f"OutagePastHalfRetention{pascal(job.source_name)}",
+                f"OutagePastHalfRetention{job.job_alarm_key}",
                 metric=cw.Metric(namespace=APP_NAMESPACE, metric_name="DownSeconds", dimensions_map=dims,
                                  statistic="Maximum", period=FIVE_MINUTES),
                 threshold=half, periods=1, comparison=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-                description=f"Streaming job {job.job_name} ({job.source_name}) has been down for half of its source's "
-                            f"{job.source_retention_hours} h retention: records it has not read start to expire unread at "
+                description=f"Streaming job {job.job_name} ({job.job_key or job.source_name}) has been down for half of its "
+                            + (f"source's {retention_hours} h retention" if job.job_key is None else
+                               f"sources' shortest retention, {retention_hours} h")
+                            + ": records it has not read start to expire unread at "
                             "the full retention (docs/operations.md \"Expired positions\"). Start it now.",
             )
 
     def _streaming_job_alarms(self, job: StreamingJobSignals, window_size_seconds: int) -> None:
         s = self.settings
-        self._keeper_alarms(job)
         key = pascal(job.source_name)
         lag = self._lag_metric(job)
         self._alarm(

@@ -20,7 +20,7 @@ from infra.msk import KafkaSourceInfrastructure, producer_policy
 from infra.network import Network
 from infra.readers import DatasetTables, Readers
 from infra.storage import Storage, lake_prefix_of
-from infra.streaming_job import CatalogNames, KafkaSource, LakeLocations, StreamingJob
+from infra.streaming_job import CatalogNames, JobSource, KafkaSource, LakeLocations, StreamingJob
 from infra.streams import Streams
 
 
@@ -112,9 +112,13 @@ class StreamingLakeStack(cdk.Stack):
         )
         self._jobs(config)
         self.lake_formation = self._lake_formation(config) if config.lake_formation.enabled else None
-        self.job_keeper = JobKeeper(self, "JobKeeper", jobs={source: job.job for source, job in self.streaming_jobs.items()},
-                                    maintenance_window=config.streaming.maintenance_window,
-                                    retention_hours=self._source_retention_hours(config), removal_policy=self.removal_policy)
+        retention = self._source_retention_hours(config)
+        self.job_keeper = JobKeeper(self, "JobKeeper", jobs={name: job.job for name, job in self.job_groups.items()},
+                                    maintenance_windows={g.name: g.settings.maintenance_window for g in config.job_groups},
+                                    # a job's records start to expire with its shortest-kept source's
+                                    retention_hours={g.name: min(retention[s] for s in g.sources) for g in config.job_groups},
+                                    removal_policy=self.removal_policy,
+                                    checkpoint_bucket=self.storage.checkpoint_bucket.bucket_name)
         # The first deploy starts the jobs (the keeper's deploy resources): only once what they read at start exists,
         # the streams and the topic, the catalog tables and every registered schema version.
         # With Lake Formation on, the jobs' grants too: a job that starts before them is refused its catalog calls.
@@ -125,8 +129,8 @@ class StreamingLakeStack(cdk.Stack):
         # And its own job's role with every policy of the role (the default one and the overflow ones CDK splits off at
         # synth) and its log groups: CloudFormation creates what does not depend on each other in parallel, and a run
         # that starts before its policy exists is refused its first calls.
-        for source, deploy in self.job_keeper.deploys.items():
-            job = self.streaming_jobs[source]
+        for name, deploy in self.job_keeper.deploys.items():
+            job = self.job_groups[name]
             deploy.node.add_dependency(job.role, *job.logging.log_groups)
         self.monitoring = Monitoring(
             self,
@@ -141,11 +145,12 @@ class StreamingLakeStack(cdk.Stack):
                 StreamingJobSignals(
                     source_name=source,
                     job_name=job.job.job_name,
-                    source_type=job.source_type,
+                    source_type=job.source_types[source],
                     stream_name=self.streams.streams[source].stream_name if source in self.streams.streams else None,
                     retention_ms=(config.msk.topic_retention_hours * 3_600_000
                                   if source in config.msk.source_names else None),
-                    source_retention_hours=self._source_retention_hours(config)[source],
+                    source_retention_hours=retention[source],
+                    **self._job_signals(config.job_of(source), retention),
                 )
                 for source, job in self.streaming_jobs.items()
             ],
@@ -164,6 +169,16 @@ class StreamingLakeStack(cdk.Stack):
         self._outputs()
 
     @staticmethod
+    def _job_signals(group, retention: dict[str, int]) -> dict:
+        """What a declared job adds to each of its sources' signals: its name (its alarms are one set per job), that
+        it is shared, its own window, and its sources' shortest retention. Nothing for a job of one source."""
+        if not group.declared:
+            return {}
+        return {"job_key": group.name, "shared": len(group.sources) > 1,
+                "window_size_seconds": group.settings.window_size_seconds,
+                "job_retention_hours": min(retention[s] for s in group.sources)}
+
+    @staticmethod
     def _source_retention_hours(config: EnvironmentConfig) -> dict[str, int]:
         """How long each source keeps a record: the Kinesis stream's retention, the MSK topic's retention.hours."""
         hours = {s.name: s.retention_hours for s in config.kinesis_streams}
@@ -174,39 +189,22 @@ class StreamingLakeStack(cdk.Stack):
         self.glue_security = GlueJobSecurity(
             self, "GlueSecurity", environment=config.name, data_key=storage.data_key, removal_policy=self.removal_policy
         )
-        self.streaming_jobs: dict[str, StreamingJob] = {}
+        self.streaming_jobs: dict[str, StreamingJob] = {}  # source name -> the job that runs it
+        self.job_groups: dict[str, StreamingJob] = {}  # job name -> job (a job of one source is named after it)
+        locations = {name: LakeLocations(
+            lake_bucket=storage.lake_bucket,
+            lake_prefix=lake_prefix_of(name),
+            dead_letter_bucket=storage.dead_letter_bucket,
+            dead_letter_prefix=storage.dead_letter_prefix,
+            checkpoint_bucket=storage.checkpoint_bucket,
+            checkpoint_prefix=storage.checkpoint_prefix,
+            spark_ui_bucket=storage.job_assets_bucket,
+        ) for name in self.datasets}
 
-        def streaming_job(source: str, **reads) -> None:
+        def job_source(source: str, settings) -> JobSource:
             dataset = self.datasets[config.source_datasets[source]]
-            locations = LakeLocations(
-                lake_bucket=storage.lake_bucket,
-                lake_prefix=lake_prefix_of(dataset.name),
-                dead_letter_bucket=storage.dead_letter_bucket,
-                dead_letter_prefix=storage.dead_letter_prefix,
-                checkpoint_bucket=storage.checkpoint_bucket,
-                checkpoint_prefix=storage.checkpoint_prefix,
-                spark_ui_bucket=storage.job_assets_bucket,
-            )
-            self.streaming_jobs[source] = StreamingJob(
-                self,
-                f"StreamingJob{pascal(source)}",
-                environment=config.name,
-                source_name=source,
-                dataset=dataset,
-                settings=config.streaming,
-                locations=locations,
-                catalog=CatalogNames(catalog.database_name, catalog.source_table_names.get(source),
-                                     catalog.lake_table_names[dataset.name]),
-                security=self.glue_security,
-                **reads,
-            )
-
-        for source, stream in self.streams.streams.items():
-            streaming_job(source, stream=stream)
-        for source in config.msk.source_names:
-            streaming_job(
-                source,
-                kafka=KafkaSource(
+            reads = {"stream": self.streams.streams[source]} if source in self.streams.streams else {
+                "kafka": KafkaSource(
                     cluster_arn=self.msk.cluster_arn,
                     bootstrap_servers=self.msk.bootstrap_servers,
                     topic=self.msk.topic_name,
@@ -219,10 +217,27 @@ class StreamingLakeStack(cdk.Stack):
                     registry_name=catalog.registry_name,
                     schema_name=catalog.dataset_schemas[config.msk.dataset][0],
                     partitions=config.msk.partitions_of(source),
-                    min_partitions=config.msk.min_partitions_for(
-                        source, config.streaming.worker_type, config.streaming.max_workers),
-                ),
+                    min_partitions=config.msk.min_partitions_for(source, settings.worker_type, settings.max_workers),
+                )}
+            return JobSource(source, dataset, locations[dataset.name],
+                             CatalogNames(catalog.database_name, catalog.source_table_names.get(source),
+                                          catalog.lake_table_names[dataset.name]), **reads)
+
+        for group in config.job_groups:
+            # A job of one source keeps the id it had before jobs were declared (StreamingJob<Source>), so it is
+            # updated in place, not replaced; a declared job's id is its name's.
+            job = StreamingJob(
+                self,
+                f"StreamingJob{pascal(group.name)}",
+                environment=config.name,
+                name=group.name,
+                sources=[job_source(source, group.settings) for source in group.sources],
+                settings=group.settings,
+                security=self.glue_security,
             )
+            self.job_groups[group.name] = job
+            for source in group.sources:
+                self.streaming_jobs[source] = job
         if self.msk is not None:
             self.kafka_producer_policy = producer_policy(
                 self, "KafkaProducerPolicy", cluster_arn=self.msk.cluster_arn, topic=self.msk.topic_name,

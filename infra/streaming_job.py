@@ -1,6 +1,7 @@
-"""One Glue streaming job per source (Kinesis stream or MSK topic), with its own least-privilege role.
+"""A Glue streaming job running one source or several (Kinesis streams, MSK topics), with its own least-privilege
+role: it may read exactly its sources and write exactly their datasets, dead letters and checkpoints.
 
-Runtime choices (config/environments.json `streaming`):
+Runtime choices (config/environments.json `streaming`, or a declared job's own block in `streaming_jobs`):
 - Glue version: default 4.0 (Spark 3.3). Glue 4.0 is the line the Glue streaming documentation and
   its Kinesis connector (emitConsumerLagMetrics) are documented and proven on (Kafka jobs read with
   Spark's Kafka source and decode frames with the project's jar: docs/kafka.md), and it supports G.025X and auto scaling; 5.0 (Spark 3.5) is allowed
@@ -20,6 +21,7 @@ Runtime choices (config/environments.json `streaming`):
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import aws_cdk as cdk
@@ -34,6 +36,7 @@ from glue_jobs.metrics import METRICS_NAMESPACE
 from glue_jobs.schema import ICEBERG_TABLE_FOLDER
 from infra import job_assets
 from infra.config import StreamingJobConfig
+from infra.functions.job_keeper.handler import CHECKPOINT_BUCKET_TAG
 from infra.glue_security import GlueJobSecurity
 from infra.job_iam import (
     acknowledge_glue_job_role,
@@ -87,65 +90,98 @@ class CatalogNames:
     lake_table_name: str
 
 
+@dataclass(frozen=True)
+class JobSource:
+    """One source a streaming job runs: what it reads (a Kinesis stream or a Kafka topic), the dataset it carries,
+    where that dataset's rows, the source's dead letters and checkpoint go, and its catalog tables."""
+
+    name: str
+    dataset: Dataset
+    locations: LakeLocations
+    catalog: CatalogNames
+    stream: kinesis.IStream | None = None
+    kafka: KafkaSource | None = None
+
+    @property
+    def source_type(self) -> str:
+        return "kinesis" if self.stream is not None else "kafka"
+
+    @property
+    def lake_path(self) -> str:
+        return f"s3://{self.locations.lake_bucket.bucket_name}/{self.locations.lake_prefix}"
+
+    @property
+    def dead_letter_path(self) -> str:
+        return f"s3://{self.locations.dead_letter_bucket.bucket_name}/{self.locations.dead_letter_prefix}/{self.name}"
+
+    @property
+    def checkpoint_path(self) -> str:
+        return f"s3://{self.locations.checkpoint_bucket.bucket_name}/{self.locations.checkpoint_prefix}/{self.name}/"
+
+
 class StreamingJob(Construct):
+    """One Glue streaming job running `sources` side by side (glue_jobs/source_queries.py), sized by `settings`.
+    `name` names its log group and Spark UI prefix: a job of one source is named after it, as before jobs held
+    several."""
+
     def __init__(
         self,
         scope: Construct,
         id_: str,
         *,
         environment: str,
-        source_name: str,
-        dataset: Dataset,
+        name: str,
+        sources: Sequence[JobSource],
         settings: StreamingJobConfig,
-        locations: LakeLocations,
-        catalog: CatalogNames,
         security: GlueJobSecurity,
-        stream: kinesis.IStream | None = None,
-        kafka: KafkaSource | None = None,
     ) -> None:
         super().__init__(scope, id_)
-        if (stream is None) == (kafka is None):
-            raise ValueError(f"streaming job {source_name}: give exactly one of stream or kafka")
+        if not sources:
+            raise ValueError(f"streaming job {name}: no source to run")
+        for source in sources:
+            if (source.stream is None) == (source.kafka is None):
+                raise ValueError(f"streaming job {name}, source {source.name}: give exactly one of stream or kafka")
         stack = cdk.Stack.of(self)
-        self.source_name = source_name
-        self.source_type = "kinesis" if stream is not None else "kafka"
-        self.lake_path = f"s3://{locations.lake_bucket.bucket_name}/{locations.lake_prefix}"
-        self.dead_letter_path = f"s3://{locations.dead_letter_bucket.bucket_name}/{locations.dead_letter_prefix}/{source_name}"
-        self.checkpoint_path = (
-            f"s3://{locations.checkpoint_bucket.bucket_name}/{locations.checkpoint_prefix}/{source_name}/"
-        )
+        self.name = name
+        self.job_sources = tuple(sources)
+        self.source_types = {source.name: source.source_type for source in sources}
+        kafka = [source.kafka for source in sources if source.kafka is not None]
+        first = sources[0]
+        single = len(sources) == 1
 
         self.role = iam.Role(
             self,
             "Role",
             assumed_by=iam.ServicePrincipal("glue.amazonaws.com"),
-            description=f"Glue streaming job for source {source_name}",
+            description=f"Glue streaming job for source {first.name}" if single else
+            f"Glue streaming job {name} for sources {', '.join(s.name for s in sources)}",
         )
-        self._grant_storage(locations, settings.glue_version)
-        self._grant_catalog(stack, catalog, iceberg=dataset.table_format == "iceberg")
+        self._grant_storage(sources, settings.glue_version)
+        self._grant_catalog(stack, sources)
         security.grant_job(self.role)
-        if stream is not None:
-            stream.grant_read(self.role)
-        else:
+        for source in sources:
+            if source.stream is not None:
+                source.stream.grant_read(self.role)
+        if kafka:
             self._grant_kafka(stack, kafka)
 
-        source = {
-            "source_name": source_name,
-            "source_type": self.source_type,
+        self.sources = tuple({
+            "source_name": source.name,
+            "source_type": source.source_type,
             # The dataset the source carries, and its files' digest: the entrypoint refuses a zip whose files
             # differ, and a dataset.json or schema change shows in the diff of every job that carries it.
-            "dataset": dataset.name,
-            "dataset_digest": dataset.digest,
-            "lake_path": self.lake_path,
-            "dead_letter_path": self.dead_letter_path,
-            "checkpoint_path": self.checkpoint_path,
-            **self._source_options(settings, catalog, stream, kafka),
-            **self._iceberg_keys(dataset, catalog),
-        }
-        self.sources = (source,)
+            "dataset": source.dataset.name,
+            "dataset_digest": source.dataset.digest,
+            "lake_path": source.lake_path,
+            "dead_letter_path": source.dead_letter_path,
+            "checkpoint_path": source.checkpoint_path,
+            **self._source_options(settings, source.catalog, source.stream, source.kafka),
+            **self._iceberg_keys(source),
+        } for source in sources)
+        iceberg = any(source.dataset.table_format == "iceberg" for source in sources)
         self.default_arguments = {
             "--environment": environment,
-            "--catalog_database": catalog.database_name,
+            "--catalog_database": first.catalog.database_name,
             "--window_size_seconds": str(settings.window_size_seconds),
             "--batch_max_retries": str(settings.batch_max_retries),
             "--metrics_namespace": METRICS_NAMESPACE,
@@ -154,17 +190,21 @@ class StreamingJob(Construct):
             # and bootstrap brokers in it are CloudFormation references, joined into the string at deploy time.
             "--sources": json.dumps(list(self.sources), separators=(",", ":")),
             # Glue's Iceberg jars ("Using the Iceberg framework in AWS Glue") for a job with an Iceberg dataset.
-            **({"--datalake-formats": "iceberg"} if dataset.table_format == "iceberg" else {}),
+            **({"--datalake-formats": "iceberg"} if iceberg else {}),
             "--enable-auto-scaling": "true",
         }
-        self.logging = security.job_logging(self, source_name, self.role, settings.glue_version)
+        self.logging = security.job_logging(self, name, self.role, settings.glue_version)
+        described = f"stream {first.name} ({first.source_type})" if single else \
+            "streams " + ", ".join(f"{s.name} ({s.source_type})" for s in sources)
         self.job = glue.PySparkStreamingJob(
             self,
             "Job",
-            description=f"{environment}: stream {source_name} ({self.source_type}) into the lake",
+            description=f"{environment}: {described} into the lake",
             role=self.role,
             default_arguments=self.default_arguments,
-            connections=list(kafka.connections) if kafka is not None else None,
+            # A job with a Kafka source runs in the VPC of the MSK connection; its Kinesis sources are reached from
+            # there through the network's NAT (infra/config/rules.py refuses a network without one).
+            connections=list(kafka[0].connections) if kafka else None,
             timeout=STREAMING_TIMEOUT,
             # jvm/glue-functions, loaded by Glue from --extra-jars (the L2 sets it): the Kafka job's frame decoder and
             # the contract's JSON proof (glue_jobs/strict_json.py).
@@ -180,23 +220,28 @@ class StreamingJob(Construct):
             ),
         )
         override_default_arguments(self.job, self.logging.arguments)  # the L2 reserves the logging ones
-        acknowledge_glue_job_role(self.role, uses_connection=kafka is not None)
-        add_spark_ui(self.job, self.role, locations.spark_ui_bucket, source_name, glue_version=settings.glue_version)
+        # The bucket of its checkpoints, by which the job keeper may stop this job's runs when another job takes over
+        # one of its sources (infra/functions/job_keeper/handler.py release_checkpoints).
+        cdk.Tags.of(self.job).add(CHECKPOINT_BUCKET_TAG, first.locations.checkpoint_bucket.bucket_name)
+        acknowledge_glue_job_role(self.role, uses_connection=bool(kafka))
+        add_spark_ui(self.job, self.role, first.locations.spark_ui_bucket, name, glue_version=settings.glue_version)
         if settings.maintenance_window:
             cfn_job = self.job.node.default_child
             cfn_job.maintenance_window = _maintenance_window(settings.maintenance_window)  # the L2 has no prop for it
 
-    def _grant_storage(self, locations: LakeLocations, glue_version: str) -> None:
-        lake = locations.lake_prefix
-        dead = f"{locations.dead_letter_prefix}/{self.source_name}"
-        checkpoint = f"{locations.checkpoint_prefix}/{self.source_name}"
+    def _grant_storage(self, sources: Sequence[JobSource], glue_version: str) -> None:
         # Replays delete a batch's earlier partial output, so the job may delete under its prefixes.
-        for bucket, prefix in (
-            (locations.lake_bucket, lake),
-            (locations.dead_letter_bucket, dead),
-            (locations.checkpoint_bucket, checkpoint),
-        ):
-            grant_prefix(self.role, bucket, prefix, glue_version=glue_version)
+        granted = set()
+        for source in sources:
+            where = source.locations
+            for bucket, prefix in (
+                (where.lake_bucket, where.lake_prefix),
+                (where.dead_letter_bucket, f"{where.dead_letter_prefix}/{source.name}"),
+                (where.checkpoint_bucket, f"{where.checkpoint_prefix}/{source.name}"),
+            ):
+                if (bucket.node.path, prefix) not in granted:  # two sources of one dataset share its lake prefix
+                    granted.add((bucket.node.path, prefix))
+                    grant_prefix(self.role, bucket, prefix, glue_version=glue_version)
 
     @staticmethod
     def _source_options(settings: StreamingJobConfig, catalog: CatalogNames, stream, kafka) -> dict[str, str]:
@@ -222,15 +267,23 @@ class StreamingJob(Construct):
             "min_partitions": "none" if kafka.min_partitions is None else str(kafka.min_partitions),
         }
 
-    def _iceberg_keys(self, dataset: Dataset, catalog: CatalogNames) -> dict[str, str]:
+    @staticmethod
+    def _iceberg_keys(source: JobSource) -> dict[str, str]:
         """An Iceberg dataset's source (glue_jobs/glue_entry.py ICEBERG_KEYS): the table it creates and commits to, and
         its location, a folder of the dataset's lake prefix (glue_jobs/schema.ICEBERG_TABLE_FOLDER)."""
-        if dataset.table_format != "iceberg":
+        if source.dataset.table_format != "iceberg":
             return {}
-        return {"lake_table": catalog.lake_table_name, "lake_table_location": f"{self.lake_path}/{ICEBERG_TABLE_FOLDER}"}
+        return {"lake_table": source.catalog.lake_table_name,
+                "lake_table_location": f"{source.lake_path}/{ICEBERG_TABLE_FOLDER}"}
 
-    def _grant_catalog(self, stack: cdk.Stack, catalog: CatalogNames, *, iceberg: bool = False) -> None:
+    def _grant_catalog(self, stack: cdk.Stack, sources: Sequence[JobSource]) -> None:
         arn = f"arn:{stack.partition}:glue:{stack.region}:{stack.account}"
+        database = sources[0].catalog.database_name
+
+        def table(name: str) -> str:
+            return f"{arn}:table/{database}/{name}"
+
+        iceberg = sorted({s.catalog.lake_table_name for s in sources if s.dataset.table_format == "iceberg"})
         if iceberg:
             # Iceberg's GlueCatalog creates the table on the job's first start (CREATE TABLE IF NOT EXISTS) and
             # commits each append as an UpdateTable of its metadata location (optimistic, on the table's version).
@@ -239,24 +292,23 @@ class StreamingJob(Construct):
             self.role.add_to_principal_policy(iam.PolicyStatement(
                 sid="CommitIcebergLakeTable",
                 actions=["glue:CreateTable", "glue:UpdateTable"],
-                resources=[f"{arn}:catalog", f"{arn}:database/{catalog.database_name}",
-                           f"{arn}:table/{catalog.database_name}/{catalog.lake_table_name}"],
+                resources=[f"{arn}:catalog", f"{arn}:database/{database}", *map(table, iceberg)],
             ))
+        tables = [s.catalog.source_table_name for s in sources if s.catalog.source_table_name]
+        tables += [s.catalog.lake_table_name for s in sources]
         self.role.add_to_principal_policy(
             iam.PolicyStatement(
                 sid="ReadOwnCatalogTables",
                 actions=["glue:GetDatabase", "glue:GetTable", "glue:GetTables", "glue:GetPartitions"],
-                resources=[
-                    f"{arn}:catalog",
-                    f"{arn}:database/{catalog.database_name}",
-                    *([f"{arn}:table/{catalog.database_name}/{catalog.source_table_name}"] if catalog.source_table_name else []),
-                    f"{arn}:table/{catalog.database_name}/{catalog.lake_table_name}",
-                ],
+                resources=[f"{arn}:catalog", f"{arn}:database/{database}", *map(table, dict.fromkeys(tables))],
             )
         )
         grant_put_metric_data(self.role, "PublishBatchMetrics")
 
-    def _grant_kafka(self, stack: cdk.Stack, kafka: KafkaSource) -> None:
+    def _grant_kafka(self, stack: cdk.Stack, sources: Sequence[KafkaSource]) -> None:
+        """Read access to each Kafka source's topic and schema, on the environment's one MSK cluster (whose
+        connections, subnets and security groups every Kafka source of the job shares)."""
+        kafka = sources[0]
         self.role.add_to_principal_policy(
             iam.PolicyStatement(
                 sid="MskConnect",
@@ -268,7 +320,7 @@ class StreamingJob(Construct):
             iam.PolicyStatement(
                 sid="MskReadTopic",
                 actions=["kafka-cluster:DescribeTopic", "kafka-cluster:ReadData"],
-                resources=[kafka_arn(stack, kafka.cluster_arn, "topic", kafka.topic)],
+                resources=[kafka_arn(stack, kafka.cluster_arn, "topic", topic) for topic in dict.fromkeys(k.topic for k in sources)],
             )
         )
         groups = kafka_arn(stack, kafka.cluster_arn, "group", "*")
@@ -286,7 +338,7 @@ class StreamingJob(Construct):
             iam.PolicyStatement(
                 sid="ReadEventSchema",
                 actions=["glue:GetSchema", "glue:GetSchemaByDefinition"],
-                resources=[kafka.registry_arn, kafka.schema_arn],
+                resources=[kafka.registry_arn, *dict.fromkeys(k.schema_arn for k in sources)],
             )
         )
         # The deserializer looks a record's schema version up by its SchemaVersionId, a call that names no

@@ -104,6 +104,8 @@ ALTERNATIVES: dict[str, tuple[str, dict]] = {
     "readers.results_expiration_days": ("prod", {"readers.results_expiration_days": 30}),
     "lake_formation.enabled": ("prod", {"lake_formation.enabled": True}),
     "table_formats": ("prod", {"table_formats": {"orders": "iceberg"}}),
+    # prod's Kinesis and Kafka sources in one job (its VPC reaches Kinesis through prod's NAT gateways)
+    "streaming_jobs": ("prod", {"streaming_jobs": [{"name": "ingest", "sources": ["clickstream", "orders"]}]}),
     "alarms.iterator_age_ms": ("prod", {"alarms.iterator_age_ms": 240000}),
     "alarms.iterator_age_evaluation_periods": ("prod", {"alarms.iterator_age_evaluation_periods": 5}),
     "alarms.consumer_lag_ms": ("prod", {"alarms.consumer_lag_ms": 600000}),

@@ -17,7 +17,7 @@ from glue_jobs import datasets
 from infra.compaction_job import CompactionJob
 from infra.config import load_config
 from infra.glue_security import GlueJobSecurity
-from infra.streaming_job import CatalogNames, KafkaSource, LakeLocations, StreamingJob
+from infra.streaming_job import CatalogNames, JobSource, KafkaSource, LakeLocations, StreamingJob
 
 
 def _stack(env_name: str):
@@ -28,10 +28,9 @@ def _stack(env_name: str):
     locations = LakeLocations(buckets["Lake"], "events", buckets["Dead"], "dead_letters", buckets["Temp"], "checkpoints")
     security = GlueJobSecurity(stack, "Security", environment="test", data_key=key, removal_policy=cdk.RemovalPolicy.DESTROY)
     stream = kinesis.Stream(stack, "Clicks", encryption=kinesis.StreamEncryption.KMS, encryption_key=key)
-    StreamingJob(stack, "ClickJob", environment=env_name, source_name="clickstream", dataset=datasets.load("clickstream"),
-                 settings=env.streaming,
-                 locations=locations, catalog=CatalogNames("lake_db", "src_clickstream", "events"),
-                 security=security, stream=stream)
+    StreamingJob(stack, "ClickJob", environment=env_name, name="clickstream", settings=env.streaming, security=security,
+                 sources=[JobSource("clickstream", datasets.load("clickstream"), locations,
+                                    CatalogNames("lake_db", "src_clickstream", "events"), stream=stream)])
     connections = (glue.Connection.from_connection_name(stack, "Conn", "msk-conn"),
                    glue.Connection.from_connection_name(stack, "NetB", "net-b"))
     kafka = KafkaSource(cluster_arn="arn:aws:kafka:eu-west-1:111122223333:cluster/lake/abc-1", bootstrap_servers="b-1.lake:9098",
@@ -40,10 +39,9 @@ def _stack(env_name: str):
                         schema_arn="arn:aws:glue:eu-west-1:111122223333:schema/lake/event", registry_name="lake",
                         schema_name="event", connection_subnet_ids=("subnet-0a1", "subnet-0b1"),
                         connection_security_group_ids=("sg-0b2",), connection_vpc_id="vpc-0c3")
-    StreamingJob(stack, "OrderJob", environment=env_name, source_name="orders", dataset=datasets.load("clickstream"),
-                 settings=env.streaming,
-                 locations=locations, catalog=CatalogNames("lake_db", "src_orders", "events"),
-                 security=security, kafka=kafka)
+    StreamingJob(stack, "OrderJob", environment=env_name, name="orders", settings=env.streaming, security=security,
+                 sources=[JobSource("orders", datasets.load("clickstream"), locations,
+                                    CatalogNames("lake_db", "src_orders", "events"), kafka=kafka)])
     CompactionJob(stack, "Compaction", environment=env_name, settings=env.compaction, lake_bucket=buckets["Lake"],
                   lake_prefixes={"clickstream": "events"}, temp_bucket=buckets["Temp"], security=security)
     return assertions.Template.from_stack(stack)

@@ -1,0 +1,111 @@
+"""A streaming job declared in `streaming_jobs` runs its sources in one Glue job: one job in the template, sized by
+its own block, a role that reads exactly its sources and writes exactly their datasets, one keeper deploy, one set of
+job alarms, and per-source alarms on the job's per-source metrics."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from devtools.template_sources import job_sources
+from infra.config import DEFAULT_CONFIG_PATH, parse_config, update_raw
+
+SHARED = [{"name": "ingest", "sources": ["clickstream", "orders"], "streaming": {"max_workers": 3, "window_size_seconds": 30}}]
+
+
+@pytest.fixture(scope="module")
+def shared_dev() -> dict:
+    from devtools.snapshot import synth_templates
+
+    raw = json.loads(DEFAULT_CONFIG_PATH.read_text(encoding="utf-8"))
+    config = parse_config(update_raw(raw, "dev", "streaming_jobs", SHARED))
+    return synth_templates(["dev"], config=config)["dev"]  # cdk-nag enforced
+
+
+def _of_type(template: dict, kind: str) -> dict[str, dict]:
+    return {k: v for k, v in template["Resources"].items() if v["Type"] == kind}
+
+
+def _text(value) -> str:
+    return json.dumps(value, sort_keys=True)
+
+
+def test_one_glue_job_runs_both_sources_sized_by_its_own_block(shared_dev, templates):
+    (job_id, job), = [(k, v) for k, v in _of_type(shared_dev, "AWS::Glue::Job").items()
+                      if v["Properties"]["Command"]["Name"] == "gluestreaming"]
+    assert job_id.startswith("StreamingJobIngest")
+    properties = job["Properties"]
+    assert (properties["NumberOfWorkers"], properties["DefaultArguments"]["--window_size_seconds"]) == (3, "30")
+    sources = job_sources(properties["DefaultArguments"])
+    assert [(s["source_name"], s["dataset"]) for s in sources] == [("clickstream", "clickstream"), ("orders", "orders")]
+    for key in ("checkpoint_path", "dead_letter_path", "lake_path"):
+        assert len({_text(s[key]) for s in sources}) == 2, key  # each source its own
+    assert "/checkpoints/orders/" in _text(sources[1]["checkpoint_path"])
+    # the undeclared environments and their jobs are untouched: one job per source there
+    assert len([v for v in _of_type(templates["staging"], "AWS::Glue::Job").values()
+                if v["Properties"]["Command"]["Name"] == "gluestreaming"]) == 2
+
+
+def test_the_shared_role_reads_exactly_its_sources_and_writes_exactly_their_datasets(shared_dev):
+    (job,) = [v for v in _of_type(shared_dev, "AWS::Glue::Job").values() if v["Properties"]["Command"]["Name"] == "gluestreaming"]
+    role = job["Properties"]["Role"]["Fn::GetAtt"][0]
+    statements = [st for policy in _of_type(shared_dev, "AWS::IAM::Policy").values()
+                  if {"Ref": role} in policy["Properties"]["Roles"] for st in policy["Properties"]["PolicyDocument"]["Statement"]]
+    text = _text(statements)
+    streams = [k for k in _of_type(shared_dev, "AWS::Kinesis::Stream")]
+    assert len(streams) == 2 and all(f'"{stream}"' in text for stream in streams)  # reads both streams
+    for prefix in ("/events/*", "/orders/*", "/dead_letters/clickstream/*", "/dead_letters/orders/*",
+                   "/checkpoints/clickstream/*", "/checkpoints/orders/*"):
+        assert prefix in text, prefix
+    catalog = next(st for st in statements if st.get("Sid") == "ReadOwnCatalogTables")
+    tables = sorted(r["Fn::Join"][1][-1].split("/")[-1] for r in catalog["Resource"] if ":table/" in r["Fn::Join"][1][-1])
+    assert tables == ["events", "orders", "source_clickstream", "source_orders"]  # its sources' and datasets', no other
+
+
+def test_the_keeper_deploys_and_alarms_the_job_once_and_each_source_keeps_its_own_alarms(shared_dev):
+    deploys = _of_type(shared_dev, "Custom::StreamingJobDeploy")
+    assert list(deploys) and len(deploys) == 1 and next(iter(deploys)).startswith("JobKeeperDeployIngest")
+    alarms = _of_type(shared_dev, "AWS::CloudWatch::Alarm")
+    for kind in ("NotRunning", "RestartsCapped", "OutagePastHalfRetention"):
+        assert [k for k in alarms if k.startswith(f"Monitoring{kind}")] == [
+            k for k in alarms if k.startswith(f"Monitoring{kind}Ingest")] and any(k.startswith(f"Monitoring{kind}Ingest") for k in alarms), kind
+    for source in ("Clickstream", "Orders"):
+        (lag,) = [v for k, v in alarms.items() if k.startswith(f"MonitoringConsumerLag{source}")]
+        # Glue's consumer-lag metric is the job's: a source of a shared job alarms on its own ArrivalLagMs
+        assert lag["Properties"]["MetricName"] == "ArrivalLagMs"
+        assert {"Name": "Source", "Value": source.lower()} in lag["Properties"]["Dimensions"]
+        (overrun,) = [v for k, v in alarms.items() if k.startswith(f"MonitoringBatchOverrun{source}")]
+        assert overrun["Properties"]["Threshold"] == 30_000  # the job's own window
+    outputs = shared_dev["Outputs"]
+    named = {k: v["Value"] for k, v in outputs.items() if k.startswith("StreamingJobName")}
+    assert len(named) == 2 and len({_text(v) for v in named.values()}) == 1  # each source names the one job
+
+
+def test_make_diff_names_each_moved_source_and_refuses_a_move_off_an_untagged_job(shared_dev, templates):
+    """dev regrouped against dev as shipped: both sources move into the new job, and the report says so; against a
+    base deployed before jobs carried the checkpoint-bucket tag, the move is refused (the keeper could not stop the
+    old run)."""
+    import copy
+
+    from devtools import diff
+    from devtools.snapshot import normalize
+    from infra.functions.job_keeper.handler import CHECKPOINT_BUCKET_TAG
+
+    old_t, new_t = normalize(templates["dev"]), normalize(shared_dev)
+    moves = diff.source_moves(old_t, new_t)
+    assert [(m.source, m.old_job.split("Job")[1], m.new_job.startswith("StreamingJobIngest"), m.old_job_tagged)
+            for m in moves] == [("clickstream", "Clickstream", True, True), ("orders", "Orders", True, True)]
+    changes = diff.diff_templates(old_t, new_t)
+    text = diff.render_environment("dev", changes, diff.CostRange(1, 1), diff.CostRange(1, 1),
+                                   diff.streaming_restarts(old_t, new_t, changes), moves)
+    assert "moves 2 source(s) to another streaming job" in text and "⛔" not in text
+    assert diff.source_moves(old_t, old_t) == []
+    untagged = copy.deepcopy(old_t)
+    for resource in untagged["Resources"].values():
+        if resource["Type"] == "AWS::Glue::Job":
+            resource["Properties"].get("Tags", {}).pop(CHECKPOINT_BUCKET_TAG, None)
+    refused = diff.source_moves(untagged, new_t)
+    assert [m.old_job_tagged for m in refused] == [False, False]
+    assert "⛔ the old job was deployed without the tag" in diff.render_environment(
+        "dev", changes, diff.CostRange(1, 1), diff.CostRange(1, 1), {}, refused)
