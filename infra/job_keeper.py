@@ -38,7 +38,7 @@ from constructs import Construct
 
 from glue_jobs.metrics import METRICS_NAMESPACE
 from infra.constants import pascal
-from infra.functions.job_keeper.handler import DEPLOY_TAG
+from infra.functions.job_keeper.handler import CHECKPOINT_BUCKET_TAG, DEPLOY_TAG
 from infra.job_iam import argument_overrides
 from infra.nag import acknowledge_wildcard_resource
 
@@ -110,14 +110,16 @@ def deploy_properties(job) -> dict:
 
 
 class JobKeeper(Construct):
-    def __init__(self, scope: Construct, id_: str, *, jobs: dict[str, object], maintenance_window: str | None,
-                 retention_hours: dict[str, int], removal_policy: cdk.RemovalPolicy) -> None:
-        """`jobs`: source name -> its glue L2 streaming job; `retention_hours`: source name -> its stream's or topic's
-        retention (the job's DownSeconds alarm fires at half of it)."""
+    def __init__(self, scope: Construct, id_: str, *, jobs: dict[str, object], maintenance_windows: dict[str, str | None],
+                 retention_hours: dict[str, int], removal_policy: cdk.RemovalPolicy, checkpoint_bucket: str) -> None:
+        """`jobs`: the job's name in the config (a job of one source: the source's) -> its glue L2 streaming job;
+        `maintenance_windows`: name -> the job's maintenance window; `retention_hours`: name -> the shortest retention
+        of the job's sources' streams or topics (the job's DownSeconds alarm fires at half of it); `checkpoint_bucket`:
+        the environment's checkpoint bucket name, which its streaming jobs carry as the tag CHECKPOINT_BUCKET_TAG."""
         super().__init__(scope, id_)
         stack = cdk.Stack.of(self)
         job_arn_prefix = f"arn:{stack.partition}:glue:{stack.region}:{stack.account}:job/"
-        names = {source: job.job_name for source, job in jobs.items()}
+        names = {key: job.job_name for key, job in jobs.items()}
         self.log_group = logs.LogGroup(self, "Logs", retention=LOG_RETENTION, removal_policy=removal_policy)
         self.role = iam.Role(self, "Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
                              description="The job keeper: starts, restarts and redeploys the streaming jobs")
@@ -128,8 +130,22 @@ class JobKeeper(Construct):
                                       "Lambda names its log streams per execution environment; the log group is the function's own")
         self.role.add_to_principal_policy(iam.PolicyStatement(
             sid="KeepStreamingJobsRunning",
-            actions=["glue:GetJobRuns", "glue:StartJobRun", "glue:BatchStopJobRun", "glue:GetTags"],
+            actions=["glue:GetJob", "glue:GetJobRuns", "glue:StartJobRun", "glue:BatchStopJobRun", "glue:GetTags"],
             resources=[job_arn_prefix + name for name in names.values()]))
+        # Before a start, the runs of any other job that writes one of the job's checkpoints are stopped (handler
+        # release_checkpoints: a source moved between jobs is still run by its old job until CloudFormation deletes
+        # it). Which job that is, only Glue knows at deploy time: GetJobs lists every job (no resource type: Service
+        # Authorization Reference, AWS Glue, as parliament 1.6.4 bundles it), and the stop is allowed on jobs tagged
+        # with this environment's checkpoint bucket only (the job resource type takes aws:ResourceTag, same source).
+        self.role.add_to_principal_policy(iam.PolicyStatement(
+            sid="FindCheckpointHolders", actions=["glue:GetJobs"], resources=["*"]))
+        self.role.add_to_principal_policy(iam.PolicyStatement(
+            sid="StopCheckpointHolders", actions=["glue:GetJobRuns", "glue:BatchStopJobRun"],
+            resources=[job_arn_prefix + "*"],
+            conditions={"StringEquals": {f"aws:ResourceTag/{CHECKPOINT_BUCKET_TAG}": checkpoint_bucket}}))
+        acknowledge_wildcard_resource(self.role, job_arn_prefix + "*", "the job that held a moved source's checkpoint is "
+                                      "known only at deploy time; the stop is limited to jobs tagged with this "
+                                      "environment's checkpoint bucket")
         # The deploy mark (handler.DEPLOY_TAG) and nothing else: Glue jobs take tags (Glue "AWS tags in AWS Glue"), and
         # aws:TagKeys limits which (TagResource and UntagResource: Service Authorization Reference, as parliament 1.6.4
         # bundles it).
@@ -140,16 +156,17 @@ class JobKeeper(Construct):
         self.role.add_to_principal_policy(iam.PolicyStatement(
             sid="PublishKeeperMetrics", actions=["cloudwatch:PutMetricData"], resources=["*"],
             conditions={"StringEquals": {"cloudwatch:namespace": METRICS_NAMESPACE}}))
-        acknowledge_wildcard_resource(self.role, "*", "PutMetricData has no resource-level permissions; the "
-                                      "cloudwatch:namespace condition limits it to the project's namespace")
+        acknowledge_wildcard_resource(self.role, "*", "PutMetricData has no resource-level permissions (the "
+                                      "cloudwatch:namespace condition limits it to the project's namespace), nor has "
+                                      "GetJobs, which lists the jobs that may hold a job's checkpoint before it starts")
         self.function = lambda_.Function(
             self, "Function", runtime=lambda_.Runtime.PYTHON_3_14, handler="handler.handler",
             code=lambda_.Code.from_asset(str(CODE), exclude=["__pycache__", "*.pyc"]),
             role=self.role, timeout=TIMEOUT, memory_size=256, log_group=self.log_group,
             description="streamlake job keeper (infra/functions/job_keeper/handler.py)",
             environment={
-                "JOBS": json.dumps({name: {"maintenance_window": maintenance_window, "retention_hours": retention_hours[source]}
-                                    for source, name in names.items()}, sort_keys=True),
+                "JOBS": json.dumps({name: {"maintenance_window": maintenance_windows[key], "retention_hours": retention_hours[key]}
+                                    for key, name in names.items()}, sort_keys=True),
                 "MAX_FAILURES_PER_HOUR": str(MAX_FAILURES_PER_HOUR), "BACKOFF_SECONDS": str(BACKOFF_SECONDS),
                 "METRICS_NAMESPACE": METRICS_NAMESPACE, "JOB_ARN_PREFIX": job_arn_prefix,
             },
@@ -163,9 +180,9 @@ class JobKeeper(Construct):
                                               detail={"state": ENDED_STATES, "jobName": sorted(names.values())}))
         self.state_changes.add_target(targets.LambdaFunction(self.function, retry_attempts=2))
         self.deploys: dict[str, cdk.CustomResource] = {}
-        for source, job in jobs.items():
-            self.deploys[source] = cdk.CustomResource(
-                self, f"Deploy{pascal(source)}",
+        for key, job in jobs.items():
+            self.deploys[key] = cdk.CustomResource(
+                self, f"Deploy{pascal(key)}",
                 service_token=self.function.function_arn, resource_type=DEPLOY_RESOURCE_TYPE,
                 service_timeout=SERVICE_TIMEOUT,
                 properties=deploy_properties(job))

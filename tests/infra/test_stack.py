@@ -27,6 +27,8 @@ WILDCARD_ONLY_ACTIONS = {
     "ec2:DescribeNetworkInterfaces",
     "ec2:DescribeSecurityGroups", "ec2:DescribeSubnets", "ec2:DescribeVpcs",
     "ec2:DescribeVpcEndpoints", "ec2:DescribeRouteTables",
+    # The job keeper lists the jobs that may hold a job's checkpoint before it starts it (no resource type).
+    "glue:GetJobs",
 }
 MSK_OUTPUTS = {"VpcId", "GlueSecurityGroupId", "MskClusterArn", "MskClusterName", "MskBootstrapServers", "MskTopicName", "GlueKafkaConnectionName",
                "KafkaProducerPolicyArn"}

@@ -316,3 +316,58 @@ def test_a_deploy_mark_left_by_a_dead_invocation_expires(aws, clock):
     assert k.check(JOB).state == "deploying" and len(runs()) == 1
     clock.advance(DEPLOY_MARK_SECONDS + 1)
     assert k.check(JOB).state == "running" and len(runs()) == 2
+
+
+def _job_with(aws, name: str, arguments: dict) -> None:
+    aws.glue.create_job(Name=name, Role="arn:aws:iam::123456789012:role/glue", GlueVersion="4.0",
+                        Command={"Name": "gluestreaming", "ScriptLocation": "s3://assets/entrypoint.py"},
+                        ExecutionProperty={"MaxConcurrentRuns": 1}, DefaultArguments=arguments)
+
+
+def test_a_job_that_takes_over_a_moved_source_stops_the_old_jobs_run_first(aws, clock):
+    """A regrouping: orders moves from its own job (deployed before jobs held several sources: `--checkpoint_path`)
+    into a shared job (`--sources`). CloudFormation creates and starts the shared job before it deletes the old one;
+    the keeper stops the old job's run and starts the new job only once that run has ended. A job on another
+    checkpoint is left running."""
+    checkpoint = "s3://checkpoints-bucket/checkpoints/orders/"
+    _job_with(aws, "old-orders", {"--checkpoint_path": checkpoint})
+    _job_with(aws, "shared", {"--sources": json.dumps([
+        {"source_name": "orders", "checkpoint_path": checkpoint},
+        {"source_name": "payments", "checkpoint_path": "s3://checkpoints-bucket/checkpoints/payments/"}])})
+    aws.glue.start_job_run(JobName="old-orders")
+    aws.glue.start_job_run(JobName=JOB)  # clickstream's job: another checkpoint
+    dev_env.mark_runs_running("old-orders")
+    k = Keeper(aws.glue, aws.cloudwatch, jobs={"shared": {}}, namespace=NAMESPACE, max_failures_per_hour=4,
+               backoff_seconds=60, job_arn_prefix=ARN_PREFIX, clock=clock, sleep=lambda s: None)
+    stops = []
+    real_stop = aws.glue.batch_stop_job_run
+
+    def stop(**kwargs):
+        stops.append((kwargs["JobName"], [r["JobRunState"] for r in k.runs("shared")]))  # what ran when it stopped
+        return real_stop(**kwargs)
+
+    aws.glue.batch_stop_job_run = stop
+    decision = k.check("shared")
+    assert decision.state == "running" and decision.run_id is not None
+    assert stops == [("old-orders", [])]  # stopped before the shared job had a run
+    assert [r["JobRunState"] for r in k.runs("old-orders")] == ["STOPPED"]
+    assert [r["JobRunState"] for r in k.runs(JOB)] == ["STARTING"]  # not a holder: untouched
+    assert k.checkpoints({"DefaultArguments": {"--sources": "not json"}}) == set()
+
+
+def test_a_start_waits_while_the_old_job_still_stops(aws, clock):
+    checkpoint = "s3://checkpoints-bucket/checkpoints/orders/"
+    _job_with(aws, "old-orders", {"--checkpoint_path": checkpoint})
+    _job_with(aws, "shared", {"--sources": json.dumps([{"source_name": "orders", "checkpoint_path": checkpoint}])})
+    aws.glue.start_job_run(JobName="old-orders")
+    dev_env.mark_runs_running("old-orders")
+    k = Keeper(aws.glue, aws.cloudwatch, jobs={"shared": {}}, namespace=NAMESPACE, max_failures_per_hour=4,
+               backoff_seconds=60, job_arn_prefix=ARN_PREFIX, clock=clock, sleep=lambda s: None)
+    aws.glue.batch_stop_job_run = lambda **kwargs: {"SuccessfulSubmissions": [], "Errors": []}  # a stop that never lands
+    import infra.functions.job_keeper.handler as handler
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(handler, "STOP_WAIT_SECONDS", -1)
+        decision = k.check("shared")
+    assert decision.state == "waiting" and "old-orders still stopping" in decision.reason
+    assert k.runs("shared") == []  # not started: the old run still holds the checkpoint

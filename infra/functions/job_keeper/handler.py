@@ -11,6 +11,9 @@ One Lambda function per environment (infra/job_keeper.py). It is invoked by:
   everything a job run fixes when it starts, and RunsWith, the role, security configuration and connections as
   CloudFormation resolves them) it stops the active run, waits for that run to end and starts the job again, so the
   new settings run from the same checkpoint; unchanged settings, and Delete, do nothing to the job.
+- Before any start: another job whose runs write one of the job's checkpoints (a source moved from one job to
+  another: CloudFormation creates and starts the new job before it deletes the old one) has its active runs stopped,
+  and the start waits for them to end (`release_checkpoints`): never two runs on one checkpoint.
 
 CloudFormation invokes the function asynchronously, and Lambda may deliver one event twice; the function has no
 reserved concurrency (it would fail the deploy in an account short of unreserved concurrency), so a schedule tick,
@@ -63,6 +66,9 @@ ACTIVE_STATES = frozenset({"STARTING", "RUNNING", "STOPPING", "WAITING"})
 FAILED_STATES = frozenset({"FAILED", "TIMEOUT", "ERROR"})
 HOLD_TAG = "streamlake:hold"
 DEPLOY_TAG = "streamlake:deploy"
+# On every streaming job, the bucket its checkpoints are in: the keeper may stop another job's runs that hold one of a
+# job's checkpoints (release_checkpoints) only on jobs tagged with its environment's bucket (infra/job_keeper.py).
+CHECKPOINT_BUCKET_TAG = "streamlake:checkpoint-bucket"
 MAINTENANCE_HOURS = 3  # Glue restarts within 3 hours of the window's start (Glue API, Job.MaintenanceWindow)
 MAINTENANCE_GRACE = timedelta(minutes=15)
 _DAYS = ("MON", "TUE", "WED", "THU", "FRI", "SAT", "SUN")
@@ -82,7 +88,7 @@ class Policy:
 @dataclass(frozen=True)
 class Decision:
     start: bool
-    state: str  # running | held | deploying | maintenance | capped | backoff | down
+    state: str  # running | held | deploying | maintenance | capped | backoff | down | waiting (another job holds its checkpoint)
     reason: str
     down_seconds: float = 0.0  # since the last run ended (0 with an active run or before any run)
     run_id: str | None = None  # the run this check started
@@ -206,7 +212,48 @@ class Keeper:
         self._publish(job_name, decision)
         return decision
 
+    def checkpoints(self, job: dict) -> set[str]:
+        """The checkpoint locations a job's runs write: each source's in `--sources` (glue_jobs/glue_entry.py), or
+        `--checkpoint_path` of a job from before jobs held several sources."""
+        arguments = job.get("DefaultArguments") or {}
+        if "--sources" in arguments:
+            try:
+                return {s["checkpoint_path"] for s in json.loads(arguments["--sources"]) if isinstance(s, dict) and "checkpoint_path" in s}
+            except ValueError:
+                return set()
+        return {arguments["--checkpoint_path"]} if "--checkpoint_path" in arguments else set()
+
+    def release_checkpoints(self, job_name: str) -> str | None:
+        """Before `job_name` starts: stop the active runs of any other job that writes one of its checkpoints, and
+        wait for them to end. A source moved to another job (a regrouping, docs/operations.md) is run by its old job
+        until CloudFormation deletes that job, after the new one was created and started; two runs on one checkpoint
+        corrupt it. Returns None when no other run holds them, or why the start must wait (still stopping)."""
+        mine = self.checkpoints(self.glue.get_job(JobName=job_name)["Job"])
+        holders: dict[str, set[str]] = {}
+        for page in self.glue.get_paginator("get_jobs").paginate():
+            for job in page["Jobs"]:
+                if job["Name"] != job_name and self.checkpoints(job) & mine:
+                    active = {r["Id"] for r in self.runs(job["Name"]) if r["JobRunState"] in ACTIVE_STATES}
+                    if active:
+                        log.info("job %s: stopping run(s) %s of job %s, which write(s) its checkpoint(s)", job_name,
+                                 sorted(active), job["Name"])
+                        self.glue.batch_stop_job_run(JobName=job["Name"], JobRunIds=sorted(active))
+                        holders[job["Name"]] = active
+        deadline = time.monotonic() + STOP_WAIT_SECONDS
+        while holders:
+            holders = {name: ids for name, ids in holders.items()
+                       if any(r["Id"] in ids and r["JobRunState"] in ACTIVE_STATES for r in self.runs(name))}
+            if not holders:
+                break
+            if time.monotonic() > deadline:
+                return f"job(s) {', '.join(sorted(holders))} still stopping, and they write its checkpoint(s)"
+            self.sleep(10)
+        return None
+
     def _start(self, job_name: str, decision: Decision) -> Decision:
+        held = self.release_checkpoints(job_name)
+        if held is not None:
+            return Decision(False, "waiting", f"not started: {held}", decision.down_seconds)
         try:
             run_id = self.glue.start_job_run(JobName=job_name)["JobRunId"]
         except self.glue.exceptions.ConcurrentRunsExceededException:
@@ -281,6 +328,10 @@ class Keeper:
                 return (f"settings changed; stopped run {', '.join(sorted(stopped))}, still stopping after "
                         f"{STOP_WAIT_SECONDS} s: the schedule starts it")
             self.sleep(10)
+        held = self.release_checkpoints(job_name)
+        if held is not None:
+            self._mark(job_name, None)  # the schedule starts it once they have ended
+            return f"settings changed; stopped run {', '.join(sorted(stopped))}; not started: {held}"
         try:
             run_id = self.glue.start_job_run(JobName=job_name)["JobRunId"]
             what = f"started run {run_id} on the new settings"
