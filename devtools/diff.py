@@ -798,6 +798,38 @@ def streaming_restarts(old: dict, new: dict, changes: list[ResourceChange]) -> d
     return found
 
 
+@dataclass(frozen=True)
+class SourceMove:
+    """A source that a deploy moves from one streaming job to another (a regrouping, `streaming_jobs`)."""
+
+    source: str
+    old_job: str  # logical id
+    new_job: str
+    old_job_tagged: bool  # the old job carries the checkpoint-bucket tag the keeper's stop needs
+
+
+def _source_jobs(template: dict) -> dict[str, tuple[str, dict]]:
+    """{source: (logical id of the streaming job that runs it, that job's properties)}."""
+    found = {}
+    for job_id, resource in template.get("Resources", {}).items():
+        properties = resource.get("Properties", {})
+        if resource.get("Type") == "AWS::Glue::Job" and properties.get("Command", {}).get("Name") == "gluestreaming":
+            for name in filter(None, _job_source_names(properties.get("DefaultArguments", {})).split(", ")):
+                found[name] = (job_id, properties)
+    return found
+
+
+def source_moves(old: dict, new: dict) -> list[SourceMove]:
+    """Each source whose streaming job is another resource after the deploy than before. CloudFormation creates
+    (and the keeper starts) the new job before it deletes the old one; the keeper stops the old job's run first
+    (infra/functions/job_keeper/handler.py release_checkpoints), allowed on jobs with the checkpoint-bucket tag only."""
+    from infra.functions.job_keeper.handler import CHECKPOINT_BUCKET_TAG
+
+    before, after = _source_jobs(old), _source_jobs(new)
+    return [SourceMove(source, before[source][0], job_id, CHECKPOINT_BUCKET_TAG in (before[source][1].get("Tags") or {}))
+            for source, (job_id, _) in sorted(after.items()) if source in before and before[source][0] != job_id]
+
+
 def _job_source_names(arguments: dict) -> str:
     """The sources a streaming job runs, as a restart touches them all: `--sources` (one job, one or several sources),
     or `--source_name` in a template from before jobs held several (the base of a diff may be one)."""
@@ -809,7 +841,7 @@ def _job_source_names(arguments: dict) -> str:
 
 
 def render_environment(env: str, changes: list[ResourceChange], old: CostRange | None, new: CostRange,
-                       restarts: dict[str, list[str]] | None = None) -> str:
+                       restarts: dict[str, list[str]] | None = None, moves: list[SourceMove] | None = None) -> str:
     old_high = old.high if old else 0.0
     delta = new.high - old_high
     sign = "+" if delta > 0 else ("-" if delta < 0 else "±")
@@ -836,6 +868,14 @@ def render_environment(env: str, changes: list[ResourceChange], old: CostRange |
                   "the running run and starts the job on the new settings; every source of a job resumes from its own "
                   "checkpoint; each line names the sources one job runs):", ""]
         lines += [f"- {source}: {', '.join(reasons)}" for source, reasons in sorted(restarts.items())] + [""]
+    if moves:
+        lines += [f"**⇄ moves {len(moves)} source(s) to another streaming job** (a regrouping: the new job is created and "
+                  "started before the old one is deleted; the job keeper stops the old job's run first, so no two runs "
+                  "write one checkpoint, and the source resumes from its checkpoint in the new job):", ""]
+        lines += [f"- {m.source}: `{m.old_job}` → `{m.new_job}`" + ("" if m.old_job_tagged else
+                  " — ⛔ the old job was deployed without the tag `streamlake:checkpoint-bucket`, so the keeper may not "
+                  "stop its run: deploy once without the regrouping (it adds the tag), then regroup") for m in moves]
+        lines.append("")
     security = [c for c in changes if c.security]
     if security:
         lines += ["### ⚠ IAM, security group and policy changes (review first)", ""]
@@ -930,7 +970,8 @@ def render_report(base_templates: dict[str, dict], new_templates: dict[str, dict
         old_cost, new_cost = cost_delta(base_config, new_config, env, base_templates.get(env, {}),
                                         new_templates[env], prices, old_iceberg=base_iceberg, new_iceberg=new_iceberg)
         parts.append(render_environment(env, changes, old_cost, new_cost,
-                                        streaming_restarts(old_template, new_template, changes)))
+                                        streaming_restarts(old_template, new_template, changes),
+                                        source_moves(old_template, new_template)))
     for env in sorted(set(base_templates) - set(new_templates)):
         parts.append(f"## {env}\n\nEnvironment removed from the config: `cdk destroy '{env}/*'` to delete it.\n")
     line, problems = schema_check()
@@ -993,6 +1034,8 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     changes = [(env, c) for env, template in new_templates.items()
                for c in diff_templates(normalize(base_templates.get(env, {})), normalize(template))]
     failing = [c.logical_id for _, c in changes if c.deploy_fails]
+    failing += [f"{env}: {m.source} moved from untagged {m.old_job}" for env, template in new_templates.items()
+                for m in source_moves(normalize(base_templates.get(env, {})), normalize(template)) if not m.old_job_tagged]
     failing += [f"schema {p}" for p in schema_check()[1] + dataset_check()[1]]
     if failing:
         print(f"error: {len(failing)} change(s) would fail to deploy: {', '.join(failing)}", file=sys.stderr)
