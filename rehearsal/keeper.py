@@ -62,12 +62,15 @@ def _credentials(moto_endpoint: str) -> dict[str, str]:
             "AWS_REGION": REGION, "AWS_ENDPOINT_URL": moto_endpoint}
 
 
-def _create_streaming_jobs(assembly: Assembly, glue) -> None:
-    """The streaming jobs in moto's Glue under the names the template gives them."""
+def _create_streaming_jobs(assembly: Assembly, glue, *, skip: set[str] = frozenset()) -> None:
+    """The streaming jobs in moto's Glue under the names the template gives them, with their DefaultArguments (the
+    keeper reads a job's checkpoints from them before it starts it); those named in `skip` exist already."""
     for logical_id, job in assembly.resources("AWS::Glue::Job").items():
-        if job["Properties"]["Command"]["Name"] == "gluestreaming":
-            glue.create_job(Name=assembly.ref(logical_id), Role=assembly.resolve(job["Properties"]["Role"]),
-                            Command={"Name": "gluestreaming", "ScriptLocation": assembly.resolve(job["Properties"]["Command"]["ScriptLocation"])})
+        name = assembly.ref(logical_id)
+        if job["Properties"]["Command"]["Name"] == "gluestreaming" and name not in skip:
+            properties = assembly.resolve(job["Properties"])
+            glue.create_job(Name=name, Role=properties["Role"], DefaultArguments=properties.get("DefaultArguments", {}),
+                            Command={"Name": "gluestreaming", "ScriptLocation": properties["Command"]["ScriptLocation"]})
 
 
 def rehearse_keeper(assembly: Assembly, moto_endpoint: str) -> dict[str, str]:
@@ -95,10 +98,11 @@ def deploy_resources(assembly: Assembly) -> dict[str, dict]:
 
 def rehearse_keeper_deploy(before: Assembly, after: Assembly, moto_endpoint: str) -> dict[str, dict]:
     """A deploy from `before` to `after` as CloudFormation makes it reach the deployed keeper (of `after`): the streaming
-    jobs exist and run (started from `before`), then each deploy resource whose resolved properties changed gets an
-    Update with its old and new properties, as CloudFormation sends it (custom resource request objects), and its
-    answer is PUT to a ResponseURL served on loopback. Returns {job name: {"reason", "status", "runs"}} with the
-    job's runs (Id -> state) after the Update."""
+    jobs exist and run (started from `before`), the jobs `after` adds are created, then each deploy resource whose
+    resolved properties changed gets an Update with its old and new properties, and each new one a Create, as
+    CloudFormation sends them (custom resource request objects); the answer is PUT to a ResponseURL served on
+    loopback. Returns {job name: {"reason", "status", "runs"}} with the job's runs (Id -> state) after the request;
+    the jobs `after` drops stay, as they do until CloudFormation's cleanup."""
     import boto3
 
     from rehearsal.moto import fill_glue_gaps
@@ -111,16 +115,18 @@ def rehearse_keeper_deploy(before: Assembly, after: Assembly, moto_endpoint: str
     for name in deploy_resources(before):
         glue.start_job_run(JobName=name)
     old, new = deploy_resources(before), deploy_resources(after)
+    # CloudFormation creates the jobs `after` adds (and deletes the ones it drops only at the end, in cleanup).
+    _create_streaming_jobs(after, glue, skip=set(old))
     results = {}
     with _response_server() as (url, answers), _environment({**_credentials(moto_endpoint),
                                                               **{k: str(v) for k, v in variables.items()}}):
         for name, properties in sorted(new.items()):
             if old.get(name) == properties:
                 continue
-            event = {"RequestType": "Update", "ResponseURL": f"{url}/{name}", "StackId": "rehearsal-stack",
+            event = {"RequestType": "Update" if name in old else "Create", "ResponseURL": f"{url}/{name}", "StackId": "rehearsal-stack",
                      "RequestId": f"update-{name}", "LogicalResourceId": f"Deploy-{name}",
                      "PhysicalResourceId": f"deploy-{name}", "ResourceType": "Custom::StreamingJobDeploy",
-                     "ResourceProperties": properties, "OldResourceProperties": old.get(name, {})}
+                     "ResourceProperties": properties, **({"OldResourceProperties": old[name]} if name in old else {})}
             reason = handler(event, None)["deploy"]
             runs = {r["Id"]: r["JobRunState"] for r in glue.get_job_runs(JobName=name)["JobRuns"]}
             results[name] = {"reason": reason, "status": answers.get(f"/{name}", {}).get("Status"), "runs": runs}

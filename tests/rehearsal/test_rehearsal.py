@@ -128,39 +128,74 @@ def test_kinesis_kafka_and_compaction_rehearse_clean_after_a_sigkill(cloud_assem
 
 
 @pytest.mark.e2e
-@pytest.mark.parametrize("kill_after_batches", [1, 3, 5])
-def test_one_deployed_job_runs_two_sources_side_by_side_and_survives_a_sigkill(cloud_assembly, spark_lines, moto_endpoint,
-                                                                               spark, tmp_path, kill_after_batches):
-    """dev's deployed script, zip and arguments, with a run's `--sources` holding both of dev's sources (clickstream
-    and orders, each with its own checkpoint, lake and dead letters), as a job of several sources is given them: both
-    queries run in the one process through AWS's forEachBatch, each in its own thread. SIGKILLed (with its JVM) once
-    the two have committed `kill_after_batches` batches between them, then run again: each dataset holds every valid
-    record of its source exactly once, each source's dead letters are its own bad records, once."""
-    import dataclasses
-
+def test_moving_two_sources_into_one_job_continues_each_from_its_checkpoint(cloud_assembly, spark_lines, moto_endpoint,
+                                                                           spark, tmp_path):
+    """A regrouping deploy, as CloudFormation makes it: dev's two jobs (one source each) run and commit a batch each;
+    the config then puts both sources in one job. The deployed keeper, given the new job's Create, stops the old jobs'
+    runs before it starts the new one. The new job, as deployed (its script, zip and `--sources`; both queries in one
+    process through AWS's forEachBatch), continues each source from its checkpoint, and is SIGKILLed (with its JVM)
+    at three moments (once the two sources have committed 3, 4 and 5 batches between them) and run again each time:
+    each dataset holds every valid record once (after the hourly compaction), each source's dead letters are its
+    own bad records, once."""
+    from infra.config import DEFAULT_CONFIG_PATH, update_raw
     from rehearsal.checks import source_problems
-    from rehearsal.scenario import rehearse_streaming_job
+    from rehearsal.keeper import rehearse_keeper_deploy
+    from rehearsal.scenario import SourceResult, committed_stats
+    from tests.rehearsal.conftest import synthesize
 
-    assembly = assembly_module.load(cloud_assembly, "dev")
-    jobs = [j for j in assembly.glue_jobs() if j.command == "gluestreaming"]
-    both = [source for job in jobs for source in json.loads(job.arguments["--sources"])]
-    assert sorted(s["dataset"] for s in both) == ["clickstream", "orders"]
-    shared = dataclasses.replace(jobs[0], arguments={**jobs[0].arguments, "--sources": json.dumps(both)})
-    s3 = LocalS3(tmp_path / "s3")
-    sources = {result.source: result for result in rehearse_streaming_job(
-        assembly, shared, line=spark_lines[shared.glue_version], workdir=tmp_path, s3=s3, moto_endpoint=moto_endpoint,
-        records=RECORDS, files=3, seed=kill_after_batches, kill_after_batches=kill_after_batches)}
-    assert sorted(sources) == ["clickstream", "orders"]
-    # The hourly compaction as deployed, as rehearse_environment runs it: it collapses the copies a source sent in
-    # two micro-batches (held records repeat across files), after which each event is in its table once.
-    (compaction,) = [j for j in assembly.glue_jobs() if j.command == "glueetl"]
-    compacted = run_job(compaction, line=spark_lines[compaction.glue_version], workdir=tmp_path, s3=s3,
-                        moto_endpoint=moto_endpoint, timeout=600)
-    assert compacted.returncode == 0, compacted.stderr[-4000:]
-    assert source_problems(sources, spark, s3) == []
-    (killed, last) = sources["orders"].runs
-    assert killed.stopped and killed.returncode == -9 and last.stopped
-    assert all(r.held.records == RECORDS and r.committed["records_in"] == RECORDS for r in sources.values())
+    raw = json.loads(Path(DEFAULT_CONFIG_PATH).read_text(encoding="utf-8"))
+    raw = update_raw(raw, "dev", "streaming_jobs", [{"name": "ingest", "sources": ["clickstream", "orders"]}])
+    raw["environments"] = {"dev": raw["environments"]["dev"]}
+    before = assembly_module.load(cloud_assembly, "dev")
+    after = assembly_module.load(synthesize(tmp_path / "cdk.out", raw), "dev")
+    old_jobs = [j for j in before.glue_jobs() if j.command == "gluestreaming"]
+    (shared,) = [j for j in after.glue_jobs() if j.command == "gluestreaming"]
+    assert [s.name for s in shared.sources] == ["clickstream", "orders"] and len(old_jobs) == 2
+    s3, common = LocalS3(tmp_path / "s3"), {"--window_size_seconds": "1"}
+    tables, results = {}, {}
+    for seed, job in enumerate(old_jobs, start=31):
+        (source,) = job.sources
+        held = kinesis_input(tmp_path / "held" / source.name, records=RECORDS, files=3, seed=seed,
+                             dataset=source.arguments["--dataset"])
+        tables |= source_table(before, source, held)
+        results[source.name] = SourceResult(source.name, held, next(s.arguments for s in shared.sources if s.name == source.name))
+    line = spark_lines[shared.glue_version]
+    for job in old_jobs:  # each old job commits a batch, then the keeper's stop ends its run
+        (source,) = job.sources
+        run = run_job(job, until=lambda source=source: committed_stats(s3, source)["batches"] >= 1, line=line,
+                      workdir=tmp_path, s3=s3, tables=tables, run_arguments=common, moto_endpoint=moto_endpoint)
+        assert run.stopped, run.stderr[-3000:]
+    deployed = rehearse_keeper_deploy(before, after, moto_endpoint)
+    new = next(name for name, result in deployed.items() if "started run" in result["reason"] and len(result["runs"]) == 1)
+    assert deployed[new]["status"] == "SUCCESS" and list(deployed[new]["runs"].values()) == ["STARTING"]
+    import boto3
+
+    glue = boto3.client("glue", endpoint_url=moto_endpoint, region_name="eu-west-1", aws_access_key_id="rehearsal",
+                        aws_secret_access_key="rehearsal")
+    for job in old_jobs:  # stopped before the new job was started
+        assert [r["JobRunState"] for r in glue.get_job_runs(JobName=before.ref(job.logical_id))["JobRuns"]] == ["STOPPED"]
+    sources = {s.name: s for s in shared.sources}
+    shared_tables = {k: v for source in shared.sources for k, v in source_table(after, source, results[source.name].held).items()}
+
+    def batches() -> int:
+        return sum(committed_stats(s3, source)["batches"] for source in sources.values())
+
+    runs = []
+    for moment in (3, 4, 5):
+        runs.append(run_job(shared, kill_when=lambda moment=moment: batches() >= moment, line=line, workdir=tmp_path,
+                            s3=s3, tables=shared_tables, run_arguments=common, moto_endpoint=moto_endpoint))
+        assert runs[-1].stopped and runs[-1].returncode == -9, runs[-1].stderr[-3000:]
+    runs.append(run_job(shared, until=lambda: all(committed_stats(s3, sources[n])["records_in"] >= RECORDS for n in sources),
+                        line=line, workdir=tmp_path, s3=s3, tables=shared_tables, run_arguments=common,
+                        moto_endpoint=moto_endpoint))
+    assert runs[-1].stopped, runs[-1].stderr[-3000:]
+    for name, result in results.items():
+        result.runs, result.committed = runs, committed_stats(s3, sources[name])
+    (compaction,) = [j for j in after.glue_jobs() if j.command == "glueetl"]
+    assert run_job(compaction, line=spark_lines[compaction.glue_version], workdir=tmp_path, s3=s3,
+                   moto_endpoint=moto_endpoint).returncode == 0
+    assert source_problems(results, spark, s3) == []
+    assert all(result.committed["batches"] >= 2 for result in results.values())  # each continued where it stopped
 
 
 @pytest.mark.e2e
