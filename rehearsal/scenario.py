@@ -224,39 +224,53 @@ def committed_stats(s3: LocalS3, job: JobSource) -> dict:
     return totals
 
 
+def hold_source(assembly: Assembly, source: JobSource, *, workdir: Path, records: int, files: int, seed: int,
+                moto_endpoint: str | None = None, broker=None) -> tuple[HeldInput, dict[str, dict]]:
+    """A source's records held for its job: a Kinesis source's files in a folder of the stand-in's source table, a Kafka
+    source's frames produced to the local broker's topic, framed with the newest registered version. Returns the held
+    input and the stand-in tables to add ({} for Kafka)."""
+    name, dataset = source.name, source.arguments["--dataset"]
+    if source.arguments["--source_type"] == "kinesis":
+        held = kinesis_input(workdir / "held" / name, records=records, files=files, seed=seed, dataset=dataset)
+        return held, source_table(assembly, source, held)
+    if broker is None or moto_endpoint is None:
+        raise RehearsalError(f"{source.logical_id} reads Kafka ({name}): the rehearsal needs its broker and the moto "
+                             "server's registry")
+    version_id = register_versions(assembly, source, moto_endpoint)
+    return kafka_frames_input(broker, source.arguments["--topic"], version_id, records=records, seed=seed,
+                              dataset=dataset), {}
+
+
+def run_arguments_for(job: GlueJob, held: Mapping[str, HeldInput], *, files: int, broker=None) -> dict[str, str]:
+    """The run arguments the rehearsal starts `job` with (as an operator passes them to StartJobRun): one-second windows
+    instead of the deployed 60 s, so the held files (one per micro-batch) pass in seconds; for a Kafka source, in the
+    run's `--sources` (which replaces the deployed one, as any argument), the local broker instead of the cluster's (a
+    deploy-time lookup), no IAM auth (it has none), and about `files` offsets per micro-batch."""
+    arguments = {"--window_size_seconds": "1"}
+    deployed = json.loads(job.arguments["--sources"])
+    overrides = [{"bootstrap_servers": broker.bootstrap_servers, "kafka_auth": "none",
+                  "max_offsets_per_trigger": str(-(-held[s["source_name"]].records // files))}
+                 if s["source_type"] == "kafka" else {} for s in deployed]
+    if any(overrides):
+        arguments["--sources"] = json.dumps([{**d, **o} for d, o in zip(deployed, overrides, strict=True)])
+    return arguments
+
+
 def rehearse_streaming_job(assembly: Assembly, job: GlueJob, *, line: SparkLine, workdir: Path, s3: LocalS3,
                            moto_endpoint: str | None, records: int, files: int, seed: int,
                            kill_after_batches: int | None = None, timeout: float = 600,
                            observe_source_reads: bool = False, broker=None) -> list[SourceResult]:
-    """Every source of the job held (`records` each; the n-th source's seed is `seed` + 1000 n), then the job run as deployed until each
-    source has committed all of its records; SIGKILLed first, once its sources have committed `kill_after_batches`
-    batches between them, if given."""
-    # A run argument as an operator would pass to StartJobRun: one-second windows instead of the deployed
-    # 60 s, so the held files (one per micro-batch) pass in seconds.
-    run_arguments = {"--window_size_seconds": "1"}
+    """Every source of the job held (`records` each; the n-th source's seed is `seed` + 1000 n), then the job run as
+    deployed until each source has committed all of its records; SIGKILLed first, once its sources have committed
+    `kill_after_batches` batches between them, if given."""
     tables: dict[str, dict] = {}
-    results, sources, overrides = [], job.sources, []
+    results, sources = [], job.sources
     for offset, source in enumerate(sources):
-        name, dataset = source.name, source.arguments["--dataset"]
-        if source.arguments["--source_type"] == "kinesis":
-            held = kinesis_input(workdir / "held" / name, records=records, files=files, seed=seed + 1000 * offset, dataset=dataset)
-            tables |= source_table(assembly, source, held)
-            overrides.append({})
-        else:
-            if broker is None or moto_endpoint is None:
-                raise RehearsalError(f"{job.logical_id} reads Kafka ({name}): the rehearsal needs its broker and the moto "
-                                     "server's registry")
-            version_id = register_versions(assembly, source, moto_endpoint)
-            held = kafka_frames_input(broker, source.arguments["--topic"], version_id, records=records, seed=seed + 1000 * offset,
-                                      dataset=dataset)
-            # The local broker instead of the cluster's (a deploy-time lookup), without IAM auth (it has none), and
-            # about `files` offsets per micro-batch: the run's `--sources` replaces the deployed one, as any argument.
-            overrides.append({"bootstrap_servers": broker.bootstrap_servers, "kafka_auth": "none",
-                              "max_offsets_per_trigger": str(-(-held.records // files))})
-        results.append(SourceResult(name, held, source.arguments))
-    if any(overrides):
-        deployed = json.loads(job.arguments["--sources"])
-        run_arguments["--sources"] = json.dumps([{**d, **o} for d, o in zip(deployed, overrides, strict=True)])
+        held, source_tables = hold_source(assembly, source, workdir=workdir, records=records, files=files,
+                                          seed=seed + 1000 * offset, moto_endpoint=moto_endpoint, broker=broker)
+        tables |= source_tables
+        results.append(SourceResult(source.name, held, source.arguments))
+    run_arguments = run_arguments_for(job, {r.source: r.held for r in results}, files=files, broker=broker)
 
     def all_committed() -> bool:
         return all(committed_stats(s3, source)["records_in"] >= result.held.records

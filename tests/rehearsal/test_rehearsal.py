@@ -88,9 +88,10 @@ def test_dev_rehearses_clean_and_reads_the_source_once_per_batch(cloud_assembly,
         assert "inferSchema=true" in options and "addRecordTimestamp=true" in options
 
 
-# What staging's jobs may differ from prod's in: its name, Catalog database, registry and the Kinesis job's
-# --min_partitions (from the shard count). The sigkill rehearsal runs prod's artifacts only (staging's run took
-# another ~2.5 minutes of CI); the test below keeps that standing for staging.
+# What staging's jobs may differ from prod's in: its name, Catalog database, registry and the Kinesis source's
+# min_partitions (from the shard count; registry_name and min_partitions are keys of a source in --sources). The
+# regrouping rehearsal runs staging's artifacts only (a second environment's run took another ~2.5 minutes of CI);
+# the test below keeps that standing for prod.
 # The log group arguments name the environment's groups (infra/glue_security.py job_logging).
 STAGING_ONLY = {"--environment", "--catalog_database", "--registry_name", "--min_partitions", "--continuous-log-logGroup",
                 "--custom-logGroup-prefix"}
@@ -102,9 +103,11 @@ def test_staging_deploys_the_jobs_prod_rehearses(cloud_assembly):
     needs its own sigkill rehearsal again."""
     def jobs(env):
         assembly = assembly_module.load(cloud_assembly, env)
-        return {(j.command, j.arguments.get("--dataset", "")): (
+        return {(j.command, tuple(s.arguments["--dataset"] for s in j.sources)): (
             j.glue_version, j.script.read_bytes(), [p.read_bytes() for p in j.extra_py_files],
-            [p.read_bytes() for p in j.extra_jars], {k: v for k, v in j.arguments.items() if k not in STAGING_ONLY},
+            [p.read_bytes() for p in j.extra_jars],
+            {k: v for k, v in j.arguments.items() if k not in STAGING_ONLY and k != "--sources"},
+            [{k: v for k, v in s.arguments.items() if k not in STAGING_ONLY} for s in j.sources],  # each source's keys
         ) for j in assembly.glue_jobs()}
 
     staging, prod = jobs("staging"), jobs("prod")
@@ -114,87 +117,94 @@ def test_staging_deploys_the_jobs_prod_rehearses(cloud_assembly):
 
 
 @pytest.mark.e2e
-def test_kinesis_kafka_and_compaction_rehearse_clean_after_a_sigkill(cloud_assembly, spark_lines, moto_endpoint,
-                                                                    spark, tmp_path):
-    """Each streaming job is SIGKILLed (with its JVM) once a batch is committed, then run again on the same
-    checkpoint: every valid event is in the lake exactly once, every bad record a dead letter. prod's artifacts;
-    staging's are the same (test_staging_deploys_the_jobs_prod_rehearses)."""
-    assembly, result, found = _rehearse(cloud_assembly, "prod", spark_lines, moto_endpoint, spark, tmp_path,
-                                        kill_after_batches=1)
-    assert found == []
-    assert {name: len(s.runs) for name, s in result.sources.items()} == {"clickstream": 2, "orders": 2}
-    assert {s.arguments["--source_type"] for s in result.sources.values()} == {"kinesis", "kafka"}
-    assert {line.spark_line for line in spark_lines.values()} == {"3.3", "3.5"}
+@pytest.mark.broker
+def test_moving_a_kinesis_and_a_kafka_source_into_one_job_continues_each_from_its_checkpoint(
+        cloud_assembly, spark_lines, moto_endpoint, spark, tmp_path):
+    """A regrouping deploy, as CloudFormation makes it: staging's two jobs (clickstream on Kinesis, orders on Kafka, a
+    real broker on loopback) run and commit a batch each; the config then puts both sources in one job. The deployed
+    keeper, given the new job's Create, stops the old jobs' runs before it starts the new one. The new job, as
+    deployed (its script, zip and `--sources`; both queries in one process through AWS's forEachBatch, the Kafka
+    one's and the Kinesis one's), continues each source from its checkpoint, and is SIGKILLed (with its JVM) at three
+    moments (once the two sources have committed 3, 4 and 5 batches between them) and run again each time: each
+    dataset holds every valid record once (after the hourly compaction), each source's dead letters are its own bad
+    records, once; then every check of rehearse_environment holds (compaction, the keeper, each alarmed metric
+    published). Staging's jobs are prod's (test_staging_deploys_the_jobs_prod_rehearses), so this rehearses prod's
+    single-source jobs as deployed too."""
+    import boto3
 
-
-@pytest.mark.e2e
-def test_moving_two_sources_into_one_job_continues_each_from_its_checkpoint(cloud_assembly, spark_lines, moto_endpoint,
-                                                                           spark, tmp_path):
-    """A regrouping deploy, as CloudFormation makes it: dev's two jobs (one source each) run and commit a batch each;
-    the config then puts both sources in one job. The deployed keeper, given the new job's Create, stops the old jobs'
-    runs before it starts the new one. The new job, as deployed (its script, zip and `--sources`; both queries in one
-    process through AWS's forEachBatch), continues each source from its checkpoint, and is SIGKILLed (with its JVM)
-    at three moments (once the two sources have committed 3, 4 and 5 batches between them) and run again each time:
-    each dataset holds every valid record once (after the hourly compaction), each source's dead letters are its
-    own bad records, once."""
+    from devtools.kafka_broker import KafkaBroker
     from infra.config import DEFAULT_CONFIG_PATH, update_raw
-    from rehearsal.checks import source_problems
-    from rehearsal.keeper import rehearse_keeper_deploy
-    from rehearsal.scenario import SourceResult, committed_stats
+    from rehearsal.keeper import rehearse_keeper, rehearse_keeper_deploy
+    from rehearsal.scenario import (
+        EnvironmentResult,
+        SourceResult,
+        alarm_metrics,
+        committed_stats,
+        hold_source,
+        received_metrics,
+        run_arguments_for,
+    )
     from tests.rehearsal.conftest import synthesize
 
     raw = json.loads(Path(DEFAULT_CONFIG_PATH).read_text(encoding="utf-8"))
-    raw = update_raw(raw, "dev", "streaming_jobs", [{"name": "ingest", "sources": ["clickstream", "orders"]}])
-    raw["environments"] = {"dev": raw["environments"]["dev"]}
-    before = assembly_module.load(cloud_assembly, "dev")
-    after = assembly_module.load(synthesize(tmp_path / "cdk.out", raw), "dev")
+    raw = update_raw(raw, "staging", "streaming_jobs", [{"name": "ingest", "sources": ["clickstream", "orders"]}])
+    raw["environments"] = {"staging": raw["environments"]["staging"]}
+    before = assembly_module.load(cloud_assembly, "staging")
+    after = assembly_module.load(synthesize(tmp_path / "cdk.out", raw), "staging")
     old_jobs = [j for j in before.glue_jobs() if j.command == "gluestreaming"]
     (shared,) = [j for j in after.glue_jobs() if j.command == "gluestreaming"]
-    assert [s.name for s in shared.sources] == ["clickstream", "orders"] and len(old_jobs) == 2
-    s3, common = LocalS3(tmp_path / "s3"), {"--window_size_seconds": "1"}
-    tables, results = {}, {}
-    for seed, job in enumerate(old_jobs, start=31):
-        (source,) = job.sources
-        held = kinesis_input(tmp_path / "held" / source.name, records=RECORDS, files=3, seed=seed,
-                             dataset=source.arguments["--dataset"])
-        tables |= source_table(before, source, held)
-        results[source.name] = SourceResult(source.name, held, next(s.arguments for s in shared.sources if s.name == source.name))
-    line = spark_lines[shared.glue_version]
-    for job in old_jobs:  # each old job commits a batch, then the keeper's stop ends its run
-        (source,) = job.sources
-        run = run_job(job, until=lambda source=source: committed_stats(s3, source)["batches"] >= 1, line=line,
-                      workdir=tmp_path, s3=s3, tables=tables, run_arguments=common, moto_endpoint=moto_endpoint)
-        assert run.stopped, run.stderr[-3000:]
-    deployed = rehearse_keeper_deploy(before, after, moto_endpoint)
-    new = next(name for name, result in deployed.items() if "started run" in result["reason"] and len(result["runs"]) == 1)
-    assert deployed[new]["status"] == "SUCCESS" and list(deployed[new]["runs"].values()) == ["STARTING"]
-    import boto3
-
-    glue = boto3.client("glue", endpoint_url=moto_endpoint, region_name="eu-west-1", aws_access_key_id="rehearsal",
-                        aws_secret_access_key="rehearsal")
-    for job in old_jobs:  # stopped before the new job was started
-        assert [r["JobRunState"] for r in glue.get_job_runs(JobName=before.ref(job.logical_id))["JobRuns"]] == ["STOPPED"]
+    assert [(s.name, s.arguments["--source_type"]) for s in shared.sources] == [("clickstream", "kinesis"), ("orders", "kafka")]
+    assert len(old_jobs) == 2 and shared.arguments["--sources"] != old_jobs[0].arguments["--sources"]
+    s3, line, files = LocalS3(tmp_path / "s3"), spark_lines[shared.glue_version], 3
     sources = {s.name: s for s in shared.sources}
-    shared_tables = {k: v for source in shared.sources for k, v in source_table(after, source, results[source.name].held).items()}
+    with KafkaBroker(tmp_path / "kafka") as broker:
+        tables, results = {}, {}
+        for seed, job in enumerate(old_jobs, start=31):
+            (source,) = job.sources
+            held, source_tables = hold_source(before, source, workdir=tmp_path, records=RECORDS, files=files, seed=seed,
+                                              moto_endpoint=moto_endpoint, broker=broker)
+            tables |= source_tables
+            results[source.name] = SourceResult(source.name, held, sources[source.name].arguments)
+        held = {name: result.held for name, result in results.items()}
+        for job in old_jobs:  # each old job commits a batch, then the keeper's stop ends its run
+            (source,) = job.sources
+            run = run_job(job, until=lambda source=source: committed_stats(s3, source)["batches"] >= 1, line=line,
+                          workdir=tmp_path, s3=s3, tables=tables, moto_endpoint=moto_endpoint,
+                          run_arguments=run_arguments_for(job, held, files=files, broker=broker))
+            assert run.stopped, run.stderr[-3000:]
+        deployed = rehearse_keeper_deploy(before, after, moto_endpoint)
+        new = after.ref(shared.logical_id)
+        assert deployed[new]["status"] == "SUCCESS" and list(deployed[new]["runs"].values()) == ["STARTING"], deployed
+        glue = boto3.client("glue", endpoint_url=moto_endpoint, region_name="eu-west-1", aws_access_key_id="rehearsal",
+                            aws_secret_access_key="rehearsal")
+        for job in old_jobs:  # stopped before the new job was started
+            assert [r["JobRunState"] for r in glue.get_job_runs(JobName=before.ref(job.logical_id))["JobRuns"]] == ["STOPPED"]
 
-    def batches() -> int:
-        return sum(committed_stats(s3, source)["batches"] for source in sources.values())
+        def batches() -> int:
+            return sum(committed_stats(s3, source)["batches"] for source in sources.values())
 
-    runs = []
-    for moment in (3, 4, 5):
-        runs.append(run_job(shared, kill_when=lambda moment=moment: batches() >= moment, line=line, workdir=tmp_path,
-                            s3=s3, tables=shared_tables, run_arguments=common, moto_endpoint=moto_endpoint))
-        assert runs[-1].stopped and runs[-1].returncode == -9, runs[-1].stderr[-3000:]
-    runs.append(run_job(shared, until=lambda: all(committed_stats(s3, sources[n])["records_in"] >= RECORDS for n in sources),
-                        line=line, workdir=tmp_path, s3=s3, tables=shared_tables, run_arguments=common,
-                        moto_endpoint=moto_endpoint))
-    assert runs[-1].stopped, runs[-1].stderr[-3000:]
+        common = dict(line=line, workdir=tmp_path, s3=s3, tables=tables, moto_endpoint=moto_endpoint,
+                      run_arguments=run_arguments_for(shared, held, files=files, broker=broker))
+        runs = []
+        for moment in (3, 4, 5):
+            runs.append(run_job(shared, kill_when=lambda moment=moment: batches() >= moment, **common))
+            assert runs[-1].stopped and runs[-1].returncode == -9, runs[-1].stderr[-3000:]
+        runs.append(run_job(shared, until=lambda: all(committed_stats(s3, sources[n])["records_in"] >= held[n].records
+                                                      for n in sources), **common))
+        assert runs[-1].stopped, runs[-1].stderr[-3000:]
     for name, result in results.items():
         result.runs, result.committed = runs, committed_stats(s3, sources[name])
+    # The environment's other checks, as rehearse_environment makes them: the hourly compaction as deployed (it
+    # collapses the copies a source sent in two micro-batches), the keeper's scheduled check, the metrics every alarm
+    # watches (the Kafka source's ArrivalLagMs among them) published by the jobs.
     (compaction,) = [j for j in after.glue_jobs() if j.command == "glueetl"]
-    assert run_job(compaction, line=spark_lines[compaction.glue_version], workdir=tmp_path, s3=s3,
-                   moto_endpoint=moto_endpoint).returncode == 0
-    assert source_problems(results, spark, s3) == []
+    environment = EnvironmentResult("staging", sources=results, compaction=run_job(
+        compaction, line=spark_lines[compaction.glue_version], workdir=tmp_path, s3=s3, moto_endpoint=moto_endpoint))
+    assert environment.compaction.returncode == 0, environment.compaction.stderr[-3000:]
+    environment.keeper = rehearse_keeper(after, moto_endpoint)
+    namespace = shared.arguments["--metrics_namespace"]
+    environment.metrics, environment.alarm_metrics = received_metrics(moto_endpoint, namespace), alarm_metrics(after, namespace)
+    assert problems(environment, spark, s3) == []
     assert all(result.committed["batches"] >= 2 for result in results.values())  # each continued where it stopped
 
 
