@@ -143,6 +143,8 @@ def build_parser(prog: str = "python -m operations") -> argparse.ArgumentParser:
         sub.add_argument("--source", required=True, help="source name, e.g. clickstream")
         if name == "stop":
             sub.add_argument("--no-wait", action="store_true", help="return once the stop was requested")
+            sub.add_argument("--yes", action="store_true",
+                             help="do not ask for confirmation when the job runs other sources too (they stop with it)")
             sub.add_argument("--timeout", type=_int_in(1, 3600), default=600,
                              help="seconds to wait for the run to stop (default 600)")
         if name == "reset-checkpoint":
@@ -531,12 +533,20 @@ def _job(args) -> int:
     env, clients, outputs = _context(args)
     env.check_source(args.source)
     job_name = outputs.streaming_job(args.source)
+    # A source of a shared job (config `streaming_jobs`) is one query of that job: the job starts, stops and holds with
+    # all its sources together; a checkpoint reset is one source's.
+    sources = env.config.job_of(args.source).sources
+    others = [source for source in sources if source != args.source]
     if args.job_command == "start":
         jobs.release(clients.glue, jobs.job_arn(clients.session, job_name))
         run_id = jobs.start(clients.glue, job_name, busy_hint="it is running (the hold is released)")
         print(f"started {job_name}: run {run_id}")
         print("hold released: the job keeper restarts it again if it stops")
     elif args.job_command == "stop":
+        if others:
+            print(f"{job_name} runs sources {', '.join(sources)}: stopping it stops and holds {', '.join(others)} too "
+                  "(each resumes from its own checkpoint at `job start`)")
+            _confirm(args.yes, f"stop all {len(sources)} sources of {job_name}? type yes: ", "yes")
         # Held first: the job keeper leaves a job stopped on purpose alone until `job start`.
         jobs.hold(clients.glue, jobs.job_arn(clients.session, job_name), reason="job stop")
         run = jobs.stop(clients.glue, job_name, wait=not args.no_wait, timeout_s=args.timeout)
@@ -549,10 +559,15 @@ def _job(args) -> int:
     elif args.job_command == "status":
         for line in jobs.status_lines(clients.glue, clients.cloudwatch, job_name):
             print(line)
+        print(f"sources:      {', '.join(sources)}" + (" (one job: they start and stop together)" if others else ""))
+        for source in sources:
+            print(f"  {source}: {jobs.last_batch_line(clients.s3, outputs.checkpoint_path(source))}")
     elif args.job_command == "reset-checkpoint":
         confirm = input if sys.stdin.isatty() else None
         jobs.reset_checkpoint(clients.glue, clients.s3, job_name, outputs.checkpoint_path(args.source), args.source,
                               assume_yes=args.yes, confirm=confirm)
+        if others:
+            print(f"the job's other sources ({', '.join(others)}) keep their checkpoints")
     return 0
 
 

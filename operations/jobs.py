@@ -206,6 +206,24 @@ def status_lines(glue, cloudwatch, job_name: str) -> list[str]:
     return lines
 
 
+def last_batch_line(s3, checkpoint_uri: str) -> str:
+    """A source's last committed micro-batch, from the commit markers in its checkpoint
+    (`_streamlake/batch-<id>.committed.json`, glue_jobs/commit.py): its id and when it was written."""
+    import re
+
+    bucket, prefix = parse_s3_uri(checkpoint_uri, "checkpoint path")
+    prefix = (prefix if prefix.endswith("/") else prefix + "/") + "_streamlake/batch-"
+    newest = None
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        for obj in page.get("Contents", []):
+            match = re.search(r"batch-(\d+)\.committed\.json$", obj["Key"])
+            if match and (newest is None or int(match.group(1)) > newest[0]):
+                newest = (int(match.group(1)), obj["LastModified"])
+    if newest is None:
+        return "no committed batch yet"
+    return f"last committed batch {newest[0]} at {_fmt_time(newest[1])}"
+
+
 def _fmt_time(value: datetime | None) -> str:
     if value is None:
         return "?"

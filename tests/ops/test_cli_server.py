@@ -216,3 +216,54 @@ def test_compact_scan_starts_the_compaction_job_over_its_lookback_window(deploye
     assert run["Arguments"] == {"--scan": "true"}
     both = deployed.cli("compact", *ENV, "--scan", "--hour", "2024-05-01T13")
     assert both.returncode == 2 and "not allowed with argument" in both.stderr
+
+
+def test_the_sources_of_a_shared_job_stop_together_and_report_each_its_last_batch(moto_server, tmp_path):
+    """dev with clickstream and orders in one job (config `streaming_jobs`): `job status` of either names both sources
+    and each one's last committed batch; `job stop` of one says the other stops with it and asks first; a checkpoint
+    reset is the one source's, and says the other keeps its own."""
+    import requests
+
+    from infra.config import DEFAULT_CONFIG_PATH, update_raw
+    from operations import resources
+    from tests.ops.conftest import Deployed, _streaming_runs_stay_up
+
+    requests.post(f"{moto_server}/moto-api/reset", timeout=10)
+    _streaming_runs_stay_up()
+    deployed = Deployed(moto_server)
+    orders_checkpoint = f"s3://{dev_env.CHECKPOINT_BUCKET}/checkpoints/orders/"
+    dev_env.deploy(deployed.session, endpoint_url=moto_server, outputs={
+        **dev_env.OUTPUTS, resources.STREAMING_JOB_NAME.format(source="Orders"): dev_env.STREAMING_JOB,
+        resources.CHECKPOINT_PATH.format(source="Orders"): orders_checkpoint})
+    config = tmp_path / "environments.json"
+    raw = json.loads(DEFAULT_CONFIG_PATH.read_text(encoding="utf-8"))
+    config.write_text(json.dumps(update_raw(raw, "dev", "streaming_jobs", [{"name": "ingest", "sources": ["clickstream", "orders"]}])))
+    shared = (*ENV, "--config", str(config))
+    s3 = deployed.client("s3")
+    for key in ("checkpoints/orders/_streamlake/batch-0000000006.committed.json",
+                "checkpoints/orders/_streamlake/batch-0000000012.committed.json", "checkpoints/orders/offsets/12"):
+        s3.put_object(Bucket=dev_env.CHECKPOINT_BUCKET, Key=key, Body=b"{}")
+
+    started = deployed.cli("job", "start", *shared, "--source", "orders")
+    assert started.returncode == 0 and started.stdout.startswith(f"started {dev_env.STREAMING_JOB}: run "), started.stderr
+    dev_env.mark_runs_running(dev_env.STREAMING_JOB)
+    status = deployed.cli("job", "status", *shared, "--source", "clickstream")
+    assert status.returncode == 0, status.stderr
+    assert "sources:      clickstream, orders (one job: they start and stop together)" in status.stdout
+    assert "  clickstream: no committed batch yet" in status.stdout
+    assert "  orders: last committed batch 12 at " in status.stdout
+
+    unconfirmed = deployed.cli("job", "stop", *shared, "--source", "orders")
+    assert unconfirmed.returncode == 1 and "confirmation needed" in unconfirmed.stderr
+    assert f"{dev_env.STREAMING_JOB} runs sources clickstream, orders: stopping it stops and holds clickstream too" in unconfirmed.stdout
+    glue = deployed.client("glue")
+    assert [r["JobRunState"] for r in glue.get_job_runs(JobName=dev_env.STREAMING_JOB)["JobRuns"]] == ["RUNNING"]
+    stopped = deployed.cli("job", "stop", *shared, "--source", "orders", "--yes")
+    assert stopped.returncode == 0 and stopped.stdout.splitlines()[-1].endswith(": STOPPED"), stopped.stderr
+
+    reset = deployed.cli("job", "reset-checkpoint", *shared, "--source", "orders", "--yes")
+    assert reset.returncode == 0, reset.stderr
+    assert "the job's other sources (clickstream) keep their checkpoints" in reset.stdout
+    assert [o["Key"] for o in s3.list_objects_v2(Bucket=dev_env.CHECKPOINT_BUCKET).get("Contents", [])] == []
+    alone = deployed.cli("job", "status", *ENV, "--source", "clickstream")  # the shipped config: a job of its own
+    assert "sources:      clickstream\n" in alone.stdout and "one job" not in alone.stdout
