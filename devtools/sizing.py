@@ -3,6 +3,7 @@
     streamlake sizing --events-per-second 10000 --record-kb 1 --latency-seconds 120 \\
         --records-per-core-per-second 25000 [--environment prod] [--json]
     streamlake sizing --iceberg [DATASET ...] [--environment prod]   # what Iceberg adds, per environment
+    streamlake sizing --group clicks:50:1 --group orders:20:2 ...     # which datasets share a streaming job
 
 (`python -m devtools.sizing` is the same.)
 
@@ -604,6 +605,10 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     parser.add_argument("--retention-hours", type=int, default=None,
                         help="the stream's retention in the fragment (default: the environment's for that stream, else "
                              "24, Kinesis' minimum)")
+    parser.add_argument("--group", action="append", metavar="NAME:RECORDS_PER_SECOND:RECORD_KB",
+                        help="instead: propose which datasets share a streaming job, from each one's load (repeat per "
+                             "dataset), with the monthly cost per job and per dataset beside one job each and Firehose")
+    parser.add_argument("--window-seconds", type=int, default=60, help="the window of the proposed jobs (default 60)")
     parser.add_argument("--iceberg", nargs="*", metavar="DATASET",
                         help="instead: what these datasets add as Iceberg tables (default: those whose dataset.json says "
                              "iceberg), in --environment or in every environment; no load arguments needed")
@@ -619,6 +624,20 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
             parser.error(f"--dataset {args.dataset!r} is not a dataset (datasets/: {', '.join(datasets.names())})")
     if (args.dataset or args.retention_hours) and not args.stream:
         parser.error("--dataset and --retention-hours describe the stream --stream names; give --stream too")
+    if args.group:
+        from devtools import job_grouping
+
+        try:
+            loads = [job_grouping.parse_group(text) for text in args.group]
+            if not 1 <= args.window_seconds <= 3600:
+                raise SizingError(f"--window-seconds {args.window_seconds}: a window is 1 to 3600 seconds")
+            result = job_grouping.report(loads, job_grouping.propose(loads, window_seconds=args.window_seconds,
+                                                                     glue_version=args.glue_version))
+        except SizingError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        print(json.dumps(result, indent=2) if args.json else job_grouping.render(result))
+        return 0
     if args.iceberg is not None:
         try:
             print(iceberg_report(load_config(), [args.environment] if args.environment else [], args.iceberg))
