@@ -223,11 +223,10 @@ class Keeper:
                 return set()
         return {arguments["--checkpoint_path"]} if "--checkpoint_path" in arguments else set()
 
-    def release_checkpoints(self, job_name: str) -> str | None:
-        """Before `job_name` starts: stop the active runs of any other job that writes one of its checkpoints, and
-        wait for them to end. A source moved to another job (a regrouping, docs/operations.md) is run by its old job
-        until CloudFormation deletes that job, after the new one was created and started; two runs on one checkpoint
-        corrupt it. Returns None when no other run holds them, or why the start must wait (still stopping)."""
+    def stop_checkpoint_holders(self, job_name: str) -> dict[str, set[str]]:
+        """Stop the active runs of any other job that writes one of `job_name`'s checkpoints (a source moved to another
+        job, a regrouping, docs/configuration.md "Streaming jobs", is run by its old job until CloudFormation deletes
+        that job, after the new one was created and started); returns {job: the runs stopped}."""
         mine = self.checkpoints(self.glue.get_job(JobName=job_name)["Job"])
         holders: dict[str, set[str]] = {}
         for page in self.glue.get_paginator("get_jobs").paginate():
@@ -239,16 +238,23 @@ class Keeper:
                                  sorted(active), job["Name"])
                         self.glue.batch_stop_job_run(JobName=job["Name"], JobRunIds=sorted(active))
                         holders[job["Name"]] = active
-        deadline = time.monotonic() + STOP_WAIT_SECONDS
-        while holders:
-            holders = {name: ids for name, ids in holders.items()
-                       if any(r["Id"] in ids and r["JobRunState"] in ACTIVE_STATES for r in self.runs(name))}
-            if not holders:
-                break
-            if time.monotonic() > deadline:
-                return f"job(s) {', '.join(sorted(holders))} still stopping, and they write its checkpoint(s)"
+        return holders
+
+    def wait_for(self, stopped: dict[str, set[str]], deadline: float) -> list[str]:
+        """Wait until every run in `stopped` ({job: run ids}) has ended, or `deadline` (time.monotonic) passes;
+        returns the jobs whose runs are still active."""
+        while True:
+            left = sorted(name for name, ids in stopped.items()
+                          if any(r["Id"] in ids and r["JobRunState"] in ACTIVE_STATES for r in self.runs(name)))
+            if not left or time.monotonic() > deadline:
+                return left
             self.sleep(10)
-        return None
+
+    def release_checkpoints(self, job_name: str) -> str | None:
+        """Before `job_name` starts: stop the other jobs' runs on its checkpoints and wait for them to end (never two
+        runs on one checkpoint). Returns None when no other run holds them, or why the start must wait."""
+        left = self.wait_for(self.stop_checkpoint_holders(job_name), time.monotonic() + STOP_WAIT_SECONDS)
+        return f"job(s) {', '.join(left)} still stopping, and they write its checkpoint(s)" if left else None
 
     def _start(self, job_name: str, decision: Decision) -> Decision:
         held = self.release_checkpoints(job_name)
@@ -319,19 +325,15 @@ class Keeper:
             raise
 
     def _restart(self, job_name: str, digest: str, stopped: set[str]) -> str:
-        """Stop the runs `stopped`, wait for them (and only them) to end, start the job once."""
+        """Stop the runs `stopped` and any other job's runs on its checkpoints, wait for them (and only them) to end
+        (one wait, within the function's timeout), start the job once."""
         self.glue.batch_stop_job_run(JobName=job_name, JobRunIds=sorted(stopped))
-        deadline = time.monotonic() + STOP_WAIT_SECONDS
-        while any(r["Id"] in stopped and r["JobRunState"] in ACTIVE_STATES for r in self.runs(job_name)):
-            if time.monotonic() > deadline:
-                self._mark(job_name, None)  # the schedule starts it once the run has ended
-                return (f"settings changed; stopped run {', '.join(sorted(stopped))}, still stopping after "
-                        f"{STOP_WAIT_SECONDS} s: the schedule starts it")
-            self.sleep(10)
-        held = self.release_checkpoints(job_name)
-        if held is not None:
+        waiting = {job_name: stopped, **self.stop_checkpoint_holders(job_name)}
+        left = self.wait_for(waiting, time.monotonic() + STOP_WAIT_SECONDS)
+        if left:
             self._mark(job_name, None)  # the schedule starts it once they have ended
-            return f"settings changed; stopped run {', '.join(sorted(stopped))}; not started: {held}"
+            return (f"settings changed; stopped run {', '.join(sorted(stopped))}; job(s) {', '.join(left)} still "
+                    f"stopping after {STOP_WAIT_SECONDS} s: the schedule starts it")
         try:
             run_id = self.glue.start_job_run(JobName=job_name)["JobRunId"]
             what = f"started run {run_id} on the new settings"
