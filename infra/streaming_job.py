@@ -143,7 +143,6 @@ class StreamingJob(Construct):
                 raise ValueError(f"streaming job {name}, source {source.name}: give exactly one of stream or kafka")
         stack = cdk.Stack.of(self)
         self.name = name
-        self.job_sources = tuple(sources)
         self.source_types = {source.name: source.source_type for source in sources}
         kafka = [source.kafka for source in sources if source.kafka is not None]
         first = sources[0]
@@ -175,7 +174,7 @@ class StreamingJob(Construct):
             "lake_path": source.lake_path,
             "dead_letter_path": source.dead_letter_path,
             "checkpoint_path": source.checkpoint_path,
-            **self._source_options(settings, source.catalog, source.stream, source.kafka),
+            **self._source_options(settings, source),
             **self._iceberg_keys(source),
         } for source in sources)
         iceberg = any(source.dataset.table_format == "iceberg" for source in sources)
@@ -244,13 +243,14 @@ class StreamingJob(Construct):
                     grant_prefix(self.role, bucket, prefix, glue_version=glue_version)
 
     @staticmethod
-    def _source_options(settings: StreamingJobConfig, catalog: CatalogNames, stream, kafka) -> dict[str, str]:
-        if stream is not None:
+    def _source_options(settings: StreamingJobConfig, source: JobSource) -> dict[str, str]:
+        kafka = source.kafka
+        if source.stream is not None:
             return {
                 "starting_position": settings.kinesis_starting_position,
                 "max_fetch_records_per_shard": str(settings.max_fetch_records_per_shard),
                 "max_fetch_time_ms": str(settings.max_fetch_time_ms),  # sized with it (infra.config)
-                "source_table": catalog.source_table_name,
+                "source_table": source.catalog.source_table_name,
                 # A batch read from fewer shards than the cores is spread over them (glue_jobs/sources.spread).
                 "min_partitions": str(settings.executor_cores),
             }
