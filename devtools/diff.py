@@ -805,7 +805,7 @@ class SourceMove:
     source: str
     old_job: str  # logical id
     new_job: str
-    old_job_tagged: bool  # the old job carries the checkpoint-bucket tag the keeper's stop needs
+    old_job_stoppable: bool  # the old job's tags meet a condition of the new keeper's stop statements
 
 
 def _source_jobs(template: dict) -> dict[str, tuple[str, dict]]:
@@ -819,14 +819,35 @@ def _source_jobs(template: dict) -> dict[str, tuple[str, dict]]:
     return found
 
 
+STOP_STATEMENTS = ("StopCheckpointHolders", "StopCheckpointHoldersOfEnvironment")  # infra/job_keeper.py
+
+
+def stop_conditions(template: dict) -> list[dict[str, object]]:
+    """The tags a job must carry for the keeper to stop its runs: one {tag: value} per stop statement of the keeper's
+    role (infra/job_keeper.py), each met when the job carries all of its tags."""
+    found = []
+    for resource in template.get("Resources", {}).values():
+        if resource.get("Type") != "AWS::IAM::Policy":
+            continue
+        for statement in resource.get("Properties", {}).get("PolicyDocument", {}).get("Statement", []):
+            if statement.get("Sid") in STOP_STATEMENTS:
+                equals = statement.get("Condition", {}).get("StringEquals", {})
+                found.append({key.removeprefix("aws:ResourceTag/"): value for key, value in equals.items()})
+    return found
+
+
 def source_moves(old: dict, new: dict) -> list[SourceMove]:
     """Each source whose streaming job is another resource after the deploy than before. CloudFormation creates
     (and the keeper starts) the new job before it deletes the old one; the keeper stops the old job's run first
-    (infra/functions/job_keeper/handler.py release_checkpoints), allowed on jobs with the checkpoint-bucket tag only."""
-    from infra.functions.job_keeper.handler import CHECKPOINT_BUCKET_TAG
+    (infra/functions/job_keeper/handler.py release_checkpoints), allowed on jobs whose tags meet one of its stop
+    statements (the checkpoint-bucket tag, or all of the environment's tags)."""
+    before, after, conditions = _source_jobs(old), _source_jobs(new), stop_conditions(new)
 
-    before, after = _source_jobs(old), _source_jobs(new)
-    return [SourceMove(source, before[source][0], job_id, CHECKPOINT_BUCKET_TAG in (before[source][1].get("Tags") or {}))
+    def stoppable(properties: dict) -> bool:
+        tags = properties.get("Tags") or {}
+        return any(condition and all(tags.get(key) == value for key, value in condition.items()) for condition in conditions)
+
+    return [SourceMove(source, before[source][0], job_id, stoppable(before[source][1]))
             for source, (job_id, _) in sorted(after.items()) if source in before and before[source][0] != job_id]
 
 
@@ -871,10 +892,12 @@ def render_environment(env: str, changes: list[ResourceChange], old: CostRange |
     if moves:
         lines += [f"**⇄ moves {len(moves)} source(s) to another streaming job** (a regrouping: the new job is created and "
                   "started before the old one is deleted; the job keeper stops the old job's run first, so no two runs "
-                  "write one checkpoint, and the source resumes from its checkpoint in the new job):", ""]
-        lines += [f"- {m.source}: `{m.old_job}` → `{m.new_job}`" + ("" if m.old_job_tagged else
-                  " — ⛔ the old job was deployed without the tag `streamlake:checkpoint-bucket`, so the keeper may not "
-                  "stop its run: deploy once without the regrouping (it adds the tag), then regroup") for m in moves]
+                  "write one checkpoint, and the source resumes from its checkpoint in the new job; the old job's log groups go "
+                  "with it):", ""]
+        lines += [f"- {m.source}: `{m.old_job}` → `{m.new_job}`" + ("" if m.old_job_stoppable else
+                  " — ⛔ the old job carries neither the tag `streamlake:checkpoint-bucket` nor all of the environment's "
+                  "tags, so the keeper may not stop its run: deploy once without the regrouping (it adds the tag), then "
+                  "regroup") for m in moves]
         lines.append("")
     security = [c for c in changes if c.security]
     if security:
@@ -1035,7 +1058,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
                for c in diff_templates(normalize(base_templates.get(env, {})), normalize(template))]
     failing = [c.logical_id for _, c in changes if c.deploy_fails]
     failing += [f"{env}: {m.source} moved from untagged {m.old_job}" for env, template in new_templates.items()
-                for m in source_moves(normalize(base_templates.get(env, {})), normalize(template)) if not m.old_job_tagged]
+                for m in source_moves(normalize(base_templates.get(env, {})), normalize(template)) if not m.old_job_stoppable]
     failing += [f"schema {p}" for p in schema_check()[1] + dataset_check()[1]]
     if failing:
         print(f"error: {len(failing)} change(s) would fail to deploy: {', '.join(failing)}", file=sys.stderr)

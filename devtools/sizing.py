@@ -340,20 +340,20 @@ def iceberg_dataset_cost(env: EnvironmentConfig, dataset: str, prices: dict | No
     if not sources:
         raise SizingError(f"{env.name}: no source carries dataset {dataset!r} (carried: {', '.join(env.datasets)})")
     hours = p["hours_per_month"]
-    commits_per_hour = 3600 / env.streaming.window_size_seconds
-    commits = commits_per_hour * hours
+    # A source commits once per window of the job that runs it (a job declared in streaming_jobs has its own).
+    commits_of = {source: 3600 / env.job_of(source).settings.window_size_seconds * hours for source in sources}
+    commits_per_hour = sum(commits_of.values()) / hours  # of every source carrying the dataset
     # The manifests (and as many data files) a batch's duplicate check reads, on average: the one the last maintenance
     # left and half of those the hour's commits of every source carrying the dataset have added since.
-    scanned = 1 + commits_per_hour * len(sources) / 2
+    scanned = 1 + commits_per_hour / 2
     metadata_gets = STREAMING_TABLE_LOADS_PER_BATCH + MANIFEST_LIST_READS_PER_COMMIT
     scan_gets = 1 + scanned + scanned * PARQUET_GETS_PER_FILE_READ  # its manifest list, manifests, data files
     streaming = {source: IcebergRequests(
         s3_put=commits * ICEBERG_METADATA_FILES_PER_COMMIT,
         s3_get=commits * (metadata_gets + scan_gets),
         glue_catalog=commits * (STREAMING_TABLE_LOADS_PER_BATCH + GLUE_REQUESTS_PER_COMMIT),
-    ) for source in sources}
-    retained_snapshots = env.compaction.iceberg_snapshot_retention_hours * (commits_per_hour * len(sources)
-                                                                            + MAINTENANCE_COMMITS_PER_RUN)
+    ) for source, commits in commits_of.items()}
+    retained_snapshots = env.compaction.iceberg_snapshot_retention_hours * (commits_per_hour + MAINTENANCE_COMMITS_PER_RUN)
     files_per_snapshot = 3  # its manifest list, its manifest, its data file
     table_objects = math.ceil(retained_snapshots * files_per_snapshot + ICEBERG_METADATA_VERSIONS_KEPT
                               + ICEBERG_TABLE_AGE_HOURS)
@@ -368,10 +368,10 @@ def iceberg_dataset_cost(env: EnvironmentConfig, dataset: str, prices: dict | No
     rate = g["flex_dpu_hour"] if env.compaction.flex else g["dpu_hour"]
     share_hours = max(compaction_minutes, g["minimum_billed_minutes"]) / 60 / len(env.datasets)
     dataset_compaction = env.compaction.workers * g["dpu_per_worker"][env.compaction.worker_type] * share_hours * runs * rate
-    data_files_month = commits * len(sources)
+    data_files_month = sum(commits_of.values())
     return IcebergDatasetCost(
         dataset=dataset,
-        commits_per_month={source: commits for source in sources},
+        commits_per_month=commits_of,
         streaming=streaming,
         maintenance=maintenance,
         compaction_share_usd=dataset_compaction,
@@ -418,11 +418,11 @@ def environment_cost(env: EnvironmentConfig, prices: dict | None = None, *, comp
         else:
             cost[f"kinesis:{s.name}"] = hours * k["on_demand_stream_hour"]
     dpu = g["dpu_per_worker"]
-    workers = env.streaming.max_workers
-    if streaming_workers == "min":
-        workers = min(workers, MIN_STREAMING_WORKERS)
-    for source in env.source_names:
-        cost[f"glue_streaming:{source}"] = workers * dpu[env.streaming.worker_type] * hours * g["dpu_hour"]
+    for job in env.job_groups:  # one Glue job per group, sized by its own settings (a job of one source: the source's)
+        workers = job.settings.max_workers
+        if streaming_workers == "min":
+            workers = min(workers, MIN_STREAMING_WORKERS)
+        cost[f"glue_streaming:{job.name}"] = workers * dpu[job.settings.worker_type] * hours * g["dpu_hour"]
     rate = g["flex_dpu_hour"] if env.compaction.flex else g["dpu_hour"]
     run_hours = max(compaction_minutes, g["minimum_billed_minutes"]) / 60
     cost["glue_compaction"] = env.compaction.workers * dpu[env.compaction.worker_type] * run_hours * hours * rate
@@ -453,26 +453,31 @@ def check_environment(env: EnvironmentConfig, load: Load, rec: Recommendation) -
             )
         if s.capacity_mode == "on_demand" and load.design_bytes_per_second > 200_000_000:
             warnings.append(f"{env.name}.kinesis_streams[{s.name}]: on-demand write limit is 200 MB/s per stream")
-    cores = CORES_PER_WORKER[env.streaming.glue_version]
-    executor_cores = (env.streaming.max_workers - 1) * cores[env.streaming.worker_type]
-    if executor_cores < rec.cores_needed:
-        warnings.append(
-            f"{env.name}.streaming.max_workers: {env.streaming.max_workers} x {env.streaming.worker_type} gives "
-            f"{executor_cores} executor cores < {rec.cores_needed} needed"
-        )
-    if env.streaming.window_size_seconds > load.latency_seconds / 2:
-        warnings.append(
-            f"{env.name}.streaming.window_size_seconds: {env.streaming.window_size_seconds} exceeds half the "
-            f"latency target ({load.latency_seconds:g} s)"
-        )
+    def where(job) -> str:  # the block a job's settings come from
+        return f"{env.name}.streaming_jobs[{env.streaming_jobs.index(job)}].streaming" if job.declared else f"{env.name}.streaming"
+
+    checked = set()
+    for job in env.job_groups:  # each job sized by its own block (the environment's for a source's own job)
+        js, at = job.settings, where(job)
+        if at in checked:
+            continue
+        checked.add(at)
+        executor_cores = (js.max_workers - 1) * CORES_PER_WORKER[js.glue_version][js.worker_type]
+        if executor_cores < rec.cores_needed:
+            warnings.append(f"{at}.max_workers: {js.max_workers} x {js.worker_type} gives {executor_cores} executor "
+                            f"cores < {rec.cores_needed} needed")
+        if js.window_size_seconds > load.latency_seconds / 2:
+            warnings.append(f"{at}.window_size_seconds: {js.window_size_seconds} exceeds half the latency target "
+                            f"({load.latency_seconds:g} s)")
     if env.msk.enabled and env.msk.topic_partitions < rec.kafka_partitions:
         warnings.append(f"{env.name}.msk.topic_partitions: {env.msk.topic_partitions} < {rec.kafka_partitions} needed")
-    per_batch = load.design_events_per_second * env.streaming.window_size_seconds
     for s in env.kinesis_streams:
-        shards = s.shard_count or rec.kinesis_shards
-        if env.streaming.max_fetch_records_per_shard * shards < per_batch:
+        job = env.job_of(s.name)
+        js, shards = job.settings, s.shard_count or rec.kinesis_shards
+        per_batch = load.design_events_per_second * js.window_size_seconds
+        if js.max_fetch_records_per_shard * shards < per_batch:
             warnings.append(
-                f"{env.name}.streaming.max_fetch_records_per_shard: {env.streaming.max_fetch_records_per_shard} x "
+                f"{where(job)}.max_fetch_records_per_shard: {js.max_fetch_records_per_shard} x "
                 f"{shards} shards < {math.ceil(per_batch)} records per window: the job can never catch up"
             )
     return warnings
@@ -517,9 +522,10 @@ def render_text(load: Load, rec: Recommendation, streams: list[dict] | None = No
 
 def render_iceberg(env: EnvironmentConfig, costs: list[IcebergDatasetCost], prices: dict) -> str:
     """What the Iceberg datasets `costs` add to `env` a month, by item, with the S3 Tables alternative beside it."""
-    window = env.streaming.window_size_seconds
-    lines = [f"{env.name}: what Iceberg adds, USD a month ({prices['region']}; one commit per {window} s "
-             f"streaming.window_size_seconds, an upper bound; ESTIMATE where marked: devtools/sizing.py says why)"]
+    windows = sorted({env.job_of(source).settings.window_size_seconds for cost in costs for source in cost.streaming})
+    window = f"{windows[0]} s" if len(windows) == 1 else "window (" + ", ".join(f"{w} s" for w in windows) + ")"
+    lines = [f"{env.name}: what Iceberg adds, USD a month ({prices['region']}; one commit per {window} "
+             f"window_size_seconds of the source's job, an upper bound; ESTIMATE where marked: devtools/sizing.py says why)"]
     total = 0.0
     for cost in costs:
         lines.append(f"  {cost.dataset}")

@@ -111,11 +111,14 @@ def deploy_properties(job) -> dict:
 
 class JobKeeper(Construct):
     def __init__(self, scope: Construct, id_: str, *, jobs: dict[str, object], maintenance_windows: dict[str, str | None],
-                 retention_hours: dict[str, int], removal_policy: cdk.RemovalPolicy, checkpoint_bucket: str) -> None:
+                 retention_hours: dict[str, int], removal_policy: cdk.RemovalPolicy, checkpoint_bucket: str,
+                 environment_tags: dict[str, str]) -> None:
         """`jobs`: the job's name in the config (a job of one source: the source's) -> its glue L2 streaming job;
         `maintenance_windows`: name -> the job's maintenance window; `retention_hours`: name -> the shortest retention
         of the job's sources' streams or topics (the job's DownSeconds alarm fires at half of it); `checkpoint_bucket`:
-        the environment's checkpoint bucket name, which its streaming jobs carry as the tag CHECKPOINT_BUCKET_TAG."""
+        the environment's checkpoint bucket name, which its streaming jobs carry as the tag CHECKPOINT_BUCKET_TAG;
+        `environment_tags`: the config's `tags`, which every job of the stack carries (those deployed before the
+        checkpoint-bucket tag existed too)."""
         super().__init__(scope, id_)
         stack = cdk.Stack.of(self)
         job_arn_prefix = f"arn:{stack.partition}:glue:{stack.region}:{stack.account}:job/"
@@ -143,9 +146,19 @@ class JobKeeper(Construct):
             sid="StopCheckpointHolders", actions=["glue:GetJobRuns", "glue:BatchStopJobRun"],
             resources=[job_arn_prefix + "*"],
             conditions={"StringEquals": {f"aws:ResourceTag/{CHECKPOINT_BUCKET_TAG}": checkpoint_bucket}}))
+        if environment_tags:
+            # A job deployed before jobs carried the checkpoint-bucket tag has the environment's tags only (the stack
+            # tags every resource: infra/stack.py): a source moved off it is stoppable by them, all of them at once
+            # (several keys in one StringEquals must all match: IAM User Guide, "Conditions with multiple context
+            # keys or values"). The handler stops only jobs whose arguments name one of the starting
+            # job's checkpoints, which are this environment's bucket's.
+            self.role.add_to_principal_policy(iam.PolicyStatement(
+                sid="StopCheckpointHoldersOfEnvironment", actions=["glue:GetJobRuns", "glue:BatchStopJobRun"],
+                resources=[job_arn_prefix + "*"],
+                conditions={"StringEquals": {f"aws:ResourceTag/{key}": value for key, value in sorted(environment_tags.items())}}))
         acknowledge_wildcard_resource(self.role, job_arn_prefix + "*", "the job that held a moved source's checkpoint is "
                                       "known only at deploy time; the stop is limited to jobs tagged with this "
-                                      "environment's checkpoint bucket")
+                                      "environment's checkpoint bucket, or with all of the environment's tags")
         # The deploy mark (handler.DEPLOY_TAG) and nothing else: Glue jobs take tags (Glue "AWS tags in AWS Glue"), and
         # aws:TagKeys limits which (TagResource and UntagResource: Service Authorization Reference, as parliament 1.6.4
         # bundles it).

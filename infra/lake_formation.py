@@ -23,6 +23,8 @@ registered with Lake Formation, and every principal of the environment granted w
 
 from __future__ import annotations
 
+import json
+
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -74,6 +76,7 @@ class LakeFormation(Construct):
         self._catalog_resources = tuple(catalog_resources)
         self._previous: cdk.CfnResource | None = None
         self.grants: dict[str, lakeformation.CfnPrincipalPermissions] = {}
+        self._granted: dict[tuple[str, str], lakeformation.CfnPrincipalPermissions] = {}
         self.reader_roles: dict[str, iam.Role] = {}
         self.registration = self._register(lake_bucket, data_key)
         created = set(iceberg_tables_created)
@@ -177,6 +180,14 @@ class LakeFormation(Construct):
         PrincipalPermissions created together); that CloudFormation serializes them through DependsOn is CloudFormation's
         documented ordering, that it avoids the exception is unverified.
         """
+        # One grant per principal and resource: a job that runs several sources (streaming_jobs) needs the database
+        # once, and its sources' permissions on it merged. Two resources on one pair would share its identifier, and
+        # deleting either would revoke the pair's permissions for both (same page).
+        key = (role.node.path, json.dumps(cdk.Stack.of(self).resolve(resource), sort_keys=True))
+        if key in self._granted:
+            merged = self._granted[key]
+            merged.permissions = [*merged.permissions, *(p for p in permissions if p not in merged.permissions)]
+            return
         grant = lakeformation.CfnPrincipalPermissions(
             self, id_,
             principal=lakeformation.CfnPrincipalPermissions.DataLakePrincipalProperty(
@@ -191,6 +202,7 @@ class LakeFormation(Construct):
             grant.node.add_dependency(self._previous)
         self._previous = grant
         self.grants[id_] = grant
+        self._granted[key] = grant
 
     def _database_resource(self) -> lakeformation.CfnPrincipalPermissions.ResourceProperty:
         return lakeformation.CfnPrincipalPermissions.ResourceProperty(

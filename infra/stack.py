@@ -118,7 +118,8 @@ class StreamingLakeStack(cdk.Stack):
                                     # a job's records start to expire with its shortest-kept source's
                                     retention_hours={g.name: min(retention[s] for s in g.sources) for g in config.job_groups},
                                     removal_policy=self.removal_policy,
-                                    checkpoint_bucket=self.storage.checkpoint_bucket.bucket_name)
+                                    checkpoint_bucket=self.storage.checkpoint_bucket.bucket_name,
+                                    environment_tags=dict(config.tags))
         # The first deploy starts the jobs (the keeper's deploy resources): only once what they read at start exists,
         # the streams and the topic, the catalog tables and every registered schema version.
         # With Lake Formation on, the jobs' grants too: a job that starts before them is refused its catalog calls.

@@ -415,6 +415,8 @@ def _streaming_jobs(r: _Reader, env: EnvironmentConfig) -> tuple[StreamingJobGro
                               "run (a job named after a source is that source's job)")
         for source in job.sources:
             if source not in known:
+                if not known:
+                    continue  # an environment without sources is told so once (its sources' check)
                 r.problems.append(f"{where}.sources: {source!r} is no source of this environment (sources: "
                                   f"{', '.join(env.source_names) or 'none'})")
             elif source in owner:

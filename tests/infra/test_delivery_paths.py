@@ -144,7 +144,7 @@ def test_every_alarm_and_rule_reaches_its_destination(templates, environment):
     assert walked["alarm actions"] == 2 * _count(template, "AWS::CloudWatch::Alarm") > 0
     assert walked["rule targets"] == sum(len(r["Properties"].get("Targets", [])) for r in template["Resources"].values()
                                          if r["Type"] == "AWS::Events::Rule") >= 3
-    assert walked["custom resources"] >= len(load_config().get(environment).source_names)
+    assert walked["custom resources"] >= len(load_config().get(environment).job_groups)  # a deploy per streaming job
 
 
 @pytest.mark.parametrize("environment", ["dev", "staging", "prod"])

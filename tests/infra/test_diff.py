@@ -316,9 +316,13 @@ def test_a_worker_type_change_in_prod_names_the_restart_of_every_streaming_job(t
     assert diff.streaming_restarts(old_t, old_t, []) == {}
 
 
-def test_the_first_deploy_after_the_new_digest_formula_restarts_every_streaming_job_once(templates):
-    """1d225b0's deploy resources carried a digest of the Command and DefaultArguments only: the new formula (DigestFormula,
-    RunsWith) is a change of every deploy resource, and the report names each job's restart."""
+def test_from_1d225b0_each_kept_job_restarts_once_dev_regroups_and_nothing_is_replaced(templates):
+    """From 1d225b0 (tests/infra/fixtures/templates_1d225b0) to the shipped config: no Glue job, table, stream or bucket
+    is replaced in any environment. staging's and prod's jobs are kept: the new digest formula (DigestFormula,
+    RunsWith) changes every deploy resource, so each restarts once, named. dev's two jobs give way to its shared job
+    "ingest": the report lists both sources as moved (the old jobs carry dev's tags, which the keeper's stop
+    statement takes, so the move is not refused), and only those two jobs go. (The log groups changed since
+    1d225b0 for another reason: they are the stack's own now, test_review_findings.py.)"""
     import gzip
     from pathlib import Path
 
@@ -328,9 +332,26 @@ def test_the_first_deploy_after_the_new_digest_formula_restarts_every_streaming_
     for environment, template in templates.items():
         old = normalize(json.loads(gzip.decompress((fixtures / f"{environment}.template.json.gz").read_bytes())))
         new = normalize(template)
-        restarts = diff.streaming_restarts(old, new, diff.diff_templates(old, new))
-        assert sorted(restarts) == sorted(load_config().get(environment).source_names), environment
+        changes = diff.diff_templates(old, new)
+        assert not [c.logical_id for c in changes if c.kind == "replaced" and c.type in (
+            "AWS::Glue::Job", "AWS::Glue::Table", "AWS::Kinesis::Stream", "AWS::S3::Bucket", "AWS::MSK::Cluster")], environment
+        restarts, moves = diff.streaming_restarts(old, new, changes), diff.source_moves(old, new)
+        config = load_config().get(environment)
+        kept = [", ".join(job.sources) for job in config.job_groups if not job.declared]
+        assert sorted(restarts) == sorted(kept), environment
         assert all("deploy `Properties.DigestFormula`" in reasons for reasons in restarts.values())
+        moved = [source for job in config.job_groups if job.declared for source in job.sources]
+        assert [(m.source, m.old_job_stoppable) for m in moves] == [(source, True) for source in sorted(moved)], environment
+        jobs = {kind: sorted(c.logical_id for c in changes if c.type == "AWS::Glue::Job" and c.kind == kind)
+                for kind in ("added", "removed")}
+        assert jobs["removed"] == sorted({m.old_job for m in moves}), environment  # only the regrouped jobs go
+        assert jobs["added"] == sorted({m.new_job for m in moves}), environment
+        if environment == "dev":
+            assert moved == ["clickstream", "orders"] and len(jobs["removed"]) == 2 and len(jobs["added"]) == 1
+            text = diff.render_environment(environment, changes, diff.CostRange(1, 1), diff.CostRange(1, 1), restarts, moves)
+            assert "**⇄ moves 2 source(s) to another streaming job**" in text and "⛔" not in text
+        else:
+            assert moved == [], environment
 
 
 def test_a_change_that_reaches_no_run_restarts_nothing(templates):
@@ -354,4 +375,4 @@ def test_a_change_that_reaches_no_run_restarts_nothing(templates):
         if resource["Type"] == "AWS::Glue::Job" and resource["Properties"]["Command"]["Name"] == "gluestreaming":
             resource["Properties"]["Timeout"] = 60
     restarts = diff.streaming_restarts(old, new_timeout, diff.diff_templates(old, new_timeout))
-    assert sorted(restarts) == ["clickstream", "orders"] and all(r == ["`Properties.Timeout`"] for r in restarts.values())
+    assert sorted(restarts) == ["clickstream, orders"] and all(r == ["`Properties.Timeout`"] for r in restarts.values())

@@ -33,15 +33,16 @@ def _job(template: dict, source: str) -> tuple[str, dict]:
     return found
 
 
-def _arguments(job: dict) -> dict:
-    """The flat `--name: value` arguments of the job's one source (devtools/template_sources.py)."""
-    (arguments,) = source_arguments(job["DefaultArguments"])
+def _arguments(job: dict, source: str) -> dict:
+    """The flat `--name: value` arguments of the job's source `source` (devtools/template_sources.py): the job's own,
+    and the keys of its source in --sources."""
+    (arguments,) = [a for a in source_arguments(job["DefaultArguments"]) if a["--source_name"] == source]
     return arguments
 
 
 def test_the_iceberg_datasets_job_creates_and_commits_its_own_table_and_nothing_else(iceberg_dev):
     job_id, orders = _job(iceberg_dev, "orders")
-    args = _arguments(orders)
+    args = _arguments(orders, "orders")
     assert args["--datalake-formats"] == "iceberg" and args["--lake_table"] == "orders"
     location = args["--lake_table_location"]["Fn::Join"][1]
     assert location[-1] == f"/orders/{ICEBERG_TABLE_FOLDER}"
@@ -51,7 +52,7 @@ def test_the_iceberg_datasets_job_creates_and_commits_its_own_table_and_nothing_
     read = {f"--{key}" for key in glue_entry.source_keys("kinesis", "iceberg")}
     assert read - set(args) == set() and {"--lake_table", "--lake_table_location"} <= read
     _, clicks = _job(iceberg_dev, "clickstream")
-    assert "--datalake-formats" not in _arguments(clicks) and "--lake_table" not in _arguments(clicks)
+    assert "--lake_table" not in _arguments(clicks, "clickstream")  # a Parquet dataset in the same job (dev's "ingest")
 
     tables = {r["Properties"]["TableInput"]["Name"] for r in iceberg_dev["Resources"].values() if r["Type"] == "AWS::Glue::Table"}
     assert "orders" not in tables and "events" in tables
@@ -67,15 +68,16 @@ def test_the_iceberg_datasets_job_creates_and_commits_its_own_table_and_nothing_
 
 
 def test_the_parquet_datasets_are_unchanged(iceberg_dev, templates):
-    """Only the Iceberg dataset's job and table differ from the committed datasets' synth, and the job zip, which
-    carries every dataset's files (so every job of the environment restarts on the deploy that switches one). Both
-    synths run in this process, in either order (the `templates` fixture may be made first here or earlier)."""
+    """Only the Iceberg dataset's source and table differ from the committed datasets' synth, the job zip, which
+    carries every dataset's files (so every job of the environment restarts on the deploy that switches one), and
+    Glue's Iceberg jars for the job that hosts it (dev's "ingest" hosts clickstream too). Both synths run in this
+    process, in either order (the `templates` fixture may be made first here or earlier)."""
     _, before = _job(templates["dev"], "clickstream")
     _, after = _job(iceberg_dev, "clickstream")
-    differ = {k for k in before["DefaultArguments"].keys() | after["DefaultArguments"].keys()
-              if before["DefaultArguments"].get(k) != after["DefaultArguments"].get(k)}
-    assert differ == {"--extra-py-files"}  # --sources too is the same, every key of its one source
-    assert _arguments(before).keys() == _arguments(after).keys()
+    old, new = _arguments(before, "clickstream"), _arguments(after, "clickstream")
+    differ = {k for k in old.keys() | new.keys() if old.get(k) != new.get(k)}
+    assert differ == {"--extra-py-files", "--datalake-formats"}  # every key of clickstream's source is the same
+    assert "--datalake-formats" not in old
 
 
 def test_the_hourly_job_maintains_the_iceberg_table_and_compacts_the_others(iceberg_dev):
@@ -122,7 +124,7 @@ def test_an_environment_overrides_the_table_format_of_its_datasets(iceberg_dev, 
     _, by_config = _job(overridden, "orders")
     _, by_file = _job(iceberg_dev, "orders")
     iceberg_args = ("--datalake-formats", "--lake_table", "--lake_table_location")
-    assert [_arguments(by_config)[a] == _arguments(by_file)[a] for a in iceberg_args] == [True] * 3
+    assert [_arguments(by_config, "orders")[a] == _arguments(by_file, "orders")[a] for a in iceberg_args] == [True] * 3
     tables = {r["Properties"]["TableInput"]["Name"] for r in overridden["Resources"].values() if r["Type"] == "AWS::Glue::Table"}
     assert "orders" not in tables  # the job creates the Iceberg table
 
@@ -132,7 +134,7 @@ def test_an_environment_overrides_the_table_format_of_its_datasets(iceberg_dev, 
         assert datasets.load("orders").table_format == "iceberg"
         kept = synth_templates(["dev"], config=back)["dev"]
     _, parquet = _job(kept, "orders")
-    assert not set(iceberg_args) & set(_arguments(parquet))
+    assert not set(iceberg_args) & set(_arguments(parquet, "orders"))
     assert "orders" in {r["Properties"]["TableInput"]["Name"] for r in kept["Resources"].values() if r["Type"] == "AWS::Glue::Table"}
 
 

@@ -32,7 +32,7 @@ def _source_names(job: dict) -> list[str]:
 def test_every_streaming_job_has_a_deploy_resource_alarms_and_the_keepers_permissions(templates, environment):
     template = templates[environment]
     jobs = _streaming_jobs(template)
-    assert len(jobs) == len(load_config().get(environment).source_names) > 0
+    assert len(jobs) == len(load_config().get(environment).job_groups) > 0
     deploys = {v["Properties"]["JobName"]["Ref"]: v["Properties"] for v in _of_type(template, DEPLOY_RESOURCE_TYPE).values()}
     assert set(deploys) == set(jobs)
     ((function_id, function),) = [(k, v) for k, v in _of_type(template, "AWS::Lambda::Function").items()
@@ -57,6 +57,15 @@ def test_every_streaming_job_has_a_deploy_resource_alarms_and_the_keepers_permis
     named = {part["Ref"] for r in resources for part in r["Fn::Join"][1] if isinstance(part, dict) and "Ref" in part
              and part["Ref"] in jobs}
     assert named == set(jobs) and len(resources) == len(jobs)
+    # Stopping another job's run (a regrouping's old job): only on jobs tagged with the checkpoint bucket, or with
+    # every one of the environment's tags (jobs deployed before the checkpoint-bucket tag carry those).
+    stops = {s["Sid"]: s for p in policies for s in p["Properties"]["PolicyDocument"]["Statement"]
+             if s.get("Sid", "").startswith("StopCheckpointHolders")}
+    assert sorted(stops) == ["StopCheckpointHolders", "StopCheckpointHoldersOfEnvironment"]
+    assert all(sorted(s["Action"]) == ["glue:BatchStopJobRun", "glue:GetJobRuns"] for s in stops.values())
+    assert stops["StopCheckpointHoldersOfEnvironment"]["Condition"] == {"StringEquals": {
+        f"aws:ResourceTag/{key}": value for key, value in load_config().get(environment).tags.items()}}
+    assert list(stops["StopCheckpointHolders"]["Condition"]["StringEquals"]) == ["aws:ResourceTag/streamlake:checkpoint-bucket"]
     (log_group,) = [v for k, v in _of_type(template, "AWS::Logs::LogGroup").items() if k.startswith("JobKeeper")]
     assert log_group["Properties"]["RetentionInDays"] == 90
     (rule,) = [v for k, v in _of_type(template, "AWS::Events::Rule").items() if k.startswith("JobKeeperJobEnded")]
@@ -186,7 +195,7 @@ def test_every_glue_job_logs_to_log_groups_of_the_stack_under_the_names_glue_wri
     (configuration,) = [v["Properties"]["Name"] for v in _of_type(template, "AWS::Glue::SecurityConfiguration").values()]
     names = {_text(v["Properties"].get("LogGroupName")): k for k, v in _of_type(template, "AWS::Logs::LogGroup").items()}
     jobs = _of_type(template, "AWS::Glue::Job")
-    assert len(jobs) == len(load_config().get(environment).source_names) + 1  # the streaming jobs and compaction
+    assert len(jobs) == len(load_config().get(environment).job_groups) + 1  # the streaming jobs and compaction
     for job in jobs.values():
         props, arguments = job["Properties"], job["Properties"]["DefaultArguments"]
         assert isinstance(arguments.get("--continuous-log-logGroup", arguments.get("--custom-logGroup-prefix")), (str, dict)), job
@@ -217,7 +226,9 @@ def test_every_glue_job_writes_spark_ui_event_logs_under_its_own_prefix_of_the_a
     (assets,) = [k for k, v in _of_type(template, "AWS::S3::Bucket").items() if k.startswith("StorageJobAssetsBucket")]
     for job in _of_type(template, "AWS::Glue::Job").values():
         arguments = job["Properties"]["DefaultArguments"]
-        (name,) = _source_names(job) if job["Properties"]["Command"]["Name"] == "gluestreaming" else ("compaction",)
+        streaming = job["Properties"]["Command"]["Name"] == "gluestreaming"
+        # a job's name in the config: a shared job's own (dev's "ingest"), a source's own job the source's
+        name = load_config().get(environment).job_of(_source_names(job)[0]).name if streaming else "compaction"
         assert arguments["--enable-spark-ui"] == "true"
         assert arguments["--spark-event-logs-path"] == {"Fn::Join": ["", ["s3://", {"Ref": assets}, f"/spark-ui/{name}/"]]}
         role = job["Properties"]["Role"]["Fn::GetAtt"][0]
@@ -239,11 +250,11 @@ def test_an_outage_past_half_the_sources_retention_alarms_for_every_job(template
     jobs = _streaming_jobs(template)
     alarms = [a["Properties"] for a in _of_type(template, "AWS::CloudWatch::Alarm").values()
               if a["Properties"].get("MetricName") == "DownSeconds"]
-    assert len(alarms) == len(jobs) == len(retention)
+    assert len(alarms) == len(jobs) == len(config.job_groups)
     by_job = {a["Dimensions"][0]["Value"]["Ref"]: a for a in alarms}
     (function,) = [v for k, v in _of_type(template, "AWS::Lambda::Function").items() if k.startswith("JobKeeperFunction")]
     entries = json.loads(json.dumps(function["Properties"]["Environment"]["Variables"]["JOBS"]))
     for job_id, job in jobs.items():
-        (source,) = _source_names(job)
-        assert by_job[job_id]["Threshold"] == retention[source] * 3600 // 2
-        assert f'"retention_hours\\": {retention[source]}' in json.dumps(entries) or f'"retention_hours": {retention[source]}' in json.dumps(entries)
+        shortest = min(retention[source] for source in _source_names(job))  # a shared job: its shortest-kept source's
+        assert by_job[job_id]["Threshold"] == shortest * 3600 // 2
+        assert f'"retention_hours\\": {shortest}' in json.dumps(entries) or f'"retention_hours": {shortest}' in json.dumps(entries)

@@ -53,7 +53,9 @@ def _grants(template: dict) -> dict[tuple[str, str], list[str]]:
         assert props["PermissionsWithGrantOption"] == []
         role_id, attribute = props["Principal"]["DataLakePrincipalIdentifier"]["Fn::GetAtt"]
         assert attribute == "Arn"
-        grants[(role_id, _resource(props["Resource"]))] = props["Permissions"]
+        key = (role_id, _resource(props["Resource"]))
+        assert key not in grants, f"{key}: granted twice (a second grant on one principal and resource fails the deploy)"
+        grants[key] = props["Permissions"]
     return grants
 
 
@@ -87,16 +89,16 @@ def test_on_registers_the_lake_bucket_through_the_stacks_own_role_with_the_data_
 
 
 def test_on_grants_each_job_role_and_each_datasets_reader_role_exactly_their_tables(dev_on):
-    """dev: clickstream and orders, both Parquet, each from a Kinesis stream of its own. The compaction role compacts
-    Parquet by path, so it gets no grant."""
-    job = {s: _role_id(dev_on, f"StreamingJob{s.title()}Role") for s in ("clickstream", "orders")}
+    """dev: clickstream and orders, both Parquet, each from a Kinesis stream of its own, both run by the job "ingest"
+    (one role: one grant per table, the database's once). The compaction role compacts Parquet by path, so it gets no
+    grant."""
+    job = dict.fromkeys(("clickstream", "orders"), _role_id(dev_on, "StreamingJobIngestRole"))
     reader = {d: _role_id(dev_on, f"LakeFormationReaderRole{d.title()}") for d in ("clickstream", "orders")}
     db = "streamlake_dev"
     assert _grants(dev_on) == {
         (job["clickstream"], db): ["DESCRIBE"],
         (job["clickstream"], f"{db}.source_clickstream"): ["SELECT", "DESCRIBE"],
         (job["clickstream"], f"{db}.events"): ["SELECT", "INSERT", "DESCRIBE"],
-        (job["orders"], db): ["DESCRIBE"],
         (job["orders"], f"{db}.source_orders"): ["SELECT", "DESCRIBE"],
         (job["orders"], f"{db}.orders"): ["SELECT", "INSERT", "DESCRIBE"],
         (reader["clickstream"], db): ["DESCRIBE"],
@@ -161,14 +163,15 @@ def test_an_iceberg_dataset_is_granted_by_name_only_once_its_table_exists(iceber
     prefix), and nobody else is granted it; listed, the reader and the hourly maintenance get it by name."""
     monkeypatch.setenv(datasets.ROOT_VARIABLE, str(iceberg_root))
     before = _synth("dev")
-    job, reader = _role_id(before, "StreamingJobOrdersRole"), _role_id(before, "LakeFormationReaderRoleOrders")
+    job, reader = _role_id(before, "StreamingJobIngestRole"), _role_id(before, "LakeFormationReaderRoleOrders")
     compaction = _role_id(before, "CompactionRole")
     (bucket_id,) = [k for k in before["Resources"] if k.startswith("StorageLakeBucket") and before["Resources"][k]["Type"] == "AWS::S3::Bucket"]
     location = f"location:{bucket_id}/orders"
     grants = _grants(before)
-    assert {r: p for (who, r), p in grants.items() if who == job} == {
+    assert {r: p for (who, r), p in grants.items() if who == job} == {  # its job "ingest" runs clickstream too
         "streamlake_dev": ["DESCRIBE", "CREATE_TABLE"], "streamlake_dev.source_orders": ["SELECT", "DESCRIBE"],
-        location: ["DATA_LOCATION_ACCESS"]}
+        location: ["DATA_LOCATION_ACCESS"], "streamlake_dev.source_clickstream": ["SELECT", "DESCRIBE"],
+        "streamlake_dev.events": ["SELECT", "INSERT", "DESCRIBE"]}
     assert {r for (who, r) in grants if who == reader} == {"streamlake_dev", "streamlake_dev.dead_letters_orders"}
     assert not [key for key in grants if key[0] == compaction]
 

@@ -82,30 +82,40 @@ def test_the_keeper_deploys_and_alarms_the_job_once_and_each_source_keeps_its_ow
     assert len(named) == 2 and len({_text(v) for v in named.values()}) == 1  # each source names the one job
 
 
-def test_make_diff_names_each_moved_source_and_refuses_a_move_off_an_untagged_job(shared_dev, templates):
-    """dev regrouped against dev as shipped: both sources move into the new job, and the report says so; against a
-    base deployed before jobs carried the checkpoint-bucket tag, the move is refused (the keeper could not stop the
-    old run)."""
+def test_make_diff_names_each_moved_source_and_refuses_a_move_the_keeper_could_not_stop(templates):
+    """dev as shipped (clickstream and orders in "ingest") against dev with a job per source: both sources move into
+    the new job, and the report says so. The keeper may stop the old job's run when it carries the checkpoint-bucket
+    tag, or all of the environment's tags (a job deployed before that tag); against a base whose jobs carry
+    neither, the move is refused (the keeper could not stop the old run)."""
     import copy
 
     from devtools import diff
-    from devtools.snapshot import normalize
+    from devtools.snapshot import normalize, synth_templates
     from infra.functions.job_keeper.handler import CHECKPOINT_BUCKET_TAG
 
-    old_t, new_t = normalize(templates["dev"]), normalize(shared_dev)
+    raw = json.loads(DEFAULT_CONFIG_PATH.read_text(encoding="utf-8"))
+    separate = synth_templates(["dev"], config=parse_config(update_raw(raw, "dev", "streaming_jobs", [])))["dev"]
+    old_t, new_t = normalize(separate), normalize(templates["dev"])
     moves = diff.source_moves(old_t, new_t)
-    assert [(m.source, m.old_job.split("Job")[1], m.new_job.startswith("StreamingJobIngest"), m.old_job_tagged)
+    assert [(m.source, m.old_job.split("Job")[1], m.new_job.startswith("StreamingJobIngest"), m.old_job_stoppable)
             for m in moves] == [("clickstream", "Clickstream", True, True), ("orders", "Orders", True, True)]
     changes = diff.diff_templates(old_t, new_t)
     text = diff.render_environment("dev", changes, diff.CostRange(1, 1), diff.CostRange(1, 1),
                                    diff.streaming_restarts(old_t, new_t, changes), moves)
     assert "moves 2 source(s) to another streaming job" in text and "⛔" not in text
     assert diff.source_moves(old_t, old_t) == []
-    untagged = copy.deepcopy(old_t)
-    for resource in untagged["Resources"].values():
-        if resource["Type"] == "AWS::Glue::Job":
-            resource["Properties"].get("Tags", {}).pop(CHECKPOINT_BUCKET_TAG, None)
-    refused = diff.source_moves(untagged, new_t)
-    assert [m.old_job_tagged for m in refused] == [False, False]
-    assert "⛔ the old job was deployed without the tag" in diff.render_environment(
-        "dev", changes, diff.CostRange(1, 1), diff.CostRange(1, 1), {}, refused)
+
+    def without(template: dict, tags: set[str]) -> dict:
+        stripped = copy.deepcopy(template)
+        for resource in stripped["Resources"].values():
+            if resource["Type"] == "AWS::Glue::Job":
+                resource["Properties"]["Tags"] = {k: v for k, v in resource["Properties"].get("Tags", {}).items() if k not in tags}
+        return stripped
+
+    before_the_tag = diff.source_moves(without(old_t, {CHECKPOINT_BUCKET_TAG}), new_t)
+    assert [m.old_job_stoppable for m in before_the_tag] == [True, True]  # dev's tags: project, environment
+    for tags in ({CHECKPOINT_BUCKET_TAG, "environment"}, {CHECKPOINT_BUCKET_TAG, "project", "environment"}):
+        refused = diff.source_moves(without(old_t, tags), new_t)
+        assert [m.old_job_stoppable for m in refused] == [False, False], tags  # one tag of the environment's is not all
+    assert "⛔ the old job carries neither the tag `streamlake:checkpoint-bucket` nor all of the environment's tags" in \
+        diff.render_environment("dev", changes, diff.CostRange(1, 1), diff.CostRange(1, 1), {}, refused)

@@ -55,16 +55,22 @@ def test_invalid_load_is_refused():
 
 
 def test_environment_cost_of_the_shipped_dev_config():
+    """dev runs clickstream and orders in one job (streaming_jobs "ingest": 2 x G.025X): one job priced, by its own
+    block; without the grouping, each source's job at the environment's 4 x G.025X."""
     dev = load_config().get("dev")
     cost = sizing.environment_cost(dev, PRICES)
     assert cost == {
         "kinesis:clickstream": round(730 * 0.04, 2),  # one on-demand stream
-        "glue_streaming:clickstream": round(4 * 0.25 * 730 * 0.44, 2),  # 4 x G.025X at 0.25 DPU
         "kinesis:orders": round(730 * 0.04, 2),  # dev carries orders on a second on-demand stream
-        "glue_streaming:orders": round(4 * 0.25 * 730 * 0.44, 2),
+        "glue_streaming:ingest": round(2 * 0.25 * 730 * 0.44, 2),  # one job, 2 x G.025X at 0.25 DPU
         "glue_compaction": round(2 * 1 * (5 / 60) * 730 * 0.29, 2),  # flex
     }
-    low = sizing.environment_cost(dev, PRICES, streaming_workers="min")
+    assert sizing.environment_cost(dev, PRICES, streaming_workers="min") == cost  # 2 workers: the floor already
+    raw = json.loads(sizing.REPO_ROOT.joinpath("config/environments.json").read_text())
+    ungrouped = parse_config(update_raw(raw, "dev", "streaming_jobs", [])).get("dev")
+    cost = sizing.environment_cost(ungrouped, PRICES)
+    assert cost["glue_streaming:clickstream"] == cost["glue_streaming:orders"] == round(4 * 0.25 * 730 * 0.44, 2)
+    low = sizing.environment_cost(ungrouped, PRICES, streaming_workers="min")
     assert low["glue_streaming:clickstream"] == low["glue_streaming:orders"] == round(2 * 0.25 * 730 * 0.44, 2)  # the floor
     assert {k: v for k, v in low.items() if not k.startswith("glue_streaming:")} == {
         k: v for k, v in cost.items() if not k.startswith("glue_streaming:")}
@@ -204,7 +210,11 @@ def test_iceberg_requests_follow_the_window_and_the_sources_of_the_dataset():
     """Half the window, twice the commits, and each batch's duplicate check finds twice the pending files; two Kafka
     partition groups are two sources committing to one table, whose hour each batch reads."""
     raw = json.loads(sizing.REPO_ROOT.joinpath("config/environments.json").read_text())
-    fast = parse_config(update_raw(raw, "dev", "streaming.window_size_seconds", 30)).get("dev")
+    # dev's orders runs in its job "ingest", whose own block sets the window: the environment's does not reach it
+    env_window = parse_config(update_raw(raw, "dev", "streaming.window_size_seconds", 30)).get("dev")
+    assert sizing.iceberg_dataset_cost(env_window, "orders", PRICES).commits_per_month["orders"] == 730 * 3600 / 60
+    fast = parse_config(update_raw(raw, "dev", "streaming_jobs", [
+        {"name": "ingest", "sources": ["clickstream", "orders"], "streaming": {"max_workers": 2, "window_size_seconds": 30}}])).get("dev")
     cost = sizing.iceberg_dataset_cost(fast, "orders", PRICES)
     commits = 730 * 3600 / 30
     assert cost.streaming["orders"].s3_put == commits * 3

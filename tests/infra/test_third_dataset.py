@@ -1,5 +1,5 @@
 """A team adds a dataset through files only: a folder under a copy of datasets/, a stream bound to it in the
-dev config. No Python is edited. The environment synthesizes with the dataset's typed lake table, registry
+dev config and named among the sources of dev's shared job "ingest". No Python is edited. The environment synthesizes with the dataset's typed lake table, registry
 schema and job arguments; the local runner and the compaction (the same commands a team runs) process its
 records end to end; pyarrow, a reader the project did not write, reads the table back typed.
 
@@ -63,10 +63,11 @@ def workspace(tmp_path_factory):
     (folder / "dataset.json").write_text(json.dumps(CONTRACT, indent=2))
     (folder / "schemas.lock.json").write_text(json.dumps({"schema.v1.avsc": datasets.file_digest((folder / "schema.v1.avsc").read_bytes())}))
     config = json.loads(DEFAULT_CONFIG_PATH.read_text())
-    config["environments"]["dev"]["kinesis_streams"] = [
-        {"name": "clickstream", "dataset": "clickstream", "capacity_mode": "on_demand", "shard_count": None, "retention_hours": 24},
-        {"name": "sensors", "dataset": "sensor_readings", "capacity_mode": "on_demand", "shard_count": None, "retention_hours": 24},
-    ]
+    dev = config["environments"]["dev"]
+    dev["kinesis_streams"].append(
+        {"name": "sensors", "dataset": "sensor_readings", "capacity_mode": "on_demand", "shard_count": None, "retention_hours": 24})
+    (ingest,) = dev["streaming_jobs"]
+    ingest["sources"].append("sensors")  # it joins the job that runs clickstream and orders
     (root / "environments.json").write_text(json.dumps(config))
     return root
 
@@ -90,14 +91,17 @@ def test_the_new_dataset_synthesizes_with_its_typed_table_and_job(team_datasets)
     assert columns["taken_at"] == "timestamp" and columns["calibrated_on"] == "date"
     assert tables["sensor_readings"]["Parameters"]["projection.event_date.range"] == "2020-01-01,NOW+1DAYS"
     jobs = [r["Properties"] for r in resources if r["Type"] == "AWS::Glue::Job"]
-    (sensors_job,) = [j for j in jobs if "--sources" in j["DefaultArguments"]
-                      and "sensors" in [s["source_name"] for s in job_sources(j["DefaultArguments"])]]
-    (sensors,) = source_arguments(sensors_job["DefaultArguments"])
+    (shared,) = [j for j in jobs if j["Command"]["Name"] == "gluestreaming"]  # one streaming job: dev's "ingest"
+    assert [s["source_name"] for s in job_sources(shared["DefaultArguments"])] == ["clickstream", "orders", "sensors"]
+    # sized by its own block (config/environments.json dev.streaming_jobs[0].streaming), not the environment's
+    assert (shared["WorkerType"], shared["NumberOfWorkers"], shared["DefaultArguments"]["--window_size_seconds"]) == ("G.025X", 2, "60")
+    (sensors,) = [a for a in source_arguments(shared["DefaultArguments"]) if a["--source_name"] == "sensors"]
     assert sensors["--source_name"] == "sensors" and sensors["--dataset"] == "sensor_readings"
     assert sensors["--dataset_digest"] == datasets.load("sensor_readings").digest
     (compaction,) = [j for j in jobs if j["Command"]["Name"] == "glueetl"]
     parts = compaction["DefaultArguments"]["--lake_tables"]["Fn::Join"][1]
-    assert [p for p in parts if isinstance(p, str)] == ['{"clickstream":"s3://', '/events","sensor_readings":"s3://', '/sensor_readings"}']
+    assert [p for p in parts if isinstance(p, str)] == [
+        '{"clickstream":"s3://', '/events","orders":"s3://', '/orders","sensor_readings":"s3://', '/sensor_readings"}']
     schemas = {r["Properties"]["Name"] for r in resources if r["Type"] == "AWS::Glue::Schema"}
     assert "com.example.sensors.Reading" in schemas
 
@@ -158,8 +162,8 @@ def test_the_new_dataset_runs_end_to_end_with_its_own_verdicts(team_datasets, tm
 
 
 def test_a_dataset_json_change_shows_in_the_diff_as_an_in_place_job_update(team_datasets):
-    """The reviewer sees a contract change: the dataset's digest is a job argument, so the jobs carrying it
-    are modified in place (and nothing is replaced)."""
+    """The reviewer sees a contract change: the dataset's digest is a key of its source in the job's --sources, so
+    the job carrying it is modified in place (and nothing is replaced), the change named by source."""
     from devtools.diff import diff_templates
     from devtools.snapshot import normalize, synth_templates
 
@@ -174,4 +178,5 @@ def test_a_dataset_json_change_shows_in_the_diff_as_an_in_place_job_update(team_
         contract_file.write_text(original)
     changes = [c for c in diff_templates(before, after) if c.type == "AWS::Glue::Job"]
     assert [(c.kind, c.deploy_fails, c.data_loss) for c in changes] == [("modified", False, False)]
-    assert "Sensors" in changes[0].logical_id
+    assert "Ingest" in changes[0].logical_id  # the shared job, and in it sensors' key only
+    assert [path for path, _, _ in changes[0].changes] == ["Properties.DefaultArguments.--sources.sensors.dataset_digest"]

@@ -168,8 +168,8 @@ def test_job_start_status_stop(deployed):
     glue = deployed.client("glue")
     arn = f"arn:aws:glue:{dev_env.REGION}:{dev_env.ACCOUNT}:job/{dev_env.STREAMING_JOB}"
     assert "streamlake:hold" not in glue.get_tags(ResourceArn=arn)["Tags"]
-    stopped = deployed.cli("job", "stop", *ENV, "--source", dev_env.SOURCE)
-    assert (stopped.returncode, stopped.stdout) == (0, f"stopped {dev_env.STREAMING_JOB} run {run_id}: STOPPED\n")
+    stopped = deployed.cli("job", "stop", *ENV, "--source", dev_env.SOURCE, "--yes")  # dev's job runs orders too
+    assert (stopped.returncode, stopped.stdout.splitlines()[-1]) == (0, f"stopped {dev_env.STREAMING_JOB} run {run_id}: STOPPED")
     # Held: the job keeper (infra/functions/job_keeper) leaves a job stopped this way alone until `job start`.
     assert glue.get_tags(ResourceArn=arn)["Tags"]["streamlake:hold"].startswith("job stop since ")
     assert deployed.cli("job", "start", *ENV, "--source", dev_env.SOURCE).returncode == 0
@@ -218,27 +218,16 @@ def test_compact_scan_starts_the_compaction_job_over_its_lookback_window(deploye
     assert both.returncode == 2 and "not allowed with argument" in both.stderr
 
 
-def test_the_sources_of_a_shared_job_stop_together_and_report_each_its_last_batch(moto_server, tmp_path):
-    """dev with clickstream and orders in one job (config `streaming_jobs`): `job status` of either names both sources
-    and each one's last committed batch; `job stop` of one says the other stops with it and asks first; a checkpoint
-    reset is the one source's, and says the other keeps its own."""
-    import requests
-
+def test_the_sources_of_a_shared_job_stop_together_and_report_each_its_last_batch(deployed, tmp_path):
+    """dev as shipped, clickstream and orders in one job (config `streaming_jobs` "ingest"): `job status` of either
+    names both sources and each one's last committed batch; `job stop` of one says the other stops with it and asks
+    first; a checkpoint reset is the one source's, and says the other keeps its own."""
     from infra.config import DEFAULT_CONFIG_PATH, update_raw
-    from operations import resources
-    from tests.ops.conftest import Deployed, _streaming_runs_stay_up
 
-    requests.post(f"{moto_server}/moto-api/reset", timeout=10)
-    _streaming_runs_stay_up()
-    deployed = Deployed(moto_server)
-    orders_checkpoint = f"s3://{dev_env.CHECKPOINT_BUCKET}/checkpoints/orders/"
-    dev_env.deploy(deployed.session, endpoint_url=moto_server, outputs={
-        **dev_env.OUTPUTS, resources.STREAMING_JOB_NAME.format(source="Orders"): dev_env.STREAMING_JOB,
-        resources.CHECKPOINT_PATH.format(source="Orders"): orders_checkpoint})
+    shared = ENV
     config = tmp_path / "environments.json"
     raw = json.loads(DEFAULT_CONFIG_PATH.read_text(encoding="utf-8"))
-    config.write_text(json.dumps(update_raw(raw, "dev", "streaming_jobs", [{"name": "ingest", "sources": ["clickstream", "orders"]}])))
-    shared = (*ENV, "--config", str(config))
+    config.write_text(json.dumps(update_raw(raw, "dev", "streaming_jobs", [])))
     s3 = deployed.client("s3")
     for key in ("checkpoints/orders/_streamlake/batch-0000000006.committed.json",
                 "checkpoints/orders/_streamlake/batch-0000000012.committed.json", "checkpoints/orders/offsets/12"):
@@ -265,5 +254,5 @@ def test_the_sources_of_a_shared_job_stop_together_and_report_each_its_last_batc
     assert reset.returncode == 0, reset.stderr
     assert "the job's other sources (clickstream) keep their checkpoints" in reset.stdout
     assert [o["Key"] for o in s3.list_objects_v2(Bucket=dev_env.CHECKPOINT_BUCKET).get("Contents", [])] == []
-    alone = deployed.cli("job", "status", *ENV, "--source", "clickstream")  # the shipped config: a job of its own
+    alone = deployed.cli("job", "status", *ENV, "--config", str(config), "--source", "clickstream")  # a job of its own
     assert "sources:      clickstream\n" in alone.stdout and "one job" not in alone.stdout

@@ -73,8 +73,11 @@ def test_dev_rehearses_clean_and_reads_the_source_once_per_batch(cloud_assembly,
     assert result.compaction is not None and result.alarm_metrics and result.alarm_metrics <= result.metrics
     # The deployed compaction ranks duplicates in sorted runs: its --extra-jars carry the functions jar.
     assert "duplicates ranked in sorted runs with com.streamlake.glue.RankInRuns" in result.compaction.stderr
-    # The job keeper's deployed code, one scheduled check against moto's Glue: it started both jobs (never run).
-    assert sorted(result.keeper.values()) == ["running", "running"]
+    # The job keeper's deployed code, one scheduled check against moto's Glue: it started dev's one streaming job,
+    # "ingest" (never run), which runs both sources.
+    assert list(result.keeper.values()) == ["running"]
+    (job,) = [j for j in assembly.glue_jobs() if j.command == "gluestreaming"]
+    assert [s.name for s in job.sources] == ["clickstream", "orders"]
     for source in result.sources.values():
         assert source.committed["records_in"] == RECORDS and source.committed["batches"] == 3
         # persistDataFrame "false": each batch reads its records from the source once, plus the one record
@@ -231,7 +234,9 @@ def test_each_job_kind_rehearses_on_the_other_allowed_glue_version(swapped_lines
 
     rows, tags = iceberg_rows(result.iceberg_catalog, ("streamlake_dev", "orders"), ("order_id",))
     assert len(rows) == len(result.sources["orders"].held.valid_event_ids) and len(tags) == 3
-    assert result.sources["clickstream"].runs[0].job.arguments.get("--datalake-formats") is None
+    # clickstream, Parquet, runs in the same job (dev's "ingest"), which carries Glue's Iceberg jars for orders
+    assert "--lake_table" not in result.sources["clickstream"].arguments
+    assert result.sources["clickstream"].runs[0].job is orders.job
     assert "orders: Iceberg maintenance failed" not in result.compaction.stderr
     assert "duplicates ranked in sorted runs with com.streamlake.glue.RankInRuns" in result.compaction.stderr  # Glue 4.0
 
@@ -239,11 +244,12 @@ def test_each_job_kind_rehearses_on_the_other_allowed_glue_version(swapped_lines
 @pytest.mark.e2e
 def test_a_source_option_glue_does_not_document_fails_the_job(cloud_assembly, spark_lines, tmp_path):
     assembly = assembly_module.load(cloud_assembly, "dev")
-    ((job, source),) = [(j, s) for j in assembly.glue_jobs() for s in j.sources if s.arguments["--dataset"] == "clickstream"]
-    assert len(job.sources) == 1  # the stand-in then has a table for each source of the job
-    held = kinesis_input(tmp_path / "held", records=30, files=1, seed=1)
-    tables = source_table(assembly, source, held)
-    (table,) = tables.values()
+    (job,) = [j for j in assembly.glue_jobs() if "clickstream" in [s.name for s in j.sources]]
+    tables = {}
+    for source in job.sources:  # dev's job runs clickstream and orders: the stand-in has a table for each
+        held = kinesis_input(tmp_path / "held" / source.name, records=30, files=1, seed=1, dataset=source.arguments["--dataset"])
+        tables |= source_table(assembly, source, held)
+    (table,) = [t for name, t in tables.items() if name.endswith(".source_clickstream")]
     table["parameters"]["maxFetchRecordPerShard"] = "10"  # a typo of maxFetchRecordsPerShard
     run = run_job(job, line=spark_lines[job.glue_version], workdir=tmp_path,
                   s3=LocalS3(tmp_path / "s3"), tables=tables, timeout=300)
