@@ -24,7 +24,6 @@ registered with Lake Formation, and every principal of the environment granted w
 from __future__ import annotations
 
 import json
-
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
