@@ -1,4 +1,4 @@
-"""(c) for bench_streaming.py: the streaming job as deployed (dev's Kinesis job: its script and zip assets
+"""(c) for bench_streaming.py: the streaming job as deployed (dev's job running clickstream: its script and zip assets
 and DefaultArguments from the cloud assembly), run through AWS's `forEachBatch` by the deploy rehearsal
 (rehearsal/), fed one held file per micro-batch while the benchmark's own process waits.
 

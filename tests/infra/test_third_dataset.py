@@ -53,22 +53,31 @@ def _reading(event_id: str, minute: int, value: float = 21.5, **changes) -> dict
     return record
 
 
-@pytest.fixture(scope="module")
-def workspace(tmp_path_factory):
-    root = tmp_path_factory.mktemp("team")
-    shutil.copytree(REPO_ROOT / "datasets", root / "datasets")
-    folder = root / "datasets" / "sensor_readings"
+def add_sensor_readings(datasets_root: Path) -> None:
+    """The team's files: the dataset's folder under `datasets_root` (a copy of datasets/)."""
+    folder = datasets_root / "sensor_readings"
     folder.mkdir()
     (folder / "schema.v1.avsc").write_text(json.dumps(SCHEMA, indent=2))
     (folder / "dataset.json").write_text(json.dumps(CONTRACT, indent=2))
     (folder / "schemas.lock.json").write_text(json.dumps({"schema.v1.avsc": datasets.file_digest((folder / "schema.v1.avsc").read_bytes())}))
-    config = json.loads(DEFAULT_CONFIG_PATH.read_text())
+
+
+def bind_sensors(config: dict) -> dict:
+    """The team's config lines: a stream `sensors` carrying it in dev, and its name among dev's shared job's sources."""
     dev = config["environments"]["dev"]
     dev["kinesis_streams"].append(
         {"name": "sensors", "dataset": "sensor_readings", "capacity_mode": "on_demand", "shard_count": None, "retention_hours": 24})
     (ingest,) = dev["streaming_jobs"]
     ingest["sources"].append("sensors")  # it joins the job that runs clickstream and orders
-    (root / "environments.json").write_text(json.dumps(config))
+    return config
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory):
+    root = tmp_path_factory.mktemp("team")
+    shutil.copytree(REPO_ROOT / "datasets", root / "datasets")
+    add_sensor_readings(root / "datasets")
+    (root / "environments.json").write_text(json.dumps(bind_sensors(json.loads(DEFAULT_CONFIG_PATH.read_text()))))
     return root
 
 

@@ -34,22 +34,27 @@ def cloud_assembly(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def swapped_lines_assembly(tmp_path_factory) -> Path:
-    """dev with the other allowed Glue version for each job kind (streaming on 5.0, compaction on 4.0) and the
-    orders dataset switched to Iceberg through its dataset.json only, as a team would: its job commits with Glue
-    5.0's Iceberg (1.7.1) and the hourly job maintains the table with Glue 4.0's (1.0.0)."""
+def swapped_lines_assembly(tmp_path_factory) -> tuple[Path, Path]:
+    """dev with the other allowed Glue version for each job kind (streaming on 5.0, compaction on 4.0), the orders
+    dataset switched to Iceberg through its dataset.json only, as a team would (its source commits with Glue 5.0's
+    Iceberg, 1.7.1, and the hourly job maintains the table with Glue 4.0's, 1.0.0), and a third dataset added with
+    files only and bound in config (tests/infra/test_third_dataset.py: sensor_readings on stream `sensors`, a source of
+    dev's shared job "ingest"). Returns the assembly and the datasets folder (the job reads its datasets from the
+    zip; the rehearsal's held input and checks read them from this folder)."""
     from devtools.iceberg_demo import switch
     from glue_jobs import datasets
     from infra.config import DEFAULT_CONFIG_PATH, update_raw
+    from tests.infra.test_third_dataset import add_sensor_readings, bind_sensors
 
-    raw = json.loads(Path(DEFAULT_CONFIG_PATH).read_text(encoding="utf-8"))
+    raw = bind_sensors(json.loads(Path(DEFAULT_CONFIG_PATH).read_text(encoding="utf-8")))
     raw = update_raw(raw, "dev", "streaming.glue_version", "5.0")
     raw = update_raw(raw, "dev", "compaction.glue_version", "4.0")
     raw["environments"] = {"dev": raw["environments"]["dev"]}
     root = switch(tmp_path_factory.mktemp("swapped-datasets") / "datasets", "orders")  # as `make demo` switches it
+    add_sensor_readings(root)
     with pytest.MonkeyPatch.context() as patch:  # only while synthesizing: the job reads its datasets from the zip
         patch.setenv(datasets.ROOT_VARIABLE, str(root))
-        return synthesize(tmp_path_factory.mktemp("cdk.out-swapped"), raw)
+        return synthesize(tmp_path_factory.mktemp("cdk.out-swapped"), raw), root
 
 
 @pytest.fixture(scope="session")

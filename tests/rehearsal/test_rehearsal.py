@@ -213,12 +213,26 @@ def test_moving_a_kinesis_and_a_kafka_source_into_one_job_continues_each_from_it
 
 @pytest.mark.e2e
 def test_each_job_kind_rehearses_on_the_other_allowed_glue_version(swapped_lines_assembly, spark_lines, moto_endpoint,
-                                                                   spark, tmp_path):
-    assembly = assembly_module.load(swapped_lines_assembly, "dev")
+                                                                   spark, tmp_path, monkeypatch):
+    """dev's shared job on Glue 5.0 with three datasets: clickstream (Parquet), orders (Iceberg, by its dataset.json)
+    and sensor_readings, added by a team with files only and bound in config: one Glue job, sized by its own block,
+    each table holding exactly its records and each source's dead letters its own (the checks of problems())."""
+    from glue_jobs import datasets
+
+    cloud_assembly, team_datasets = swapped_lines_assembly
+    monkeypatch.setenv(datasets.ROOT_VARIABLE, str(team_datasets))  # the held input and the checks; the job: its zip
+    assembly = assembly_module.load(cloud_assembly, "dev")
     assert {j.command: j.glue_version for j in assembly.glue_jobs()} == {"gluestreaming": "5.0", "glueetl": "4.0"}
+    (shared,) = [j for j in assembly.glue_jobs() if j.command == "gluestreaming"]
+    assert [(s.name, s.arguments["--dataset"]) for s in shared.sources] == [
+        ("clickstream", "clickstream"), ("orders", "orders"), ("sensors", "sensor_readings")]
+    assert shared.arguments["--window_size_seconds"] == "60"  # its own block (dev.streaming_jobs[0].streaming)
     result = rehearse_environment(assembly, lines=spark_lines, workdir=tmp_path, moto_endpoint=moto_endpoint,
                                   records=RECORDS)
     assert problems(result, spark, LocalS3(tmp_path / "s3")) == []
+    sensors = result.sources["sensors"]
+    assert sensors.committed["records_in"] == RECORDS and sensors.held.bad_payloads
+    assert sensors.committed["dead_letters"] == len(sensors.held.bad_payloads)  # its own bad records, none of another's
     # orders is Iceberg here: its job committed through the catalog the deployed settings name (stood in), and the
     # checks above read its rows with pyiceberg: every valid order once, every batch tag on one snapshot
     orders = result.sources["orders"].runs[0]
