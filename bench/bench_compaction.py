@@ -40,7 +40,7 @@ from compaction.job import Compactor  # noqa: E402
 from compaction.metrics import LogMetricSink  # noqa: E402
 from compaction.settings import MB, CompactionSettings  # noqa: E402
 from compaction.transforms import data_columns, data_schema  # noqa: E402
-from glue_jobs.storage import HadoopStorage  # noqa: E402
+from glue_jobs.lake.storage import HadoopStorage  # noqa: E402
 
 TARGET_RATIO = 1.1  # compaction time / bare read-and-write time (issue 32)
 HOUR = datetime(2026, 1, 1, 5, tzinfo=timezone.utc)

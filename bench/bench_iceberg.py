@@ -78,8 +78,8 @@ def small_file_rows(workdir: Path, small_files: int, rows_per_file: int, repetit
     """Compaction of `small_files` Parquet files against Iceberg maintenance of as many data files (one session)."""
     from bench.bench_compaction import HOUR, compaction, generate, reset
     from compaction.iceberg_maintenance import MaintenanceSettings, maintain
-    from glue_jobs.iceberg_lake import IcebergTarget
-    from glue_jobs.lake_table import LakeTable
+    from glue_jobs.lake.iceberg_lake import IcebergTarget
+    from glue_jobs.lake.lake_table import LakeTable
     from glue_jobs.session import LOCAL_ICEBERG_CATALOG, local_session
 
     # Iceberg's vectorized (Arrow) Parquet reads crashed this machine's JVM (Debian OpenJDK 17.0.15) in three runs of

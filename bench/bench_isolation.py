@@ -4,7 +4,7 @@
                                     [--out bench-output/isolation.json]
 
 One process, one local Spark application with fair scheduling (`spark.scheduler.mode` FAIR, as the Glue entrypoint
-starts it), each source's query in a thread of its own and its own scheduler pool (glue_jobs/source_queries.py
+starts it), each source's query in a thread of its own and its own scheduler pool (glue_jobs/sources/source_queries.py
 run_sources), each running the job's batch function (MicroBatchWriter over the local runner's text source) on its
 own lake, dead letters and checkpoint, on the forkless local file system. Every `--window` seconds a feeder hands each
 source its next file; three runs, one after the other:
@@ -72,7 +72,7 @@ def _source(spark, name: str, work: Path):
 def run(spark, work: Path, *, window: int, files: dict[str, list[Path]], quiet_batches: int) -> dict[str, list[float]]:
     """Feed each source one file a window, run every source's query side by side until the quiet source has made
     `quiet_batches` batches; return each source's batch durations."""
-    from glue_jobs.source_queries import run_sources
+    from glue_jobs.sources.source_queries import run_sources
 
     shutil.rmtree(work, ignore_errors=True)
     sources = {name: _source(spark, name, work) for name in files}

@@ -98,8 +98,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from devtools.kafka_broker import KafkaBroker
     from glue_jobs import datasets
+    from glue_jobs.decoding.registry_frames import RegistryVersions
     from glue_jobs.local_runner import local_spark_session
-    from glue_jobs.registry_frames import RegistryVersions
     from rehearsal.moto import moto_server
 
     dataset = datasets.load(args.dataset)

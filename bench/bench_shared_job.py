@@ -5,7 +5,7 @@ one after another by single-source runners.
                                      [--out bench-output/shared-job.json]
 
 One process, one local Spark application with fair scheduling (`spark.scheduler.mode` FAIR, as the Glue entrypoint
-starts it: glue_jobs/source_queries.py FAIR_SCHEDULING), on the local file system `make bench` uses (bench/rows.py).
+starts it: glue_jobs/sources/source_queries.py FAIR_SCHEDULING), on the local file system `make bench` uses (bench/rows.py).
 Each source has its own 4,000 generated clickstream records (its own seed, 49 hour partitions, as the 4,000-record
 row) and its own batch function (MicroBatchWriter through the local runner's text source) with its own lake, dead
 letters and checkpoint. Alternating, after `--warmup` unmeasured pairs:
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     from glue_jobs.generate import generate
     from glue_jobs.local_runner import _session_settings
     from glue_jobs.session import local_session, session_conf
-    from glue_jobs.source_queries import FAIR_SCHEDULING, run_sources
+    from glue_jobs.sources.source_queries import FAIR_SCHEDULING, run_sources
 
     work = Path(args.work).resolve()
     shutil.rmtree(work, ignore_errors=True)

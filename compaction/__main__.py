@@ -218,7 +218,7 @@ def _run(parser, args, prog: str | None) -> int:
         parser.error("; ".join(error.problems))
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("compaction").setLevel(logging.INFO)
-    logging.getLogger("glue_jobs.storage").setLevel(logging.INFO)  # once a run: how it deletes (delete_files)
+    logging.getLogger("glue_jobs.lake.storage").setLevel(logging.INFO)  # once a run: how it deletes (delete_files)
     from glue_jobs.local_runner import local_iceberg_target
 
     iceberg = local_iceberg_target(args.dataset)
@@ -235,7 +235,7 @@ def _run(parser, args, prog: str | None) -> int:
         return 2
     from compaction.job import Compactor
     from compaction.metrics import LogMetricSink
-    from glue_jobs.ownership import OwnershipError
+    from glue_jobs.commit.ownership import OwnershipError
 
     if not args.quiet:  # Spark takes seconds to start: say what is starting before it does (stderr: not the results)
         print(f"{prog or 'python -m compaction run-local'}: starting a local Spark session to compact {args.dataset}'s "
@@ -279,7 +279,7 @@ def _maintain_local(args: argparse.Namespace, iceberg) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     from compaction.verify import CheckFailed
-    from glue_jobs.lake_table import LakeTable
+    from glue_jobs.lake.lake_table import LakeTable
     from glue_jobs.session import local_session
 
     spark = local_session("compaction-local", master=os.environ.get("COMPACTION_SPARK_MASTER", "local[2]"),

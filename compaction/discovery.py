@@ -8,8 +8,8 @@ from datetime import datetime, timedelta
 from compaction import layout
 from compaction.layout import HourPartition, LakePaths
 from compaction.settings import CompactionSettings
-from glue_jobs import partitions_log
-from glue_jobs.storage import FileInfo, HadoopStorage
+from glue_jobs.lake import partitions_log
+from glue_jobs.lake.storage import FileInfo, HadoopStorage
 
 # A lone file at least this share of the target is left alone (rewriting it gains nothing).
 NEAR_TARGET_SHARE = 0.75

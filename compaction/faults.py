@@ -36,7 +36,7 @@ PHASES = (
     "delete",  # after each input file deleted (":n" = after the n-th)
     "after_delete",  # every input deleted, history not yet written
     "after_history",  # history written, journal and staging not yet removed
-    # The run's partitions-log steps (glue_jobs/partitions_log.py), around the partitions above:
+    # The run's partitions-log steps (glue_jobs/lake/partitions_log.py), around the partitions above:
     "log_read",  # the log's entries read, no partition compacted yet
     "log_compacted",  # every partition they name compacted, no entry advanced
     "log_advance",  # after each entry advanced (deleted or rewritten; ":n" = after the n-th)
@@ -78,11 +78,11 @@ def staged_rows(bug: str, frame, table):
 
 
 def iceberg_commit(bug: str, spark, target, table) -> None:
-    """Commit `bug` to an Iceberg dataset's table (target: glue_jobs.iceberg_lake.IcebergTarget), as a faulty rewrite
+    """Commit `bug` to an Iceberg dataset's table (target: glue_jobs.lake.iceberg_lake.IcebergTarget), as a faulty rewrite
     would leave it: the table's rows overwritten by themselves with a column's values gone (a rewritten file without
     the column reads as nulls), about half the keys' rows left out, or their key nulled. An overwrite, not UPDATE or
     DELETE: Spark 3.5 does not plan an UPDATE of a table with `write.spark.accept-any-schema` (the lake tables'
-    property: glue_jobs/iceberg_lake.py), "UPDATE TABLE is not supported temporarily"."""
+    property: glue_jobs/lake/iceberg_lake.py), "UPDATE TABLE is not supported temporarily"."""
     from pyspark.sql import functions as F
 
     from compaction.iceberg_verify import MAINTENANCE_PROPERTY

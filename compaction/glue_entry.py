@@ -107,8 +107,8 @@ def maintain_iceberg_tables(spark, args: dict, tables: dict[str, tuple[str, str,
     import logging
 
     from compaction.iceberg_maintenance import MaintenanceSettings, maintain
-    from glue_jobs.iceberg_lake import IcebergTarget
-    from glue_jobs.lake_table import LakeTable
+    from glue_jobs.lake.iceberg_lake import IcebergTarget
+    from glue_jobs.lake.lake_table import LakeTable
     from glue_jobs.session import GLUE_ICEBERG_CATALOG
 
     settings = MaintenanceSettings(target_file_mb=max(1, round(float(args["target_file_mb"]))),
@@ -138,7 +138,7 @@ def publish_lake_sizes(spark, sink, lakes: dict[str, str]) -> None:
     import logging
 
     from compaction.metrics import LAKE_BYTES, LAKE_FILES, Metric
-    from glue_jobs.storage import HadoopStorage
+    from glue_jobs.lake.storage import HadoopStorage
 
     storage = HadoopStorage(spark)
     for dataset, path in sorted(lakes.items()):

@@ -10,7 +10,7 @@ the table as its last commit left it and the next run starts over.
 2. `rewrite_manifests`: one manifest per batch becomes a few, so planning a query reads few manifests.
 3. `expire_snapshots`: snapshots older than the retention go, keeping at least RETAIN_LAST; the data and manifest
    files only they referenced are deleted. The streaming job's replay check reads the batch tags of the snapshots
-   that are left (glue_jobs/iceberg_lake.py); a replay older than the retention is still written once, by its
+   that are left (glue_jobs/lake/iceberg_lake.py); a replay older than the retention is still written once, by its
    key-and-hour check.
 4. `remove_orphan_files`: files under the table's location that no snapshot references and that are older than
    ORPHAN_MIN_AGE_HOURS (at least a day: a file younger may belong to a commit in flight, such as the streaming
@@ -28,8 +28,8 @@ import time
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta, timezone
 
-from glue_jobs.iceberg_lake import IcebergTarget
-from glue_jobs.lake_table import LakeTable
+from glue_jobs.lake.iceberg_lake import IcebergTarget
+from glue_jobs.lake.lake_table import LakeTable
 
 log = logging.getLogger("compaction.iceberg_maintenance")
 

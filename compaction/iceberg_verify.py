@@ -27,8 +27,8 @@ import logging
 from datetime import datetime, timedelta, timezone
 
 from compaction import verify
-from glue_jobs.iceberg_lake import BATCH_PROPERTY, IcebergTarget
-from glue_jobs.lake_table import LakeTable
+from glue_jobs.lake.iceberg_lake import BATCH_PROPERTY, IcebergTarget
+from glue_jobs.lake.lake_table import LakeTable
 
 log = logging.getLogger("compaction.iceberg_maintenance")
 
@@ -94,7 +94,7 @@ def _account(spark, target: IcebergTarget, table: LakeTable, snapshot: int, wher
 
 def _touched_hours(spark, target: IcebergTarget, table: LakeTable, snapshot: int):
     """A filter on the event time to the hours whose files `snapshot` added or removed (the table is partitioned by
-    hours(<event time>): glue_jobs/iceberg_lake.py), or None (the whole table) when the entries do not say."""
+    hours(<event time>): glue_jobs/lake/iceberg_lake.py), or None (the whole table) when the entries do not say."""
     from pyspark.sql import functions as F
 
     partitions = spark.sql(f"SELECT DISTINCT data_file.partition AS p FROM {target.name}.entries "

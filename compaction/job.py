@@ -36,10 +36,10 @@ from compaction.metrics import LogMetricSink, MetricSink
 from compaction.results import CompactionError, PartitionResult, RunSummary
 from compaction.settings import MB, CompactionSettings
 from compaction.staging import Stager
-from glue_jobs import partitions_log
-from glue_jobs.lake_table import LakeTable
-from glue_jobs.ownership import claim
-from glue_jobs.storage import FileInfo, HadoopStorage
+from glue_jobs.commit.ownership import claim
+from glue_jobs.lake import partitions_log
+from glue_jobs.lake.lake_table import LakeTable
+from glue_jobs.lake.storage import FileInfo, HadoopStorage
 
 # What the entry points and tests import from here; the settings and the hour checks live in
 # compaction/settings.py and compaction/discovery.py.
@@ -64,7 +64,7 @@ class Compactor:
         self.settings = settings
         self.storage = HadoopStorage(spark)
         self.paths = LakePaths(self.storage.qualify(settings.lake_path.rstrip("/")))
-        # A lake of another dataset is refused before anything is read or deleted (glue_jobs/ownership.py); one no job has
+        # A lake of another dataset is refused before anything is read or deleted (glue_jobs/commit/ownership.py); one no job has
         # written yet is left as it is.
         claim(self.storage, self.paths.root, "lake", {"dataset": LakeTable.of(settings.dataset).dataset.name}, create=False)
         self.journal = Journal(self.storage, self.paths)

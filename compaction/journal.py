@@ -24,7 +24,7 @@ import json
 from dataclasses import dataclass
 
 from compaction.layout import RUN_ID_RE, HourPartition, LakePaths
-from glue_jobs.storage import HadoopStorage
+from glue_jobs.lake.storage import HadoopStorage
 
 FORMAT_VERSION = 1
 PLAN = "plan.json"

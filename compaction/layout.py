@@ -18,7 +18,7 @@ import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
-from glue_jobs.storage import is_hidden
+from glue_jobs.lake.storage import is_hidden
 
 CONTROL_DIR = "_compaction"
 DATA_SUFFIX = ".parquet"

@@ -17,7 +17,7 @@ from compaction.metrics import (
     SUCCEEDED,
     Metric,
 )
-from glue_jobs.run_summary import RunResults
+from glue_jobs.commit.run_summary import RunResults
 
 
 class CompactionError(RuntimeError):

@@ -31,9 +31,9 @@ from compaction.transforms import (
     mark_copies,
     survivors_in_runs,
 )
-from glue_jobs.lake_table import LakeTable
+from glue_jobs.lake.lake_table import LakeTable
+from glue_jobs.lake.storage import FileInfo, HadoopStorage
 from glue_jobs.session import session_conf
-from glue_jobs.storage import FileInfo, HadoopStorage
 
 log = logging.getLogger("compaction")
 KEY_HASH = "_key_hash"  # the key's hash (compaction/verify.py key_hash), beside the rows RankInRuns ranks

@@ -8,9 +8,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from glue_jobs.lake_table import LakeTable
+from glue_jobs.lake.lake_table import LakeTable
+from glue_jobs.lake.survivors import SURVIVOR_ORDER, content_hash, survivor_first, survivor_order
 from glue_jobs.schema import INGESTION_COLUMNS, PARTITION_COLUMNS
-from glue_jobs.survivors import SURVIVOR_ORDER, content_hash, survivor_first, survivor_order
 
 DUPLICATE_RANK = "_duplicate_rank"
 # mark_copies' columns besides DUPLICATE_RANK: each row's content hash and its key's survivor's (the copy ranked 1).

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from compaction.footers import FooterSummary
 from compaction.results import CompactionError
-from glue_jobs.lake_table import LakeTable
+from glue_jobs.lake.lake_table import LakeTable
 
 _LOW = 0xFFFFFFFF
 SHOWN_COLUMNS = 4  # a failure names this many columns whose counts differ, then how many more do

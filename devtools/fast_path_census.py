@@ -1,4 +1,4 @@
-"""Which records the typed contract's fast path (the JVM proof, glue_jobs/strict_json.py) hands to the strict parse,
+"""Which records the typed contract's fast path (the JVM proof, glue_jobs/contract/strict_json.py) hands to the strict parse,
 by the shape of the record: clickstream records from `generate(shape=...)`, each valid line classified by what it
 carries (glue_jobs/generate.PRODUCER_SHAPES, read back from the line itself), and for each shape the share the proof
 does not answer. The strict parse finds the same verdict either way (tests/spark/test_typed_contract.py); what this
@@ -44,7 +44,7 @@ def census(spark, lines: list[str]) -> dict[str, tuple[int, int]]:
     """shape -> (valid lines carrying it, of those not proven by the JVM proof)."""
     from pyspark.sql import functions as F
 
-    from glue_jobs import strict_json
+    from glue_jobs.contract import strict_json
     from glue_jobs.datasets import load
 
     proof = strict_json.register(spark, load("clickstream"))

@@ -7,7 +7,7 @@ The model (each figure below says where it comes from):
 - A source's micro-batch takes FIXED_SECONDS_PER_BATCH whatever its size (the job's planning, commit markers,
   publishing), plus its records at RECORDS_PER_CORE_PER_SECOND on each executor core of the job. Both were measured
   on a 2-core local machine, not on Glue.
-- A job's sources run side by side (glue_jobs/source_queries.py), but on a small job the driver does most of a small
+- A job's sources run side by side (glue_jobs/sources/source_queries.py), but on a small job the driver does most of a small
   batch's work for all of them, so the proposal adds their batch times up, as if one ran after another, and keeps the
   sum within UTILIZATION of the window: the rest is room to catch up after an outage.
 - Sources are packed first-fit, largest first, into jobs of the smallest worker (G.025X) at MIN_STREAMING_WORKERS

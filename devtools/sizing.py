@@ -251,7 +251,7 @@ ICEBERG_METADATA_FILES_PER_COMMIT = 3
 # (doRefresh), and a commit refreshes first (SnapshotProducer.apply) and then GetTable + UpdateTable (doCommit, the
 # UpdateTable conditioned on the table's VersionId). The job's catalog has no table cache (glue_jobs/session.py), so
 # each of a batch's three table reads loads the table again: the snapshot-tag lookup, the duplicate check and the
-# append (glue_jobs/iceberg_lake.py). ESTIMATE: Spark may load a table more than once per statement.
+# append (glue_jobs/lake/iceberg_lake.py). ESTIMATE: Spark may load a table more than once per statement.
 GLUE_REQUESTS_PER_COMMIT = 3
 STREAMING_TABLE_LOADS_PER_BATCH = 3
 # S3 GETs of one batch's metadata: a metadata.json per table load (the refresh before the commit finds the same
@@ -272,7 +272,7 @@ MAINTENANCE_COMMITS_PER_RUN = 3
 LIST_KEYS_PER_REQUEST = 1_000
 # Objects under an Iceberg table's location, for the orphan listing and S3 Tables' per-object monitoring: per snapshot
 # kept by expire_snapshots (compaction.iceberg_snapshot_retention_hours) its manifest list, its manifest and its data
-# file; the 100 earlier metadata.json kept by METADATA_LIMITS (glue_jobs/iceberg_lake.py); and the compacted files of
+# file; the 100 earlier metadata.json kept by METADATA_LIMITS (glue_jobs/lake/iceberg_lake.py); and the compacted files of
 # every hour partition the table holds. ESTIMATE: a table one year old, one compacted file per hour.
 ICEBERG_METADATA_VERSIONS_KEPT = 100
 ICEBERG_TABLE_AGE_HOURS = 24 * 365

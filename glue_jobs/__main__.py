@@ -170,8 +170,8 @@ def _run(parser, args) -> int:
               f"{sum(expect.bad_by_reason.values())} bad {expect.bad_by_reason}, {expect.duplicates} duplicates")
         return 0
 
+    from glue_jobs.commit.ownership import OwnershipError
     from glue_jobs.local_runner import configure_logging, run_local
-    from glue_jobs.ownership import OwnershipError
 
     configure_logging()
     if not args.quiet:  # Spark takes seconds to start: say what is starting before it does (stderr: not the results)
@@ -195,8 +195,8 @@ def _run_kafka(args) -> int:
     import boto3
 
     from glue_jobs import datasets
+    from glue_jobs.decoding.registry_frames import RegistryVersions
     from glue_jobs.local_runner import run_local_kafka
-    from glue_jobs.registry_frames import RegistryVersions
 
     registry = RegistryVersions(boto3.client("glue"), registry_name=args.registry_name, schema_name=args.schema_name,
                                 dataset=datasets.load(args.dataset))

@@ -3,11 +3,11 @@
 `MicroBatchWriter` is what Glue's forEachBatch (and the local runner) calls with each micro-batch. It reads
 top to bottom as the batch happens; each step lives in its own module:
 - the exactly-once protocol (committed?, discard partial output, staging, publish, commit marker):
-  glue_jobs/commit.py, file operations only;
-- the dataset's contract (which records are valid, why the others are not): glue_jobs/typed_contract.py;
+  glue_jobs/commit/__init__.py, file operations only;
+- the dataset's contract (which records are valid, why the others are not): glue_jobs/contract/typed_contract.py;
 - the packed cache every later step reads (counts, duplicate collapse, the rows to write):
-  glue_jobs/packed_batch.py;
-- the columns the writes add (batch_id, partitions): glue_jobs/lake_layout.py.
+  glue_jobs/lake/packed_batch.py;
+- the columns the writes add (batch_id, partitions): glue_jobs/lake/lake_layout.py.
 
 Reconciliation: the writes count the rows they write (Observation), records_in = records_written +
 dead_letters + duplicates_collapsed, and a batch whose dead letters do not match its rejected records
@@ -26,10 +26,12 @@ from typing import NamedTuple
 from pyspark import inheritable_thread_target
 from pyspark.sql import DataFrame, Observation
 
-from glue_jobs import crash_points, dropped_copies, unwritable
-from glue_jobs.commit import BatchCommit, BatchStats
+from glue_jobs.commit import BatchCommit, BatchStats, crash_points
+from glue_jobs.commit.ownership import claim
 from glue_jobs.datasets import Dataset
-from glue_jobs.iceberg_lake import (
+from glue_jobs.decoding.registry_frames import UNKNOWN_SCHEMA_VERSION
+from glue_jobs.lake import dropped_copies, unwritable
+from glue_jobs.lake.iceberg_lake import (
     IcebergTarget,
     append_batch,
     batch_tag,
@@ -37,15 +39,13 @@ from glue_jobs.iceberg_lake import (
     differing_from_table,
     ensure_table,
 )
-from glue_jobs.lake_table import LakeTable
+from glue_jobs.lake.lake_table import LakeTable
+from glue_jobs.lake.packed_batch import BatchCounts, PackedBatch
+from glue_jobs.lake.storage import HadoopStorage
 from glue_jobs.metrics import MetricsSink, NoOpMetricsSink
 from glue_jobs.observed import observed as observed_values
 from glue_jobs.observed import row_count
-from glue_jobs.ownership import claim
-from glue_jobs.packed_batch import BatchCounts, PackedBatch
-from glue_jobs.registry_frames import UNKNOWN_SCHEMA_VERSION
 from glue_jobs.session import session_conf
-from glue_jobs.storage import HadoopStorage
 
 __all__ = ["BatchStats", "MicroBatchWriter", "SHUFFLE_PARTITIONS"]
 
@@ -93,7 +93,7 @@ class MicroBatchWriter:
                  iceberg: IcebergTarget | None = None, count_replacements: bool = False) -> None:
         """`iceberg`: where the dataset's Iceberg table is, when its lake is Iceberg in this deployment (the job's
         arguments say so on Glue, its dataset.json locally); its lake rows are then committed to that table
-        (glue_jobs/iceberg_lake.py), not staged. `count_replacements`: the source decoded the records' bytes before
+        (glue_jobs/lake/iceberg_lake.py), not staged. `count_replacements`: the source decoded the records' bytes before
         the job (Kinesis): the payloads holding U+FFFD are counted (BatchStats.replacement_characters)."""
         self.spark = spark
         self.table = LakeTable.of(dataset)
@@ -102,7 +102,7 @@ class MicroBatchWriter:
         crash_points.armed()  # a malformed STREAMLAKE_CRASH_AT fails here, not silently
         self.storage = HadoopStorage(spark)
         # Before anything is read or written: the lake and dead letters are this dataset's, the checkpoint this source's
-        # (glue_jobs/ownership.py). Several sources may feed one dataset's lake and dead letters.
+        # (glue_jobs/commit/ownership.py). Several sources may feed one dataset's lake and dead letters.
         dataset = {"dataset": self.table.dataset.name}
         claim(self.storage, lake_path, "lake", dataset)
         claim(self.storage, dead_letter_path, "dead-letter folder", dataset)
@@ -147,7 +147,7 @@ class MicroBatchWriter:
                     try:
                         (written, differing), dead_letters = self._write_both(batch, counts, batch_id, started)
                         copies = 0
-                    except Exception as error:  # noqa: BLE001 - glue_jobs/unwritable.py raises it again unless a record's
+                    except Exception as error:  # noqa: BLE001 - glue_jobs/lake/unwritable.py raises it again unless a record's
                         (written, differing), dead_letters, copies = self._write_around(validated, batch, counts, batch_id,
                                                                                          started, error)
         if decoded_again is not None:  # nothing was written: the batch starts again, with the versions learned
@@ -178,7 +178,7 @@ class MicroBatchWriter:
     def _write_around(self, validated: DataFrame, batch: PackedBatch, counts: BatchCounts, batch_id: int, started: float,
                       error: BaseException) -> tuple[LakeWritten, int, int]:
         """After a failed write: the batch written without the records no write takes, which become dead letters
-        (glue_jobs/unwritable.py); (the lake write's LakeWritten, dead letters, unwritable records). Raises `error` when no record is
+        (glue_jobs/lake/unwritable.py); (the lake write's LakeWritten, dead letters, unwritable records). Raises `error` when no record is
         to blame."""
         self.commit.discard_partial(batch_id)
         probe_path = f"{self.commit.lake_staging(batch_id)}/_probe"
@@ -222,7 +222,7 @@ class MicroBatchWriter:
     def _write_lake(self, batch: PackedBatch, counts: BatchCounts, batch_id: int, without_keys: tuple[int, ...] = ()) -> LakeWritten:
         """Stage the batch's lake rows as Parquet partitioned by hour (an Iceberg table: commit them, once per
         batch id); returns the rows written and how many copies it dropped differ from the copy kept."""
-        dropped = Observation() if dropped_copies.ranked_keys(counts, without_keys) != "[]" else None  # glue_jobs/dropped_copies.py
+        dropped = Observation() if dropped_copies.ranked_keys(counts, without_keys) != "[]" else None  # glue_jobs/lake/dropped_copies.py
         rows = self._lake_rows(batch, counts, batch_id, without_keys=without_keys, dropped=dropped)
         if self.iceberg is not None:
             tag = batch_tag(self.source_name, self.stream_id, batch_id)

@@ -9,7 +9,7 @@ fixed cost per batch").
 
 Columns are unresolved expressions, bound to no frame or session: the same `Seq` serves every batch, including the
 streaming query's cloned session. Callers keep a `ColumnSeq` per JVM (`SparkContext._jvm`), as the contract's stages
-are kept (glue_jobs/typed_contract.py `_selects`).
+are kept (glue_jobs/contract/typed_contract.py `_selects`).
 """
 
 from __future__ import annotations

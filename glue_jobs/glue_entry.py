@@ -7,7 +7,7 @@ Arguments (Glue passes DefaultArguments as `--name value`; getResolvedOptions ta
 JOB_ARGUMENTS, the job's own (JOB_NAME is supplied by Glue itself), and `--sources`, a JSON list with one object per
 source the job runs: SOURCE_KEYS, plus SOURCE_TYPE_KEYS[source_type], plus ICEBERG_KEYS for an Iceberg dataset. A job
 runs one source or several (docs/streaming-job.md "One job, several sources"), each its own query with its own
-checkpoint, lake, dead letters and batch ids (glue_jobs/source_queries.py).
+checkpoint, lake, dead letters and batch ids (glue_jobs/sources/source_queries.py).
 """
 
 from __future__ import annotations
@@ -166,7 +166,7 @@ def dataset_table(args: dict[str, str]):
     """The dataset this source carries, from the job zip; refuses a zip whose dataset files differ from the
     ones the stack was synthesized with (their digest is a job argument, so a dataset.json change also
     shows in `make diff`)."""
-    from glue_jobs.lake_table import LakeTable
+    from glue_jobs.lake.lake_table import LakeTable
 
     table = LakeTable.of(args["dataset"])
     if table.dataset.digest != args["dataset_digest"]:
@@ -176,11 +176,11 @@ def dataset_table(args: dict[str, str]):
 
 
 def iceberg_target(args: dict[str, str]):
-    """Where an Iceberg dataset's rows go (glue_jobs/iceberg_lake.py), or None for a Parquet dataset (a source given no
+    """Where an Iceberg dataset's rows go (glue_jobs/lake/iceberg_lake.py), or None for a Parquet dataset (a source given no
     `lake_table`: see ICEBERG_KEYS)."""
     if ICEBERG_KEYS[0] not in args:
         return None
-    from glue_jobs.iceberg_lake import IcebergTarget
+    from glue_jobs.lake.iceberg_lake import IcebergTarget
     from glue_jobs.session import GLUE_ICEBERG_CATALOG
 
     return IcebergTarget(GLUE_ICEBERG_CATALOG, args["catalog_database"], args["lake_table"],
@@ -193,8 +193,8 @@ def kafka_batches(spark, args: dict[str, str], writer, table):
 
     import boto3
 
+    from glue_jobs.decoding.registry_frames import FrameDecoding, RegistryVersions, function_name
     from glue_jobs.kafka_job import KafkaBatches
-    from glue_jobs.registry_frames import FrameDecoding, RegistryVersions, function_name
 
     registry = RegistryVersions(boto3.client("glue", region_name=args["metrics_region"]), registry_name=args["registry_name"],
                                 schema_name=args["schema_name"], dataset=table.dataset)
@@ -251,7 +251,7 @@ def main(argv: list[str] | None = None) -> None:
     from pyspark.context import SparkContext
 
     from glue_jobs.session import glue_iceberg_settings, job_spark_conf
-    from glue_jobs.source_queries import FAIR_SCHEDULING, run_sources
+    from glue_jobs.sources.source_queries import FAIR_SCHEDULING, run_sources
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s %(message)s")
     args = resolve_arguments(sys.argv if argv is None else argv)
@@ -261,7 +261,7 @@ def main(argv: list[str] | None = None) -> None:
     # job argument is reserved ("Internal to AWS Glue. Do not set"). An Iceberg dataset's catalog settings too:
     # "Alternatively, you can set the following configuration using SparkConf in your script" (Glue, "Using the
     # Iceberg framework in AWS Glue"). One catalog serves every Iceberg source of the job: each table is created with
-    # its own location (glue_jobs/iceberg_lake.py), so the warehouse, the first one's, places none of them.
+    # its own location (glue_jobs/lake/iceberg_lake.py), so the warehouse, the first one's, places none of them.
     conf = job_spark_conf().setAll(list(FAIR_SCHEDULING.items()))
     iceberg = next((source for source in sources if ICEBERG_KEYS[0] in source), None)
     if iceberg is not None:

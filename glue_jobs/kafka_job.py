@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 
 from glue_jobs.batch import BatchStats, MicroBatchWriter
-from glue_jobs.registry_frames import FrameDecoding
+from glue_jobs.decoding.registry_frames import FrameDecoding
 from glue_jobs.sources import from_kafka_records
 
 # aws-msk-iam-auth's settings for a Kafka client (its README, "Configuring a Kafka client to use AWS IAM"), as

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import TextIO
 
 from glue_jobs.batch import BatchStats, MicroBatchWriter
+from glue_jobs.commit.run_summary import RunResults
 from glue_jobs.metrics import LogMetricsSink
-from glue_jobs.run_summary import RunResults
 from glue_jobs.session import local_session, session_conf
 from glue_jobs.sources import from_local_files
 
@@ -88,8 +88,8 @@ LOCAL_ICEBERG_NAMESPACE = "streamlake_local"
 def local_iceberg_target(dataset: str | None):
     """Where the local runners put a dataset's Iceberg table (None: the dataset's lake is Parquet):
     `lake.streamlake_local.<dataset>`, in the JDBC catalog under the lake directory."""
-    from glue_jobs.iceberg_lake import IcebergTarget
-    from glue_jobs.lake_table import LakeTable
+    from glue_jobs.lake.iceberg_lake import IcebergTarget
+    from glue_jobs.lake.lake_table import LakeTable
     from glue_jobs.session import LOCAL_ICEBERG_CATALOG
 
     table = LakeTable.of(dataset)
@@ -153,7 +153,7 @@ def run_local(
     with session_conf(spark, _session_settings(spark)):
         _run_query(stream, on_batch, checkpoint_dir=checkpoint_dir, once=once, trigger_seconds=trigger_seconds,
                    name=f"streamlake-{source_name}", out=out)
-    from glue_jobs.local_inputs import unread_inputs
+    from glue_jobs.sources.local_inputs import unread_inputs
 
     return _finish(summary, started, lake_dir, dead_letter_dir, checkpoint_dir, out,
                    notes=unread_inputs(input_dir, checkpoint_dir))
@@ -223,7 +223,7 @@ def _finish(summary: RunSummary, started: float, lake_dir: str, dead_letter_dir:
             out: TextIO, notes: list[str] = ()) -> RunSummary:
     summary.seconds = time.time() - started
     print(summary.render(), file=out, flush=True)
-    for note in notes:  # inputs the source did not read (glue_jobs/local_inputs.py)
+    for note in notes:  # inputs the source did not read (glue_jobs/sources/local_inputs.py)
         print(note, file=out, flush=True)
     print(f"lake: {lake_dir}  dead letters: {dead_letter_dir}  checkpoint: {checkpoint_dir}", file=out, flush=True)
     return summary
@@ -251,9 +251,9 @@ def run_local_kafka(
     progress: bool = True,
 ) -> RunSummary:
     """The Kafka job's path (glue_jobs/kafka_job.py) on a local Spark: a broker without IAM auth (the tests'
-    loopback broker), the Schema Registry through `registry` (a glue_jobs.registry_frames.RegistryVersions)."""
+    loopback broker), the Schema Registry through `registry` (a glue_jobs.decoding.registry_frames.RegistryVersions)."""
+    from glue_jobs.decoding.registry_frames import FrameDecoding, function_name
     from glue_jobs.kafka_job import KafkaBatches, reader_options
-    from glue_jobs.registry_frames import FrameDecoding, function_name
 
     _make_folders({"--lake": lake_dir, "--dead-letter": dead_letter_dir, "--checkpoint": checkpoint_dir})
     iceberg = local_iceberg_target(dataset)

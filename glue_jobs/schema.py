@@ -48,7 +48,7 @@ INGESTION_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("arrival_time", "timestamp", "timestamp"),
     ("batch_id", "bigint", "long"),
 )
-# An Iceberg dataset's table lives in this folder of the dataset's lake prefix (glue_jobs/iceberg_lake.py): its own
+# An Iceberg dataset's table lives in this folder of the dataset's lake prefix (glue_jobs/lake/iceberg_lake.py): its own
 # folder, so Iceberg's orphan-file removal never reaches the Parquet files, staging or logs beside it.
 ICEBERG_TABLE_FOLDER = "iceberg"
 PARTITION_COLUMNS: tuple[tuple[str, str, str], ...] = (
@@ -70,7 +70,7 @@ DEAD_LETTER_PARTITION_COLUMNS: tuple[tuple[str, str, str], ...] = (("ingest_date
 # `record` holds already-decoded columns (Avro from MSK); it is null for JSON text sources.
 ENVELOPE_COLUMNS = ("payload", "record", "source", "source_partition", "source_offset", "arrival_time", "problem")
 # `problem`: the reason and detail an adapter already knows a record fails with (a Kafka value that cannot be
-# decoded: glue_jobs/registry_frames.py), null otherwise; it wins over the contract's checks.
+# decoded: glue_jobs/decoding/registry_frames.py), null otherwise; it wins over the contract's checks.
 PROBLEM_DDL = "struct<reason:string,detail:string>"
 
 
@@ -194,7 +194,7 @@ def spark_source_schema():
 def source_record_type():
     """The type of the envelope's `record` where a source decodes none (JSON from Kinesis or files): a null string.
     A decoder's records have their dataset's type (glue_jobs/registry_frames.record_type), which the contract
-    trusts; a null of any other type it replaces with a null of that one (glue_jobs/typed_contract.py `validate`)."""
+    trusts; a null of any other type it replaces with a null of that one (glue_jobs/contract/typed_contract.py `validate`)."""
     from pyspark.sql import types as T
 
     return T.StringType()

@@ -5,7 +5,7 @@
   version 1 is the AWS::Glue::Schema (datasets/<name>/schema.v1.avsc, unchanged since creation, so the schema is
   never replaced), every later committed file an AWS::Glue::SchemaVersion, registered in order. clickstream's
   keeps the logical id `EventSchema` it had before datasets; the Kafka jobs look the versions up by number at start
-  (glue_jobs/registry_frames.py). Versions are create-only (Schema, SchemaDefinition) and files never change, so
+  (glue_jobs/decoding/registry_frames.py). Versions are create-only (Schema, SchemaDefinition) and files never change, so
   an evolution deploys as "added", with no replacement.
 - Source tables the streaming jobs read: one per Kinesis stream (JSON, typeOfData=kinesis). Kafka jobs read the
   topic with Spark's Kafka source and decode the Schema Registry frames themselves, so the topic has no table.

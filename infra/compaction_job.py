@@ -100,7 +100,7 @@ class CompactionJob(Construct):
             max_retries=0,
             timeout=cdk.Duration.minutes(settings.timeout_minutes),
             # jvm/glue-functions: BulkDelete deletes a partition's inputs in one JVM call per chunk
-            # (glue_jobs/storage.py HadoopStorage.delete_files); Glue loads it from --extra-jars (the L2 sets it, and
+            # (glue_jobs/lake/storage.py HadoopStorage.delete_files); Glue loads it from --extra-jars (the L2 sets it, and
             # binding the asset grants the role s3:GetObject on that one object).
             extra_jars=[job_assets.functions_jar(self)],
             **job_assets.common_job_props(

@@ -50,7 +50,7 @@ def _entries() -> list[tuple[str, Path]]:
     entries = []
     for package in PACKAGES:
         for pattern in PACKAGE_DATA:
-            for path in (REPO_ROOT / package).glob(pattern):
+            for path in (REPO_ROOT / package).rglob(pattern):  # with the stage folders (glue_jobs/sources/, ...)
                 name = path.relative_to(REPO_ROOT).as_posix()
                 if name not in LOCAL_ONLY:
                     entries.append((name, path))

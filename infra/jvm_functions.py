@@ -4,7 +4,7 @@
 
 The jar holds com.streamlake.glue.RegistryFrameDecoder (docs/kafka.md "Decoding in the job"), which the Kafka job
 registers as a Spark function, com.streamlake.glue.BulkDelete, the compaction's input deletes in one JVM call per
-chunk (glue_jobs/storage.py HadoopStorage.delete_files), and com.streamlake.glue.RankInRuns, the compaction's
+chunk (glue_jobs/lake/storage.py HadoopStorage.delete_files), and com.streamlake.glue.RankInRuns, the compaction's
 survivors without a window operator (compaction/transforms.py survivors_in_runs), among others (jvm/glue-functions/src);
 AWS Glue loads the jar from `--extra-jars`. It is compiled with `javac --release 8` (Glue 4.0 runs Java 8; later Glue
 versions run newer JVMs that load Java 8 classes) against the Spark, Avro and Hadoop client jars of the default

@@ -177,7 +177,7 @@ class Storage(Construct):
         Standard-IA at that age, when compaction has long stopped rewriting their hour."""
         from compaction.layout import CONTROL_DIR
         from glue_jobs.commit import STAGING_DIR
-        from glue_jobs.partitions_log import LOG_DIR
+        from glue_jobs.lake.partitions_log import LOG_DIR
 
         for prefix in sorted(set(prefixes)):
             name = "".join(part.capitalize() for part in prefix.replace("_", "-").split("-"))

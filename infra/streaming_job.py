@@ -120,7 +120,7 @@ class JobSource:
 
 
 class StreamingJob(Construct):
-    """One Glue streaming job running `sources` side by side (glue_jobs/source_queries.py), sized by `settings`.
+    """One Glue streaming job running `sources` side by side (glue_jobs/sources/source_queries.py), sized by `settings`.
     `name` names its log group and Spark UI prefix: a job of one source is named after it, as before jobs held
     several."""
 
@@ -206,7 +206,7 @@ class StreamingJob(Construct):
             connections=list(kafka[0].connections) if kafka else None,
             timeout=STREAMING_TIMEOUT,
             # jvm/glue-functions, loaded by Glue from --extra-jars (the L2 sets it): the Kafka job's frame decoder and
-            # the contract's JSON proof (glue_jobs/strict_json.py).
+            # the contract's JSON proof (glue_jobs/contract/strict_json.py).
             extra_jars=[job_assets.functions_jar(self)],
             **job_assets.common_job_props(
                 self,

@@ -1,7 +1,7 @@
 """`streamlake dataset check NAME --sample FILE`: the dataset's real contract over sample records, locally.
 
 The records go through the same adapter and contract the streaming job runs (glue_jobs.sources.from_local_files,
-glue_jobs.lake_table.LakeTable.validate) in a local Spark session: it prints the counts per reason, the first
+glue_jobs.lake.lake_table.LakeTable.validate) in a local Spark session: it prints the counts per reason, the first
 dead letters with their field paths, and the Parquet schema the lake table would be written with.
 """
 
@@ -16,7 +16,7 @@ from operations.errors import ToolError
 def check(name: str, sample: Path, *, show: int = 10, out=print) -> dict[str, int]:
     """Counts per reason ('valid' for the rest); prints the report through `out`."""
     from glue_jobs import datasets
-    from glue_jobs.lake_table import LakeTable
+    from glue_jobs.lake.lake_table import LakeTable
     from glue_jobs.session import local_session
     from glue_jobs.sources import from_local_files
 

@@ -208,7 +208,7 @@ def status_lines(glue, cloudwatch, job_name: str) -> list[str]:
 
 def last_batch_line(s3, checkpoint_uri: str) -> str:
     """A source's last committed micro-batch, from the commit markers in its checkpoint
-    (`_streamlake/batch-<id>.committed.json`, glue_jobs/commit.py): its id and when it was written."""
+    (`_streamlake/batch-<id>.committed.json`, glue_jobs/commit/__init__.py): its id and when it was written."""
     import re
 
     bucket, prefix = parse_s3_uri(checkpoint_uri, "checkpoint path")

@@ -39,7 +39,7 @@ from pathlib import Path
 
 from glue_jobs.dataset_types import Node
 from glue_jobs.datasets import Dataset
-from glue_jobs.registry_frames import (
+from glue_jobs.decoding.registry_frames import (
     HEADER_VERSION,
     MALFORMED_RECORD,
     NO_COMPRESSION,

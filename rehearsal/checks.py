@@ -22,7 +22,7 @@ def source_problems(sources: dict, spark, s3: LocalS3, iceberg_catalog: Path | N
     every bad record one of its dead letters, Job.init called, JSON proven by the jar (`sources`: name -> SourceResult)."""
     from pyspark.sql import functions as F
 
-    from glue_jobs.lake_table import LakeTable
+    from glue_jobs.lake.lake_table import LakeTable
     from glue_jobs.schema import spark_dead_letter_schema
 
     found = []
@@ -68,9 +68,9 @@ def source_problems(sources: dict, spark, s3: LocalS3, iceberg_catalog: Path | N
             if not run.events("job_init"):
                 found.append(f"{name}: the streaming job never called Job.init")
         # JSON records were proven by the JVM function of the job's --extra-jars, not by the Spark expressions that
-        # stand in without it (glue_jobs/strict_json.py logs which way it took).
+        # stand in without it (glue_jobs/contract/strict_json.py logs which way it took).
         if source.arguments["--source_type"] == "kinesis":
-            from glue_jobs.strict_json import STRICT_JSON_CLASS
+            from glue_jobs.contract.strict_json import STRICT_JSON_CLASS
 
             if not any(f"proving JSON records with {STRICT_JSON_CLASS}:" in run.stderr for run in source.runs):
                 found.append(f"{name}: JSON records were not proven with {STRICT_JSON_CLASS} (is the jar in its --extra-jars?)")
@@ -91,7 +91,7 @@ def _environment_problems(result: EnvironmentResult, s3: LocalS3) -> list[str]:
         if crowded:
             found.append(f"compaction left {len(crowded)} hour(s) of its lookback with more than one file, e.g. {crowded[:3]}")
         # It deleted the inputs with the JVM bulk delete of the --extra-jars jar, not one py4j call per file.
-        from glue_jobs.storage import BULK_DELETE_CLASS
+        from glue_jobs.lake.storage import BULK_DELETE_CLASS
 
         if f"deleting files with {BULK_DELETE_CLASS}:" not in result.compaction.stderr:
             found.append(f"compaction did not delete its inputs with {BULK_DELETE_CLASS} (is the jar in its --extra-jars?)")
@@ -122,7 +122,7 @@ def iceberg_rows(catalog_file: Path | None, iceberg: tuple[str, str], key: tuple
     """[(source, key)] of the table's rows and the batch tags of its snapshots, read by pyiceberg (a reader the
     project did not write) from the stood-in catalog the jobs committed to (rehearsal/standin_iceberg/)."""
     from devtools.iceberg_demo import local_catalog
-    from glue_jobs.iceberg_lake import BATCH_PROPERTY
+    from glue_jobs.lake.iceberg_lake import BATCH_PROPERTY
     from glue_jobs.session import GLUE_ICEBERG_CATALOG
 
     if catalog_file is None:

@@ -23,8 +23,8 @@ def run(out: Path, *, records: int, dataset_name: str, seed: int = 7) -> int:
     from devtools.kafka_broker import KafkaBroker
     from glue_jobs import datasets
     from glue_jobs.dataset_generate import generate_dataset
+    from glue_jobs.decoding.registry_frames import RegistryVersions
     from glue_jobs.local_runner import configure_logging, run_local_kafka
-    from glue_jobs.registry_frames import RegistryVersions
     from infra.config import load_config
     from operations.kafka_producer import AvroFramer, send
     from rehearsal.moto import moto_server

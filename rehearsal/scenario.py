@@ -89,7 +89,7 @@ def bad_frames(good: bytes) -> dict[str, tuple[bytes, str]]:
     """Values the Kafka job cannot decode, made from one good frame, with the reason each must get."""
     import uuid
 
-    from glue_jobs.registry_frames import frame
+    from glue_jobs.decoding.registry_frames import frame
 
     body = good[18:]
     return {
@@ -139,7 +139,7 @@ def kafka_frames_input(broker, topic: str, version_id: str, *, records: int, see
 
     from glue_jobs import datasets
     from glue_jobs.dataset_generate import RecordMaker, decimal_literal
-    from glue_jobs.registry_frames import ZLIB
+    from glue_jobs.decoding.registry_frames import ZLIB
     from operations.kafka_producer import AvroFramer, send
 
     table = datasets.load(dataset)

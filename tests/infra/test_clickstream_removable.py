@@ -23,7 +23,7 @@ for package in (glue_jobs, compaction):
     for module in pkgutil.iter_modules(package.__path__):
         if module.name != "__main__":
             importlib.import_module(f"{package.__name__}.{module.name}")
-import glue_jobs.typed_contract, glue_jobs.packed_batch, glue_jobs.glue_entry, compaction.glue_entry
+import glue_jobs.contract.typed_contract, glue_jobs.lake.packed_batch, glue_jobs.glue_entry, compaction.glue_entry
 from glue_jobs import datasets, schema
 assert datasets.names() == ("orders",), datasets.names()
 assert sorted(datasets.load_all()) == ["orders"]
@@ -44,7 +44,7 @@ import io, sys
 from pathlib import Path
 from glue_jobs import datasets
 from glue_jobs.dataset_generate import generate_dataset
-from glue_jobs.lake_table import LakeTable
+from glue_jobs.lake.lake_table import LakeTable
 from glue_jobs.local_runner import run_local
 work = Path(sys.argv[1])
 expect = generate_dataset(datasets.load("orders"), work / "in", records=200, files=2, bad_ratio=0.05, seed=3)

@@ -119,6 +119,33 @@ def test_compaction_cli_defaults_agree_with_the_validated_config(environment):
         "iceberg_snapshot_retention_hours": c.iceberg_snapshot_retention_hours}
 
 
+# The streaming job's stages, in the order a record passes them, each a folder of glue_jobs (docs/development.md
+# "Repository layout"): a stage imports the earlier stages and the foundation (what a dataset is, the session, shared columns and
+# constants), never a later stage nor the modules that run the stages (batch, the entrypoints, the runners).
+STAGES = ("sources", "decoding", "contract", "lake", "commit")
+FOUNDATION = {"glue_jobs.datasets", "glue_jobs.dataset_types", "glue_jobs.dataset_contract", "glue_jobs.schema",
+              "glue_jobs.batch_constants", "glue_jobs.column_seq", "glue_jobs.observed", "glue_jobs.session"}
+
+
+def _stage(module: str) -> int | None:
+    parts = module.split(".")
+    return STAGES.index(parts[1]) if parts[0] == "glue_jobs" and len(parts) > 1 and parts[1] in STAGES else None
+
+
+def test_the_job_stages_import_only_earlier_stages_and_the_foundation():
+    staged = {m for m in MODULES if _stage(m) is not None}
+    assert {m.split(".")[1] for m in staged} == set(STAGES) and len(staged) > 25
+    offending = sorted(
+        f"{module} ({STAGES[_stage(module)]}) imports {name}"
+        for module in staged
+        for name in _graph(module_level_only=False)[module]
+        if name.startswith("glue_jobs") and name not in FOUNDATION and (_stage(name) is None or _stage(name) > _stage(module))
+    )
+    assert offending == []
+    # the check can fail: a lake module importing the batch runner is caught
+    assert "glue_jobs.batch" not in FOUNDATION and _stage("glue_jobs.batch") is None
+
+
 # A newcomer reads a job module whole: the streaming and compaction jobs keep each module to this many lines.
 MAX_JOB_MODULE_LINES = 300
 

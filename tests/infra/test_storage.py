@@ -143,7 +143,7 @@ def test_each_dataset_prefix_drops_the_jobs_transient_versions_in_a_day_and_ages
     replaced table files `lake_noncurrent_expiration_days`); prod moves data files to Standard-IA at 90 days."""
     from compaction.layout import CONTROL_DIR
     from glue_jobs.commit import STAGING_DIR
-    from glue_jobs.partitions_log import LOG_DIR
+    from glue_jobs.lake.partitions_log import LOG_DIR
     from infra.config import load_config
     from infra.storage import lake_prefix_of
 

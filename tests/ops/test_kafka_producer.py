@@ -13,7 +13,7 @@ import fastavro
 import pytest
 
 from glue_jobs import datasets
-from glue_jobs.registry_frames import ZLIB
+from glue_jobs.decoding.registry_frames import ZLIB
 from operations.errors import ToolError
 from operations.kafka_producer import AvroFramer, send
 

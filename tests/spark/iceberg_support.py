@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from glue_jobs.iceberg_lake import BATCH_PROPERTY
+from glue_jobs.lake.iceberg_lake import BATCH_PROPERTY
 from glue_jobs.local_runner import LOCAL_ICEBERG_NAMESPACE
 
 REPO = Path(__file__).resolve().parents[2]
@@ -64,8 +64,8 @@ def _spark_read(tmp_path: Path, datasets: Path) -> dict:
     script = ("import json,sys\nfrom glue_jobs.local_runner import local_spark_session\n"
               f"s = local_spark_session(iceberg_warehouse={str(tmp_path / 'lake')!r})\n"
               f"t = s.table('lake.{LOCAL_ICEBERG_NAMESPACE}.{DATASET}')\n"
-              "from glue_jobs.iceberg_lake import IcebergTarget, existing_keys\n"
-              "from glue_jobs.lake_table import LakeTable\n"
+              "from glue_jobs.lake.iceberg_lake import IcebergTarget, existing_keys\n"
+              "from glue_jobs.lake.lake_table import LakeTable\n"
               f"plan = existing_keys(s, LakeTable.of({DATASET!r}), IcebergTarget('lake', {LOCAL_ICEBERG_NAMESPACE!r}, "
               f"{DATASET!r}), 1763596800000, 1763600400000)._jdf.queryExecution().executedPlan().toString()\n"
               "print(json.dumps({'rows': t.count(), 'keys': t.select('order_id').distinct().count(),"

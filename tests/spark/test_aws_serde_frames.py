@@ -20,8 +20,8 @@ pytestmark = pytest.mark.e2e
 moto_server = pytest.importorskip("moto.server")
 
 from glue_jobs import datasets  # noqa: E402
-from glue_jobs.lake_table import LakeTable  # noqa: E402
-from glue_jobs.registry_frames import FrameDecoding, RegistryVersions  # noqa: E402
+from glue_jobs.decoding.registry_frames import FrameDecoding, RegistryVersions  # noqa: E402
+from glue_jobs.lake.lake_table import LakeTable  # noqa: E402
 from glue_jobs.sources import from_kafka_records  # noqa: E402
 from tests.spark.test_registry_frames import NOW_MS, kafka_frame  # noqa: E402
 

@@ -19,7 +19,7 @@ from compaction.job import Compactor
 from compaction.metrics import METRIC_NAMES, LogMetricSink
 from compaction.settings import CompactionSettings
 from compaction.transforms import data_columns, data_schema, deduplicate_events
-from glue_jobs.storage import FileInfo
+from glue_jobs.lake.storage import FileInfo
 
 from .compaction_support import run_compaction_killed_at
 
@@ -370,7 +370,7 @@ def test_killed_run_is_recovered_by_the_next_run_with_every_row_once(spark, tmp_
 def test_the_cli_deletes_with_the_jvm_bulk_delete_and_a_kill_lands_between_its_chunks(spark, tmp_path):
     """The kill cases' `delete:2` with the project's JVM functions on the CLI's classpath, as in Glue: four inputs go
     in four bulk calls of one path, so the kill after the second deleted input leaves exactly two."""
-    from glue_jobs.storage import BULK_DELETE_CLASS
+    from glue_jobs.lake.storage import BULK_DELETE_CLASS
 
     lake = tmp_path / "lake"
     inputs = write_generated(spark, lake, files=4, rows_per_file=300, replays=5)

@@ -1,7 +1,7 @@
 """Compaction driven by the partitions log: late data of any age is compacted and deduplicated.
 
 The lake here is written by the streaming job's own MicroBatchWriter, so it carries the partitions log the
-default run reads (glue_jobs/partitions_log.py): events three weeks old, one file per hour per micro-batch.
+default run reads (glue_jobs/lake/partitions_log.py): events three weeks old, one file per hour per micro-batch.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from compaction.metrics import LogMetricSink
 from compaction.settings import CompactionSettings
 from compaction.transforms import data_schema
 from glue_jobs.batch import MicroBatchWriter
-from glue_jobs.partitions_log import LOG_DIR
+from glue_jobs.lake.partitions_log import LOG_DIR
 
 from .compaction_support import run_compaction_killed_at
 from .streaming_support import json_envelope

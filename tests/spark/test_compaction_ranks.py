@@ -13,7 +13,7 @@ from pyspark.sql import DataFrame
 
 from compaction import transforms
 from compaction.transforms import data_columns, survivors_by_window, survivors_in_runs
-from glue_jobs.lake_table import LakeTable
+from glue_jobs.lake.lake_table import LakeTable
 
 from .test_compaction import HOUR, event, literal_frame
 

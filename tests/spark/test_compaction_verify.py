@@ -23,7 +23,7 @@ from compaction.job import Compactor
 from compaction.metrics import DIFFERING_DUPLICATES, LogMetricSink
 from compaction.settings import CompactionSettings
 from glue_jobs import datasets
-from glue_jobs.lake_table import LakeTable
+from glue_jobs.lake.lake_table import LakeTable
 
 from .test_compaction import AFTER_HOUR, HOUR, assert_clean, event, literal_frame, write_files
 

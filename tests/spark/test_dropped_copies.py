@@ -1,5 +1,5 @@
 """The streaming job counts the copies its collapse drops within a micro-batch whose content differs from the copy kept
-(glue_jobs/dropped_copies.py; docs/datasets.md "Duplicates"), on every Spark line, with adaptive execution on (a batch
+(glue_jobs/lake/dropped_copies.py; docs/datasets.md "Duplicates"), on every Spark line, with adaptive execution on (a batch
 frame outside a streaming query) and off (inside one). The Iceberg append's own drops: tests/spark/test_iceberg_lines.py
 (every line) and test_iceberg_lake.py (the local runner, end to end)."""
 
@@ -10,9 +10,9 @@ import logging
 
 import pytest
 
-from glue_jobs import dropped_copies
 from glue_jobs.batch import MicroBatchWriter
 from glue_jobs.commit import BatchStats
+from glue_jobs.lake import dropped_copies
 from glue_jobs.local_runner import RunSummary
 from glue_jobs.metrics import DIFFERING_DUPLICATES, metric_data
 from glue_jobs.session import session_conf
@@ -72,13 +72,13 @@ def test_a_map_in_another_order_and_a_replay_are_the_same_a_nested_change_is_not
 
 
 def test_copies_of_a_record_no_write_takes_leave_nothing_to_observe(spark, tmp_path, monkeypatch, caplog):
-    """The only duplicated key is one no write takes (glue_jobs/unwritable.py): the batch written around it ranks nothing.
+    """The only duplicated key is one no write takes (glue_jobs/lake/unwritable.py): the batch written around it ranks nothing.
     A ranking filtered down to no key is left out, not planned empty: Spark prunes an empty plan and the observation
     on it (3.5 then never answers it; 4.1 answers an empty row its Observation.get refuses)."""
-    from glue_jobs import crash_points
+    from glue_jobs.commit import crash_points
 
     monkeypatch.setenv(crash_points.UNWRITABLE_ENV, "bad")
-    with caplog.at_level(logging.ERROR, logger="glue_jobs.dropped_copies"):
+    with caplog.at_level(logging.ERROR, logger="glue_jobs.lake.dropped_copies"):
         stats = _write(spark, tmp_path, [_click("a"), _click("bad"), _click("bad", "purchase")], ["1", "2", "3"])
     assert (stats.records_written, stats.dead_letters, stats.differing_duplicates) == (1, 2, 0) and stats.reconciles
     assert "not observed" not in caplog.text
@@ -95,7 +95,7 @@ def test_an_observation_spark_never_delivers_is_logged_not_waited_for(spark, cap
 
     never = Observation()  # observed on a frame no action runs: what a plan that lost its observation leaves waiting
     spark.range(1).observe(never, F.count(F.lit(1)).alias("losers"))
-    with caplog.at_level(logging.ERROR, logger="glue_jobs.dropped_copies"):
+    with caplog.at_level(logging.ERROR, logger="glue_jobs.lake.dropped_copies"):
         assert dropped_copies.counted(never, timeout_seconds=0.2) is None
     assert "not observed (nothing within 0.2s)" in caplog.text
     assert dropped_copies.counted(None) == (0, 0)

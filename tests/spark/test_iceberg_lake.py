@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from glue_jobs.iceberg_lake import IcebergTarget, batch_tag, table_ddl
-from glue_jobs.lake_table import LakeTable
+from glue_jobs.lake.iceberg_lake import IcebergTarget, batch_tag, table_ddl
+from glue_jobs.lake.lake_table import LakeTable
 
 from .iceberg_support import (
     DATASET,

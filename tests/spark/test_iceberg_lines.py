@@ -25,8 +25,8 @@ import json, sys
 from datetime import datetime, timezone
 from pyspark.sql import functions as F
 from glue_jobs.session import local_session, LOCAL_ICEBERG_CATALOG
-from glue_jobs.lake_table import LakeTable
-from glue_jobs.iceberg_lake import IcebergTarget, append_batch, committed_rows, differing_from_table, ensure_table
+from glue_jobs.lake.lake_table import LakeTable
+from glue_jobs.lake.iceberg_lake import IcebergTarget, append_batch, committed_rows, differing_from_table, ensure_table
 
 spark = local_session("iceberg-line", master="local[1]", iceberg_warehouse=sys.argv[1])
 table = LakeTable.of("orders")

@@ -33,8 +33,8 @@ from compaction.faults import BUG_ENV, iceberg_commit
 from compaction.iceberg_maintenance import MaintenanceSettings, maintain
 from compaction.iceberg_verify import current_snapshot
 from compaction.verify import CheckFailed
-from glue_jobs.iceberg_lake import BATCH_PROPERTY, ensure_table
-from glue_jobs.lake_table import LakeTable
+from glue_jobs.lake.iceberg_lake import BATCH_PROPERTY, ensure_table
+from glue_jobs.lake.lake_table import LakeTable
 from glue_jobs.local_runner import local_iceberg_target
 from glue_jobs.session import local_session
 from tests.spark.test_compaction_verify import extreme_rows_sql, read_back_as_text

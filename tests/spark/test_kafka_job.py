@@ -21,7 +21,7 @@ moto_server = pytest.importorskip("moto.server")
 
 from glue_jobs import datasets  # noqa: E402
 from glue_jobs.dataset_generate import RecordMaker, decimal_literal  # noqa: E402
-from glue_jobs.registry_frames import ZLIB, RegistryVersions  # noqa: E402
+from glue_jobs.decoding.registry_frames import ZLIB, RegistryVersions  # noqa: E402
 
 REGISTRY, SCHEMA = "streamlake-test", "orders"
 REPOSITORY_DATASETS = Path(__file__).resolve().parents[2] / "datasets"
@@ -279,7 +279,7 @@ def test_v1_and_v2_frames_in_one_topic_decode_and_a_version_newer_than_the_deplo
     v3 = json.loads(json.dumps(v2))
     v3["fields"].append({"name": "channel", "type": ["null", "string"], "default": None})
     third = glue.register_schema_version(SchemaId=schema_id, SchemaDefinition=json.dumps(v3))["SchemaVersionId"]
-    from glue_jobs.registry_frames import frame
+    from glue_jobs.decoding.registry_frames import frame
     from tests.spark.test_registry_frames import ORDER, avro_body
 
     _produce_raw(broker, topic, [frame(third, avro_body(v3, {**ORDER, "order_id": "o-v3", "channel": "app"}))])
@@ -379,7 +379,7 @@ def test_a_redeploy_with_changed_job_code_resumes_from_the_checkpoint_without_lo
     import io
     import json
 
-    from glue_jobs.lake_table import LakeTable
+    from glue_jobs.lake.lake_table import LakeTable
     from glue_jobs.local_runner import run_local_kafka
     from operations.kafka_producer import AvroFramer, send
 

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from glue_jobs import datasets
+from glue_jobs.contract.typed_contract import validate
 from glue_jobs.sources import from_local_files
-from glue_jobs.typed_contract import validate
 from tests.spark.streaming_support import json_envelope
 
 TESTS = Path(__file__).resolve().parent

@@ -1,4 +1,4 @@
-"""A lake belongs to one dataset, a checkpoint and dead letters to one source (glue_jobs/ownership.py): the commands a
+"""A lake belongs to one dataset, a checkpoint and dead letters to one source (glue_jobs/commit/ownership.py): the commands a
 user runs refuse another's folder with one line naming both, before anything is read or deleted; a folder written
 before owners were recorded is adopted on first use and the log says so."""
 
@@ -11,8 +11,8 @@ import pytest
 
 from compaction.__main__ import main as compact_main
 from glue_jobs.__main__ import main as job_main
-from glue_jobs.ownership import OWNER_FILE, OwnershipError, claim
-from glue_jobs.storage import HadoopStorage
+from glue_jobs.commit.ownership import OWNER_FILE, OwnershipError, claim
+from glue_jobs.lake.storage import HadoopStorage
 
 ORDER = {"order_id": "o-1", "ordered_at": "2026-11-20T10:15:00Z", "customer_id": "c", "status": "paid", "currency": "EUR",
          "total": 10.5, "items": [{"sku": "a", "quantity": 1, "unit_price": 10.5}]}
@@ -53,7 +53,7 @@ def test_a_folder_written_before_owners_is_adopted_on_first_use_and_the_log_says
     lake = tmp_path / "old-lake"
     (lake / "event_date=2026-11-20" / "event_hour=10").mkdir(parents=True)
     (lake / "event_date=2026-11-20" / "event_hour=10" / "part-0.parquet").write_bytes(b"x")
-    with caplog.at_level(logging.WARNING, logger="glue_jobs.ownership"):
+    with caplog.at_level(logging.WARNING, logger="glue_jobs.commit.ownership"):
         claim(storage, str(lake), "lake", {"dataset": "orders"})
     assert f"lake {lake} has no {OWNER_FILE} (written before owners were recorded): adopted for dataset orders" in caplog.text
     claim(storage, str(lake), "lake", {"dataset": "orders"})  # recorded: the same owner passes
@@ -66,7 +66,7 @@ def test_a_folder_written_before_owners_is_adopted_on_first_use_and_the_log_says
 
 def test_every_input_the_local_source_does_not_read_is_said_in_the_summary(spark, tmp_path):
     """1d225b0 skipped files in subfolders and hidden names, and never read lines appended to a file already read, all
-    without a word: the run summary now names each (glue_jobs/local_inputs.py)."""
+    without a word: the run summary now names each (glue_jobs/sources/local_inputs.py)."""
     import io
 
     from glue_jobs.local_runner import run_local

@@ -1,4 +1,4 @@
-"""Kafka values framed by the Glue Schema Registry serializer, decoded in the JVM (glue_jobs/registry_frames.py,
+"""Kafka values framed by the Glue Schema Registry serializer, decoded in the JVM (glue_jobs/decoding/registry_frames.py,
 jvm/glue-functions), on every Spark line.
 
 Bodies are written by fastavro (an Avro writer the project did not write); a decoded record then meets the
@@ -21,8 +21,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from glue_jobs import datasets
-from glue_jobs.lake_table import LakeTable
-from glue_jobs.registry_frames import ZLIB, FrameDecoding, frame
+from glue_jobs.decoding.registry_frames import ZLIB, FrameDecoding, frame
+from glue_jobs.lake.lake_table import LakeTable
 from glue_jobs.sources import KAFKA_COLUMNS, from_kafka_records
 from tests.spark.streaming_support import json_envelope, literal_frame
 from tests.spark.test_typed_contract import GOOD_LEAVES, NOW_MS, _record, strict  # noqa: F401 (strict: a fixture)
@@ -203,7 +203,7 @@ def test_a_v1_record_resolves_to_the_newest_schema_beside_a_v2_record(spark, ord
 def test_a_sources_decoder_function_name_is_an_identifier_whatever_the_source_name(spark, orders):
     """Source names hold '-' (`orders-p0`, a partition group): the function name replaces them; a name that is not
     a SQL identifier is refused before Spark parses `decode_orders-p0(value)` as a subtraction."""
-    from glue_jobs.registry_frames import function_name
+    from glue_jobs.decoding.registry_frames import function_name
 
     assert function_name("orders-p0") == "streamlake_decode_orders_p0"
     decoding = FrameDecoding(spark, orders, {}, name=function_name("orders-p0"))

@@ -1,4 +1,4 @@
-"""glue_jobs/source_queries.py: a job's sources side by side, each query in its own thread and scheduler pool; a
+"""glue_jobs/sources/source_queries.py: a job's sources side by side, each query in its own thread and scheduler pool; a
 failing source ends the run with its name, without waiting for the others."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from glue_jobs.source_queries import POOL_PROPERTY, SourceFailed, run_sources
+from glue_jobs.sources.source_queries import POOL_PROPERTY, SourceFailed, run_sources
 
 
 def _text_query(spark, folder, checkpoint, seen: list, name: str):

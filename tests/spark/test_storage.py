@@ -1,11 +1,11 @@
-"""glue_jobs.storage on the local filesystem through the Hadoop API (the same calls reach S3 in Glue)."""
+"""glue_jobs.lake.storage on the local filesystem through the Hadoop API (the same calls reach S3 in Glue)."""
 
 from __future__ import annotations
 
 import pytest
 
-from glue_jobs.status_text import parse_status, parse_status_array
-from glue_jobs.storage import BULK_RENAME_CLASS, FileInfo, HadoopStorage, is_hidden
+from glue_jobs.lake.status_text import parse_status, parse_status_array
+from glue_jobs.lake.storage import BULK_RENAME_CLASS, FileInfo, HadoopStorage, is_hidden
 
 
 def test_list_write_read_rename_delete(spark, tmp_path):

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from glue_jobs import storage as storage_module
-from glue_jobs.storage import BULK_DELETE_CLASS, HadoopStorage, _bulk_chunk_size
+from glue_jobs.lake import storage as storage_module
+from glue_jobs.lake.storage import BULK_DELETE_CLASS, HadoopStorage, _bulk_chunk_size
 
 
 def _files(root: Path, count: int) -> list[str]:
@@ -94,7 +94,7 @@ def test_progress_moves_a_chunk_at_a_time_so_a_kill_between_chunks_leaves_the_re
 
 def test_the_way_files_are_deleted_is_logged_once(spark, tmp_path, caplog, monkeypatch):
     monkeypatch.setattr(storage_module, "_LOGGED", set())
-    with caplog.at_level("INFO", logger="glue_jobs.storage"):
+    with caplog.at_level("INFO", logger="glue_jobs.lake.storage"):
         for _ in range(2):
             HadoopStorage(spark).delete_files(_files(tmp_path / "p", 2))
     assert [r.getMessage() for r in caplog.records] == [

@@ -140,7 +140,7 @@ def test_batch_over_many_even_hours_writes_each_hour_from_one_task(spark, tmp_pa
 def test_batch_of_one_hour_is_written_by_a_task_per_share_of_rows_at_most_every_core(spark, tmp_path, monkeypatch, rows_per_task):
     """A write gets a task per ROWS_PER_WRITE_TASK rows, at most one per core (packed_batch.writing_tasks): a small
     batch's hour is one file, not one per core; a large one is written by every core. Dead letters alike."""
-    from glue_jobs import packed_batch
+    from glue_jobs.lake import packed_batch
 
     monkeypatch.setattr(packed_batch, "ROWS_PER_WRITE_TASK", rows_per_task)
     payloads = [_event(f"e{i}") for i in range(40)] + ["not json"] * 12
@@ -154,7 +154,7 @@ def test_batch_of_one_hour_is_written_by_a_task_per_share_of_rows_at_most_every_
 @pytest.mark.parametrize(("rows", "tasks", "expected"), [(0, 2, 1), (4_000, 2, 1), (50_000, 2, 1), (50_001, 2, 2),
                                                          (1_000_000, 2, 2), (1_000_000, 8, 8), (120_000, 8, 3)])
 def test_writing_tasks_is_one_per_share_of_rows_at_most_the_cores(rows, tasks, expected):
-    from glue_jobs.packed_batch import ROWS_PER_WRITE_TASK, writing_tasks
+    from glue_jobs.lake.packed_batch import ROWS_PER_WRITE_TASK, writing_tasks
 
     assert ROWS_PER_WRITE_TASK == 50_000
     assert writing_tasks(rows, tasks) == expected
@@ -178,9 +178,9 @@ def test_duplicates_are_ranked_alike_in_one_task_or_in_every_core(spark, tmp_pat
     """A small batch ranks its duplicates in one task, with no shuffle before the window; a large one in every core
     (packed_batch.ranking_tasks). Its candidates are picked by an IN list of key hashes in the plan, or past
     KEYS_INLINE_UP_TO by a broadcast of them. The same copies survive every way."""
-    from glue_jobs import dropped_copies, packed_batch
-    from glue_jobs.lake_table import LakeTable
-    from glue_jobs.packed_batch import PackedBatch
+    from glue_jobs.lake import dropped_copies, packed_batch
+    from glue_jobs.lake.lake_table import LakeTable
+    from glue_jobs.lake.packed_batch import PackedBatch
 
     monkeypatch.setattr(packed_batch, "RANK_IN_ONE_TASK_UP_TO", 10_000 if one_task else 0)
     monkeypatch.setattr(dropped_copies, "KEYS_INLINE_UP_TO", 10_000 if inline_keys else 1)
@@ -211,7 +211,7 @@ def test_duplicates_are_ranked_alike_in_one_task_or_in_every_core(spark, tmp_pat
     ],
 )
 def test_write_by_slot_needs_valid_rows_spread_evenly_over_the_slots(slot_rows, expected):
-    from glue_jobs.packed_batch import WRITE_SLOTS, write_by_slot
+    from glue_jobs.lake.packed_batch import WRITE_SLOTS, write_by_slot
 
     assert WRITE_SLOTS == 8
     assert write_by_slot(slot_rows) is expected
@@ -223,7 +223,7 @@ def test_the_write_slots_do_not_change_with_the_executor_count(spark, tmp_path, 
     """Glue auto scaling changes the executor count between batches: which hours share a write slot, the
     slot counts and so the lake's files must not follow it."""
     from glue_jobs import batch
-    from glue_jobs.packed_batch import PackedBatch
+    from glue_jobs.lake.packed_batch import PackedBatch
 
     payloads = [_event(f"e{i}", hour_offset=i % 13) for i in range(104)]
     seen = {}
@@ -397,8 +397,8 @@ def test_monitoring_alarms_use_the_metric_names_the_job_emits():
 def test_dead_letter_ingest_date_is_the_utc_arrival_date_or_else_the_processing_date(spark):
     from pyspark.sql import functions as F
 
-    from glue_jobs.lake_table import LakeTable
-    from glue_jobs.packed_batch import PackedBatch
+    from glue_jobs.lake.lake_table import LakeTable
+    from glue_jobs.lake.packed_batch import PackedBatch
 
     validate = LakeTable.of("clickstream").validate
 
@@ -419,7 +419,7 @@ def test_the_batch_shuffles_into_one_partition_per_core_and_restores_the_session
     """Inside a streaming query adaptive execution is off, so Spark's 200 shuffle partitions would stay 200 (a
     400-record batch took 6 s in the deploy rehearsal): the batch plans its shuffles with one per core."""
     from glue_jobs import batch
-    from glue_jobs.packed_batch import PackedBatch
+    from glue_jobs.lake.packed_batch import PackedBatch
 
     seen = []
     counts = PackedBatch.counts
@@ -443,7 +443,7 @@ def test_the_batch_shuffles_into_one_partition_per_core_and_restores_the_session
 
 
 def test_each_batch_records_its_lake_partitions_after_publishing_and_before_committing(spark, tmp_path):
-    """The partitions log entry (glue_jobs/partitions_log.py) names the hours the batch's lake files went to;
+    """The partitions log entry (glue_jobs/lake/partitions_log.py) names the hours the batch's lake files went to;
     it is written after the files are published and before the commit marker, and a replay rewrites it."""
     writer = _writer(spark, tmp_path)
     order = []
@@ -526,8 +526,8 @@ def test_a_batch_reports_how_long_its_oldest_record_waited_in_the_source(spark, 
 def test_the_batch_reads_its_cache_as_one_plan_node(spark):
     """PackedBatch's queries (counts, lake rows, dead letters) are planned on the cache's own node, not on the
     validation's plan beneath it, on every Spark line the project runs; the rows are the persisted frame's."""
-    from glue_jobs.lake_table import LakeTable
-    from glue_jobs.packed_batch import PackedBatch
+    from glue_jobs.lake.lake_table import LakeTable
+    from glue_jobs.lake.packed_batch import PackedBatch
 
     validate = LakeTable.of("clickstream").validate
 
@@ -565,7 +565,7 @@ def test_a_record_no_write_takes_is_a_dead_letter_and_the_batch_commits(spark, t
     """A valid record whose lake write fails every time (injected: the write raises for its event_id, as Spark 3.x's
     ancient-date refusal did) would fail its batch on every retry. The batch finds it by bisection and dead-letters
     it and its copies (reason unwritable, payload as sent); every other record is written once, the counts reconcile."""
-    from glue_jobs import crash_points
+    from glue_jobs.commit import crash_points
 
     monkeypatch.setenv(crash_points.UNWRITABLE_ENV, "bad")
     payloads = [_event(i) for i in ("a", "b", "bad", "c", "d")] + [_event("bad", event_type="copy"), _event("e"), "{oops"]
@@ -583,7 +583,7 @@ def test_a_record_no_write_takes_is_a_dead_letter_and_the_batch_commits(spark, t
 
 def test_a_write_that_fails_for_every_record_is_not_blamed_on_one(spark, tmp_path, monkeypatch):
     """No probe writes (the sink fails, not a record): the batch fails as it did, nothing is published or dead-lettered."""
-    from glue_jobs import crash_points
+    from glue_jobs.commit import crash_points
 
     monkeypatch.setenv(crash_points.UNWRITABLE_ENV, "bad")
     with pytest.raises(Exception, match="cannot be written"):
@@ -592,7 +592,7 @@ def test_a_write_that_fails_for_every_record_is_not_blamed_on_one(spark, tmp_pat
 
 
 def test_the_bisection_finds_each_row_no_write_takes_and_blames_none_when_none_writes():
-    from glue_jobs.unwritable import MAX_UNWRITABLE, bisect
+    from glue_jobs.lake.unwritable import MAX_UNWRITABLE, bisect
 
     calls = []
 

@@ -9,8 +9,8 @@ import pytest
 from pyspark.sql import functions as F
 
 from glue_jobs.contract import UNKNOWN_COUNT, VALIDATED_EXTRA_COLUMNS, VALIDATED_INGESTION_COLUMNS
-from glue_jobs.lake_layout import lake_write_columns
-from glue_jobs.lake_table import LakeTable
+from glue_jobs.lake.lake_layout import lake_write_columns
+from glue_jobs.lake.lake_table import LakeTable
 from glue_jobs.schema import PROBLEM_DDL, contract_fields, envelope_schema, spark_source_schema
 
 from .streaming_support import json_envelope, literal_frame
@@ -29,7 +29,7 @@ def _validate(spark, payloads):
 
 
 def _written(spark, payloads, batch_id=7):
-    """The lake rows the valid records become: validate(), then the write-time columns (glue_jobs.lake_layout)."""
+    """The lake rows the valid records become: validate(), then the write-time columns (glue_jobs.lake.lake_layout)."""
     validated = validate(json_envelope(spark, payloads), now_ms=NOW_MS)
     lake = lake_write_columns(validated.where("reason IS NULL"), batch_id=batch_id)
     return lake.select(*(F.col(c).cast("string").alias(c) if c == "event_date" else c for c in lake.columns)).collect()
@@ -202,7 +202,7 @@ def test_metadata_is_stored_as_its_json_text(spark, metadata, stored):
 def test_a_string_s_json_literal_is_written_as_to_json_writes_it(spark):
     """json_tokens.json_string_literal (a json_text field holding a string): the text in quotes for every text without
     '"', backslash or control character (Jackson's generator leaves non-ASCII and '/' as they are)."""
-    from glue_jobs import json_tokens
+    from glue_jobs.decoding import json_tokens
 
     texts = ["", "plain", "café", "/p/1 <b>&amp;</b>", "\u2028\u2029", "☃ 𝄞", "\x7f", "'single'", "{not: json}"]
     frame = spark.range(1).select(F.explode(F.array(*(F.lit(t) for t in texts))).alias("t"))
@@ -280,7 +280,9 @@ def test_a_batch_constant_is_a_reference_in_the_generated_code_where_a_long_lite
 def test_per_batch_values_leave_the_generated_code_unchanged(spark, tmp_path, monkeypatch):
     """Processing time, batch id and arrival time reach the rows as data (glue_jobs.batch_constants), so a
     new micro-batch reuses the compiled stages. Control: the same values as literals compile anew."""
-    from glue_jobs import lake_layout, sources, typed_contract
+    from glue_jobs import sources
+    from glue_jobs.contract import typed_contract
+    from glue_jobs.lake import lake_layout
 
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "a.json").write_text('{"event_id":"e1","event_type":"x","event_time":%d}\nnot json\n' % T)

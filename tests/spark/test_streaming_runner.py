@@ -119,7 +119,7 @@ def test_run_once_end_to_end_in_another_time_zone(spark, tmp_path):
 def test_sigkill_mid_stream_three_times_then_finish_exactly_once(spark, tmp_path):
     """Three kills, then a run to the end: every valid record once, every bad one a dead letter once. One valid record
     of the first batch no write takes (injected: STREAMLAKE_UNWRITABLE), and the first kill comes right after the batch
-    found it (glue_jobs/unwritable.py): after the restarts it is a dead letter (reason unwritable, payload as sent)
+    found it (glue_jobs/lake/unwritable.py): after the restarts it is a dead letter (reason unwritable, payload as sent)
     and the source went on past it, instead of failing that batch on every retry."""
     expect = generate(tmp_path / "in", records=1200, files=12, bad_ratio=0.05, seed=5)
     files = [f.read_text(encoding="utf-8").splitlines() for f in sorted((tmp_path / "in").iterdir())]

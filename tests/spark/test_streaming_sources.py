@@ -299,7 +299,7 @@ def test_entrypoint_starts_the_glue_spark_context_with_the_job_static_settings(m
     from pyspark import SparkContext
 
     from glue_jobs import session
-    from glue_jobs.source_queries import FAIR_SCHEDULING
+    from glue_jobs.sources.source_queries import FAIR_SCHEDULING
 
     class ContextRequested(Exception):
         pass

@@ -1,4 +1,4 @@
-"""The typed contract (glue_jobs/typed_contract.py) on every Spark line: the strictness table of each type at
+"""The typed contract (glue_jobs/contract/typed_contract.py) on every Spark line: the strictness table of each type at
 depth 0, 1 and 2, the event-time formats, the rules with their paths, and orders stored typed.
 
 The `strict` dataset is written as files into a temporary datasets folder (STREAMLAKE_DATASETS), as a team
@@ -14,8 +14,9 @@ from decimal import Decimal
 import pytest
 from pyspark.sql import functions as F
 
-from glue_jobs import datasets, strict_json
-from glue_jobs.typed_contract import validate
+from glue_jobs import datasets
+from glue_jobs.contract import strict_json
+from glue_jobs.contract.typed_contract import validate
 from tests.spark.streaming_support import json_envelope
 
 NOW_MS = 1_800_000_000_000  # 2027-01-15T08:00:00Z
@@ -197,7 +198,7 @@ def test_a_typed_record_not_from_the_decoder_gets_every_check(spark, strict):
     """A record of the dataset's type but for nullability (a source other than the decoder) is typed without its
     guarantees: every check is made on it, and each gets the verdict and row its JSON gets; a NaN (which JSON cannot
     carry: Spark's to_json writes it bare) is out of range at its path."""
-    from glue_jobs import registry_frames
+    from glue_jobs.decoding import registry_frames
 
     payloads = [
         json.dumps(_record()),

@@ -1,4 +1,4 @@
-"""The typed contract's fast path (glue_jobs/typed_screen.py): which records it proves, and that proving never
+"""The typed contract's fast path (glue_jobs/contract/typed_screen.py): which records it proves, and that proving never
 changes a result.
 
 The screen decides only which parse a record takes: a record it proves is read by the plain parse, any other by
@@ -16,9 +16,10 @@ from datetime import datetime, timezone
 import pytest
 from pyspark.sql import functions as F
 
-from glue_jobs import datasets, strict_json, typed_contract, typed_screen
+from glue_jobs import datasets
+from glue_jobs.contract import strict_json, typed_contract, typed_screen
+from glue_jobs.contract.typed_contract import validate
 from glue_jobs.dataset_generate import generate_dataset
-from glue_jobs.typed_contract import validate
 from tests.spark.streaming_support import json_envelope
 
 NOW_MS = 1_800_000_000_000  # 2027-01-15T08:00:00Z

@@ -1,4 +1,4 @@
-"""dataset.json `unknown_fields` (glue_jobs/unknown_fields.py): a JSON field the schema does not know, at any depth, is
+"""dataset.json `unknown_fields` (glue_jobs/contract/unknown_fields.py): a JSON field the schema does not know, at any depth, is
 rejected (dead letter unknown_field, with its path), kept (its JSON text in `_unknown_fields`) or dropped (counted),
 and never silently lost. The same verdicts through the shipped contract (the JVM proof), the screen's Spark
 expressions and the strict path alone, on every Spark line.
@@ -122,7 +122,7 @@ def test_the_three_choices_on_every_json_path(spark, sensors, monkeypatch):
 def test_an_unknown_field_comes_before_the_types(spark, sensors):
     """Rejected, a record with an unknown field and a type problem says unknown_field (a misspelled required field
     names the misspelling, not only the absence); kept or dropped, the type problem is its reason."""
-    from glue_jobs.typed_contract import validate
+    from glue_jobs.contract.typed_contract import validate
 
     misspelled = json.dumps({**{k: v for k, v in BASE.items() if k != "location"}, "locaton": BASE["location"]})
     envelope = json_envelope(spark, [misspelled])

@@ -5,7 +5,7 @@ import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
 
 /**
- * Deletes many single files through the Hadoop FileSystem API in one call from Python (glue_jobs/storage.py
+ * Deletes many single files through the Hadoop FileSystem API in one call from Python (glue_jobs/lake/storage.py
  * HadoopStorage.delete_files): a few threads, one {@code FileSystem.delete(path, false)} per path, so a partition of
  * thousands of small files costs one py4j round trip per chunk instead of several per file.
  *

@@ -10,7 +10,7 @@ import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
 
 /**
- * Moves many single files through the Hadoop FileSystem API in one call from Python (glue_jobs/storage.py
+ * Moves many single files through the Hadoop FileSystem API in one call from Python (glue_jobs/lake/storage.py
  * HadoopStorage.rename_files, the publish of a batch's staged files): each target directory is made once, then each
  * move, a few threads at a time, refuses an existing target and never overwrites. From Python every move was four py4j
  * round trips (and a connection per Python thread); here the whole publish is one.

@@ -26,7 +26,7 @@ import org.apache.spark.sql.types.StructType;
  * This function reads the number as written (Jackson's {@code getDecimalValue}; that Spark's parser rounds this value to
  * the type's scale is what tests/spark/test_typed_contract.py's strictness rows showed on 3.3, 3.5 and 4.1, and
  * unverified against apache/spark's JacksonParser source) and is asked only about records the JVM proof
- * ({@link StrictJsonRecord}) did not answer (glue_jobs/typed_contract.py). The path is written as the diagnosis
+ * ({@link StrictJsonRecord}) did not answer (glue_jobs/contract/typed_contract.py). The path is written as the diagnosis
  * writes it (glue_jobs/typed_checks.diagnose): {@code total}, {@code shipping.fee}, {@code items[3].unit_price}
  * (array indexes from 0), {@code prices["EUR"]}. Everything but decimal numbers at the schema's decimal fields is
  * skipped: the strict path finds those problems.

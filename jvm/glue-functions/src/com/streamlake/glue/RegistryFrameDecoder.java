@@ -349,7 +349,7 @@ public final class RegistryFrameDecoder implements UDF1<byte[], Row> {
         }
     }
 
-    /** The datum as the dataset's JSON: what glue_jobs/typed_contract.py reads from a JSON record. */
+    /** The datum as the dataset's JSON: what glue_jobs/contract/typed_contract.py reads from a JSON record. */
     static void render(StringBuilder out, Schema schema, Object datum) {
         if (datum == null) {
             out.append("null");

@@ -39,8 +39,8 @@ import org.apache.spark.sql.types.StructType;
 /**
  * A JSON record's payload -> the record in the shape of the typed contract's plain parse
  * (glue_jobs/typed_parse.wire_type(root, "")), or null when this function cannot prove that shape holds the record
- * exactly as written. It is the typed contract's fast path (glue_jobs/typed_contract.py) where the jar is on the
- * classpath; glue_jobs/typed_screen.py proves the same with Spark expressions where it is not.
+ * exactly as written. It is the typed contract's fast path (glue_jobs/contract/typed_contract.py) where the jar is on the
+ * classpath; glue_jobs/contract/typed_screen.py proves the same with Spark expressions where it is not.
  *
  * <p>It reads the payload once with Jackson's streaming parser (the parser Spark's own JSON functions use) and
  * answers a value only when every token has the JSON type its field declares, with nothing coerced: a string field
@@ -63,7 +63,7 @@ import org.apache.spark.sql.types.StructType;
  * (its JacksonParser: getText, getIntValue, getLongValue, getFloatValue, getDoubleValue, getDecimalValue), as Java
  * values its UDF API converts: a record a Row, an array an Object[], a map a LinkedHashMap, a decimal a BigDecimal.
  *
- * <p>Constructed on the driver with the dataset's schema as a Spark type (glue_jobs/strict_json.py: a field, element
+ * <p>Constructed on the driver with the dataset's schema as a Spark type (glue_jobs/contract/strict_json.py: a field, element
  * or map value that is not nullable is required; decimals with their declared precision and scale) and the dataset's
  * json_text field paths ("a.b", "items[]") and value checks (glue_jobs/strict_json.value_checks: one line per field
  * path); Spark serializes the function to the executors, which build the readers
@@ -470,7 +470,7 @@ public final class StrictJsonRecord implements UDF1<String, Row> {
 
     /**
      * A json_text field's value (any JSON value; the parser on its first token) as the JSON text the strict path
-     * stores (glue_jobs/typed_contract.py): a string token as {@code to_json} writes a string (Spark's StructsToJson: a
+     * stores (glue_jobs/contract/typed_contract.py): a string token as {@code to_json} writes a string (Spark's StructsToJson: a
      * generator over a character writer), any other value as Spark's parse renders a non-string token into a string
      * field (apache/spark JacksonParser, StringType: {@code copyCurrentStructure} into a UTF-8 generator over bytes).
      * Both are Jackson generators from a default factory, as Spark's are (Spark configures only read features);

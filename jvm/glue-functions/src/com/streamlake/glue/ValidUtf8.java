@@ -6,7 +6,7 @@ import org.apache.spark.sql.api.java.UDF1;
  * Bytes -> whether they are well-formed UTF-8 (RFC 3629 section 4: no overlong form, no surrogate code point, nothing
  * above U+10FFFF, no truncated sequence), or null for null.
  *
- * <p>The local runner asks it about each input file's bytes once (glue_jobs/sources.py {@code from_local_files}): Spark's
+ * <p>The local runner asks it about each input file's bytes once (glue_jobs/sources/__init__.py {@code from_local_files}): Spark's
  * text source hands the file's bytes over undecoded, and only a file that is not UTF-8 has its lines checked and its bad
  * lines dead-lettered with their bytes. It is one pass over the bytes without allocating, where Spark 3's expressions
  * take a decode, an encode and a comparison (Spark 4 has {@code is_valid_utf8}). Compiled for Java 8 like

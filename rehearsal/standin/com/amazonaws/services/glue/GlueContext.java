@@ -43,7 +43,7 @@ public final class GlueContext {
   /**
    * The column holding a Kinesis record's text when classification is json and inferSchema is true. No AWS
    * page names it (unverified); public Glue scripts read it by this name, and some local runs spell it
-   * "$json$data_infer_schema$.temporary$" (glue_jobs/sources.py accepts both).
+   * "$json$data_infer_schema$.temporary$" (glue_jobs/sources/__init__.py accepts both).
    */
   static final String KINESIS_RAW_COLUMN = "$json$data_infer_schema$_temporary$";
 

@@ -1,6 +1,6 @@
 """The typed contract's fast path: one plain typed parse, and a count that proves it equal to the strict one.
 
-The strict parse (glue_jobs/typed_parse.py) marks every string literal before parsing, because Spark's
+The strict parse (glue_jobs/decoding/typed_parse.py) marks every string literal before parsing, because Spark's
 `from_json` coerces: a string field takes any token (123 -> "123"), a decimal field takes a string token
 ("12.5"), a double field the strings "NaN" and "Infinity". Marking costs a regular-expression rewrite of
 every payload and a second rendering of every string. Most records need neither: this module parses the
@@ -28,7 +28,7 @@ renders as (`_renders_a_token`); every key is a literal. So literals >= keys + S
   K == N             proves every key is a field the parse kept with a value: no unknown key, no repeated key,
                      no key written with null. A record with a null-valued key takes the strict path: the parse
                      cannot tell a known field's null from an unknown key's (both leave N as it is), and an unknown
-                     key is never silently lost (dataset.json unknown_fields, glue_jobs/unknown_fields.py).
+                     key is never silently lost (dataset.json unknown_fields, glue_jobs/contract/unknown_fields.py).
 json_text fields render any token as text, so a record with one present is left to the strict path.
 Native expressions only; the per-record count packs N, S and the flags into one long.
 """
@@ -39,9 +39,9 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from glue_jobs import json_tokens as tokens
-from glue_jobs import typed_parse as tp
 from glue_jobs.dataset_types import Node
+from glue_jobs.decoding import json_tokens as tokens
+from glue_jobs.decoding import typed_parse as tp
 
 _VALUE, _SENTINEL = "\u0001", "\u0002"
 _WRAP_OPEN, _WRAP_CLOSE = '{"\\u0001":', ',"\\u0002":0}'

@@ -14,7 +14,7 @@ CRASH_ENV = "STREAMLAKE_CRASH_AT"
 # Tests: a key value whose lake row no write takes (the write raises for it, as a record no retry can write would).
 UNWRITABLE_ENV = "STREAMLAKE_UNWRITABLE"
 POINTS = (
-    "after_isolation",  # a failed write's unwritable records found (glue_jobs/unwritable.py), nothing written again yet
+    "after_isolation",  # a failed write's unwritable records found (glue_jobs/lake/unwritable.py), nothing written again yet
     "after_lake_commit",  # the lake rows committed (an Iceberg table's snapshot), dead letters not yet written (a Parquet lake: lake rows staged, dead letters staged at most)
     "after_publish",  # dead letters published, the commit marker not yet written
 )

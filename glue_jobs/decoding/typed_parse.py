@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from glue_jobs.dataset_types import Node
-from glue_jobs.json_tokens import CORRUPT, JSON_OPTIONS
+from glue_jobs.decoding.json_tokens import CORRUPT, JSON_OPTIONS
 
 MARK = "\u0000"
 _STRING_LITERAL = r'"([^"\\]*+(?:\\.[^"\\]*+)*+)"'
@@ -49,7 +49,7 @@ def marked(payload: Column) -> Column:
 
 def wire_type(node: Node, mark: str = MARK, *, declared_decimals: bool = False) -> T.DataType:
     """The Spark type the marked payload is parsed with (field names carry the marker); with `mark=""`, the
-    type of the plain parse (glue_jobs/typed_screen.py) and of `to_plain`. `declared_decimals`: decimals at their
+    type of the plain parse (glue_jobs/contract/typed_screen.py) and of `to_plain`. `declared_decimals`: decimals at their
     declared precision and scale instead of the wide parse's (what the JVM proof answers, exact by then)."""
     if node.kind == "record":
         return T.StructType([T.StructField(mark + f.name, wire_type(f.type, mark, declared_decimals=declared_decimals))

@@ -1,4 +1,4 @@
-"""The persisted batch as a plan of one node, its cache (glue_jobs/packed_batch.py reads the batch through it)."""
+"""The persisted batch as a plan of one node, its cache (glue_jobs/lake/packed_batch.py reads the batch through it)."""
 
 from __future__ import annotations
 
@@ -38,4 +38,4 @@ def cached_leaf(persisted: DataFrame) -> DataFrame:
 
 @functools.cache
 def _warn_once(message: str) -> None:
-    logging.getLogger("glue_jobs.packed_batch").warning(message)
+    logging.getLogger("glue_jobs.lake.packed_batch").warning(message)

@@ -1,24 +1,24 @@
-"""What every dataset's contract returns (glue_jobs/typed_contract.py validates; glue_jobs/lake_layout.py adds
+"""What every dataset's contract returns (glue_jobs/contract/typed_contract.py validates; glue_jobs/lake/lake_layout.py adds
 what the batch knows): the reason codes of a dead letter, and the columns validate() returns besides the
 dataset's fields.
 
 Reason codes, first match wins (malformed_json, unknown_field, missing_required_field, invalid_type, out_of_range); `detail`
 names the first offending field path in schema order. A framed Kafka value adds two (malformed_record,
-unknown_schema_version: glue_jobs/registry_frames.py).
+unknown_schema_version: glue_jobs/decoding/registry_frames.py).
 """
 
 from __future__ import annotations
 
-from glue_jobs.registry_frames import MALFORMED_RECORD, UNKNOWN_SCHEMA_VERSION
+from glue_jobs.decoding.registry_frames import MALFORMED_RECORD, UNKNOWN_SCHEMA_VERSION
 from glue_jobs.schema import INGESTION_COLUMNS
 
 MALFORMED_JSON = "malformed_json"
 MISSING_REQUIRED_FIELD = "missing_required_field"
 INVALID_TYPE = "invalid_type"
 OUT_OF_RANGE = "out_of_range"
-UNKNOWN_FIELD = "unknown_field"  # dataset.json unknown_fields: reject (glue_jobs/unknown_fields.py)
-UNWRITABLE = "unwritable"  # a valid record no lake write takes (glue_jobs/unwritable.py): found after the write, not here
-# New codes go last: a code's position is its number in the batch cache (glue_jobs/packed_batch.py).
+UNKNOWN_FIELD = "unknown_field"  # dataset.json unknown_fields: reject (glue_jobs/contract/unknown_fields.py)
+UNWRITABLE = "unwritable"  # a valid record no lake write takes (glue_jobs/lake/unwritable.py): found after the write, not here
+# New codes go last: a code's position is its number in the batch cache (glue_jobs/lake/packed_batch.py).
 REASON_CODES = (MALFORMED_JSON, MISSING_REQUIRED_FIELD, INVALID_TYPE, OUT_OF_RANGE, MALFORMED_RECORD, UNKNOWN_SCHEMA_VERSION,
                 UNKNOWN_FIELD, UNWRITABLE)
 
@@ -32,5 +32,5 @@ VALIDATED_EXTRA_COLUMNS = ("reason", "detail", "payload")
 UNKNOWN_COUNT = "_unknown_count"
 # Before them, where the source decoded the bytes before the job (Kinesis): 1 for a payload holding U+FFFD, else null.
 REPLACEMENTS = "_replacements"
-# Validated columns whose non-null rows a batch counts (glue_jobs/packed_batch.py), by the BatchStats field they fill.
+# Validated columns whose non-null rows a batch counts (glue_jobs/lake/packed_batch.py), by the BatchStats field they fill.
 COUNTED = {UNKNOWN_COUNT: "unknown_fields", REPLACEMENTS: "replacement_characters"}

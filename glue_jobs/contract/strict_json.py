@@ -1,7 +1,7 @@
 """The typed contract's fast path in the JVM: com.streamlake.glue.StrictJsonRecord (jvm/glue-functions) reads a JSON
 payload once with Jackson and answers the record in the plain parse's shape only when no token was coerced, else
-null (its class doc says exactly when). glue_jobs/typed_contract.py uses it where the jar is on the classpath
-(--extra-jars on Glue, spark.jars locally) and proves the same with Spark expressions (glue_jobs/typed_screen.py)
+null (its class doc says exactly when). glue_jobs/contract/typed_contract.py uses it where the jar is on the classpath
+(--extra-jars on Glue, spark.jars locally) and proves the same with Spark expressions (glue_jobs/contract/typed_screen.py)
 where it is not; either way a record it does not prove takes the strict path, so the results are the same. A json_text
 field's value (any JSON value) it answers as the JSON text the strict path stores.
 
@@ -21,9 +21,9 @@ import hashlib
 import logging
 from functools import cache
 
-from glue_jobs import typed_parse as tp
 from glue_jobs.dataset_types import Node
 from glue_jobs.datasets import Dataset
+from glue_jobs.decoding import typed_parse as tp
 
 STRICT_JSON_CLASS = "com.streamlake.glue.StrictJsonRecord"
 # Registered beside it for a dataset with a decimal: the path of a record's first decimal its declared type does not
@@ -54,7 +54,7 @@ def value_checks(dataset: Dataset) -> str:
     """The checks typed_checks.suspect(decoded=True) makes, as the function reads them (its `checks` doc): one line
     per field path of a string, enum or date with a check (required: not blank; enum: its symbols after the
     normalize steps; date: a calendar day) and of a timestamp number (Spark's range)."""
-    from glue_jobs.typed_checks import _INTEGER_BOUNDS
+    from glue_jobs.contract.typed_checks import _INTEGER_BOUNDS
 
     normalize = {r.path: r.normalize for r in dataset.rules if r.normalize}
     lines: list[str] = []
@@ -107,7 +107,7 @@ def _function(dataset: Dataset, jvm):
         return None
     # It answers a decoded record's type: decimals at their declared precision and scale, which hold every decimal it
     # answers exactly and are the lake's stored types (docs/datasets.md "Performance").
-    from glue_jobs.registry_frames import record_type
+    from glue_jobs.decoding.registry_frames import record_type
 
     returns = jvm.org.apache.spark.sql.types.DataType.fromJson(record_type(dataset).json())
     return found(*_arguments(dataset)), returns

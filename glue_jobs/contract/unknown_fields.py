@@ -3,7 +3,7 @@
 `entries(root, marked, json_text)` is every unknown field of a record, in document order per object, parents before
 children: an array of struct<path, value>, the path as the contract's details write it (`location.altitude`,
 `readings[2].note`, `attributes["k"].x`) and the value as its JSON text. It reads the marked payload
-(glue_jobs/typed_parse.py: every string literal starts with U+0000, keys too), one object level at a time, each level
+(glue_jobs/decoding/typed_parse.py: every string literal starts with U+0000, keys too), one object level at a time, each level
 parsed as map<string,string>: a map keeps every key the object holds (a repeated key twice: Spark's JSON parser does
 not deduplicate map keys, checked on Spark 3.5 and 4.1 by tests/spark/test_unknown_fields.py), and a value's text
 keeps its marker, so a string tells itself from another token when it is rendered.
@@ -11,8 +11,8 @@ keeps its marker, so a string tells itself from another token when it is rendere
 What is not unknown: a key inside a map field (any key is a map's), anything inside a json_text field (any JSON value
 is its value). A typed record from a decoder has no unknown field: its writer schema is a committed version.
 
-Only records the fast path does not prove are walked: glue_jobs/typed_screen.py counts every key and proves a record
-only when each is a field the parse kept, and the JVM proof (glue_jobs/strict_json.py) answers null for a record with
+Only records the fast path does not prove are walked: glue_jobs/contract/typed_screen.py counts every key and proves a record
+only when each is a field the parse kept, and the JVM proof (glue_jobs/contract/strict_json.py) answers null for a record with
 an unknown key; so a record with one always takes the strict path, where this runs. Native expressions only.
 """
 
@@ -22,9 +22,9 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from glue_jobs import typed_parse as tp
 from glue_jobs.dataset_types import Node
-from glue_jobs.json_tokens import json_string_literal
+from glue_jobs.decoding import typed_parse as tp
+from glue_jobs.decoding.json_tokens import json_string_literal
 
 ENTRY_DDL = "array<struct<path:string,value:string>>"
 _OBJECT = T.MapType(T.StringType(), T.StringType())

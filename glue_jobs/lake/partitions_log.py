@@ -23,13 +23,13 @@ import logging
 import re
 from dataclasses import dataclass
 
-from glue_jobs.storage import HadoopStorage
+from glue_jobs.lake.storage import HadoopStorage
 
 LOG_DIR = "_partitions"
 FORMAT = 1
 _PARTITION_RE = re.compile(r"^event_date=\d{4}-\d{2}-\d{2}/event_hour=\d{1,2}$")
 
-log = logging.getLogger("glue_jobs.partitions_log")
+log = logging.getLogger("glue_jobs.lake.partitions_log")
 
 
 @dataclass(frozen=True)

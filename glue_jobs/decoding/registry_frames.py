@@ -14,7 +14,7 @@ writer's version and resolves it to the dataset's newest version (Avro schema re
 record as the dataset's JSON, which then meets the dataset's contract like a JSON record. No Python runs per
 record. A value that cannot be decoded gets `malformed_record` or `unknown_schema_version`. With
 `typed_records`, the function also returns each decoded record as Spark values in the shape of the contract's
-plain JSON parse (`record_type`), so glue_jobs/typed_contract.py skips parsing its JSON (null where that shape
+plain JSON parse (`record_type`), so glue_jobs/contract/typed_contract.py skips parsing its JSON (null where that shape
 cannot hold a value exactly: the contract then reads the JSON).
 
 The UUID -> version map comes from the registry (`glue:GetSchemaVersion`), checked against the dataset's own
@@ -130,7 +130,7 @@ def record_type(dataset: Dataset):
     """The Spark type of a decoded record: the contract's plain parse of the dataset's JSON (typed_parse.wire_type),
     its decimals at their declared precision and scale, which hold a decoded decimal exactly (the decoder answers
     no record otherwise) and are the lake's stored types: no conversion to a wider type and back."""
-    from glue_jobs.typed_parse import wire_type
+    from glue_jobs.decoding.typed_parse import wire_type
 
     return wire_type(dataset.schema, "", declared_decimals=True)
 

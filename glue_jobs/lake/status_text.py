@@ -1,5 +1,5 @@
 """FileStatus text read in bulk: a listing's whole FileStatus[] crosses py4j as one string (commons-lang3
-ArrayUtils.toString) and is read here, instead of several py4j calls per file (glue_jobs/storage.py
+ArrayUtils.toString) and is read here, instead of several py4j calls per file (glue_jobs/lake/storage.py
 HadoopStorage.list). Anything that cannot be read exactly answers None, and the caller reads those statuses' attributes
 one by one."""
 

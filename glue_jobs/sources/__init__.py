@@ -165,7 +165,7 @@ def _utf8_check(session):
     """A function of a binary column: whether its bytes are valid UTF-8. Spark 4 has is_valid_utf8 ("New in version
     4.0.0", pyspark.sql.functions reference). Before it: the functions jar's ValidUtf8 where it is on the classpath (one
     pass over the bytes), registered on `session` (a streaming query plans each batch in a clone of the job's session,
-    with its own function registry: glue_jobs/strict_json.py); else decoding the bytes, which replaces each malformed
+    with its own function registry: glue_jobs/contract/strict_json.py); else decoding the bytes, which replaces each malformed
     sequence with U+FFFD (StringDecode: `new String(bytes, charset)`), and encoding them again gives other bytes exactly
     when they were not UTF-8. Spark 4's decode raises on malformed input instead (SPARK-48658), so that round trip is
     Spark 3's only."""
@@ -188,7 +188,7 @@ KAFKA_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "t
 
 def from_kafka_records(raw: DataFrame, source_name: str, decoding) -> DataFrame:
     """Kafka records (value framed by the Schema Registry serializer) -> the envelope. `decoding` is the source's
-    glue_jobs.registry_frames.FrameDecoding. A decoded record's payload is its JSON rendering (the contract
+    glue_jobs.decoding.registry_frames.FrameDecoding. A decoded record's payload is its JSON rendering (the contract
     validates it like a JSON record); an undecodable one keeps its bytes as base64 and gets its `problem`.
     source_partition is the Kafka partition number, source_offset the offset, arrival_time the record's
     timestamp (the broker's append time when the topic sets message.timestamp.type=LogAppendTime, the

@@ -11,7 +11,7 @@ before its checkpoint commit. For batch b, `MicroBatchWriter` (glue_jobs/batch.p
 3. Spark writes lake rows and dead letters into the staging directories (`lake_staging(b)`,
    `dead_letter_staging(b)`: `<lake>/_staging/<source>/batch=<b>/`, `<dead letters>/_staging/<source>/batch=<b>/`).
 4. `publish(b)`: the manifest of final names is written, each staged file is moved to its final name,
-   then the partitions-log entry naming the lake hours the batch wrote (glue_jobs/partitions_log.py:
+   then the partitions-log entry naming the lake hours the batch wrote (glue_jobs/lake/partitions_log.py:
    after the files landed, so compaction never reads an entry whose files are not there).
 5. `mark_committed(stats)`: the commit marker, then the manifest, an old marker and staging are deleted.
 
@@ -27,8 +27,8 @@ import json
 import logging
 from dataclasses import asdict, dataclass, field
 
-from glue_jobs import partitions_log
-from glue_jobs.storage import HadoopStorage
+from glue_jobs.lake import partitions_log
+from glue_jobs.lake.storage import HadoopStorage
 
 log = logging.getLogger("glue_jobs.commit")
 
@@ -76,7 +76,7 @@ class BatchStats:
     # ReplacementCharacters.
     replacement_characters: int = field(default=0, compare=False)
     # Of duplicates_collapsed, the copies whose content differed from the copy kept (within the batch, or an Iceberg
-    # append's keys the table held for the hour already; glue_jobs/dropped_copies.py). Published as DifferingDuplicates.
+    # append's keys the table held for the hour already; glue_jobs/lake/dropped_copies.py). Published as DifferingDuplicates.
     differing_duplicates: int = 0
 
     @property
@@ -168,7 +168,7 @@ class BatchCommit:
         self.storage.write_text(self.marker(batch_id, "manifest"), json.dumps({"files": moves}, indent=1))
         self.storage.rename_files(((move["staged"], move["final"]) for move in moves), threads=PUBLISH_THREADS)
         if partitions:
-            # A replay of this batch writes the same entry again (glue_jobs/partitions_log.py).
+            # A replay of this batch writes the same entry again (glue_jobs/lake/partitions_log.py).
             partitions_log.write_entry(self.storage, self.lake_path, source=self.source_name, stream_id=self.stream_id,
                                        batch_id=batch_id, partitions=partitions)
         return [move["final"] for move in moves]

@@ -7,20 +7,20 @@ when valid), detail (the field path: `items[3].unit_price: value out of range (m
 
 Order of the checks, first problem wins:
 1. malformed_json: not exactly one JSON object (text after it, a repeated top-level key, a syntax error);
-1b. unknown_field, when the dataset rejects unknown fields (glue_jobs/unknown_fields.py): the first one's path;
-2. the types (glue_jobs/typed_checks.py), in schema order, depth first;
+1b. unknown_field, when the dataset rejects unknown fields (glue_jobs/contract/unknown_fields.py): the first one's path;
+2. the types (glue_jobs/contract/typed_checks.py), in schema order, depth first;
 3. the event time (format, then not_before .. processing time + max_future) and the dataset's rules, in
    schema order; a rule names itself in the detail.
 
-A record a decoder already typed (the envelope's `record`, Kafka: glue_jobs/registry_frames.py) skips step 1
-and the parse of step 2; the checks no parse makes (blank, enum, date, decimal digits, ...) run on it as on a
-parsed record, and a record they flag is diagnosed from its payload (its JSON) as a JSON record is. A JSON record
-the JVM proof (glue_jobs/strict_json.py) answers has passed those checks there.
+A record a decoder already typed (the envelope's `record`, Kafka: glue_jobs/decoding/registry_frames.py) skips step 1
+and the parse of step 2; the checks no parse makes (blank, enum, date, decimal digits, ...) run on it as on a parsed
+record, and a record they flag is diagnosed from its payload (its JSON) as a JSON record is. A JSON record the JVM
+proof (glue_jobs/contract/strict_json.py) answers has passed those checks there.
 
-Strings are normalized (dataset.json `normalize`) before the enum and the rules see them. Known limits:
-a key repeated inside a nested object or map keeps its last value (Spark's parser; only top-level keys are
-checked). A decimal's fraction digits beyond the 38-digit wide parse are seen only with the jar (the JVM reads
-an unproven record's decimals as written: strict_json.INEXACT_DECIMAL_CLASS); the Spark-expression path rounds them.
+Strings are normalized (dataset.json `normalize`) before the enum and the rules see them. Known limits: a key repeated
+inside a nested object or map keeps its last value (Spark's parser; only top-level keys are checked). A decimal's
+fraction digits beyond the 38-digit wide parse are seen only with the jar (the JVM reads an unproven record's decimals
+as written: strict_json.INEXACT_DECIMAL_CLASS); the Spark-expression path rounds them.
 """
 
 from __future__ import annotations
@@ -31,23 +31,18 @@ from functools import cache
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from glue_jobs import json_tokens as tokens
-from glue_jobs import registry_frames, strict_json, typed_rules, unknown_fields
-from glue_jobs import typed_checks as tc
-from glue_jobs import typed_parse as tp
-from glue_jobs import typed_screen as screen
+from glue_jobs import contract
 from glue_jobs.batch_constants import with_batch_constants
 from glue_jobs.column_seq import ColumnSeq, select
-from glue_jobs.contract import (
-    MALFORMED_JSON,
-    REPLACEMENTS,
-    UNKNOWN_COUNT,
-    VALIDATED_EXTRA_COLUMNS,
-    VALIDATED_INGESTION_COLUMNS,
-)
+from glue_jobs.contract import strict_json, typed_rules, unknown_fields
+from glue_jobs.contract import typed_checks as tc
+from glue_jobs.contract import typed_screen as screen
 from glue_jobs.dataset_contract import UNKNOWN_FIELDS_COLUMN
 from glue_jobs.dataset_types import Node
 from glue_jobs.datasets import Dataset
+from glue_jobs.decoding import json_tokens as tokens
+from glue_jobs.decoding import registry_frames
+from glue_jobs.decoding import typed_parse as tp
 from glue_jobs.schema import ENVELOPE_COLUMNS
 
 _LATEST_MS = "_latest_ms"
@@ -132,14 +127,14 @@ def _stages(dataset: Dataset, proof: str | None = None, trusted: bool = True, re
     """The projections `validate` applies in order (a None keeps a column of the stage before). An expression read
     more than once gets a column of its own stage: inside a CASE branch or a coalesce Spark evaluates a repeated
     expression once per use. Expensive ones sit in a CASE branch, so they run only for the records that need
-    them: the proof for all (`proof`, the JVM function's SQL name, glue_jobs/strict_json.py; without it
-    the plain parse and glue_jobs/typed_screen.py's counts), the strict (marked) parse for those not proven, the
+    them: the proof for all (`proof`, the JVM function's SQL name, glue_jobs/contract/strict_json.py; without it
+    the plain parse and glue_jobs/contract/typed_screen.py's counts), the strict (marked) parse for those not proven, the
     diagnosis for flagged ones. `trusted`: whether a decoded record comes from the decoder, whose guarantees spare
     it some checks (glue_jobs/typed_checks.suspect); a typed record from anywhere else has every check made."""
     root, normalize = dataset.schema, {r.path: r.normalize for r in dataset.rules if r.normalize}
     names = [f.name for f in root.fields]
     json_text = frozenset(dataset.json_text)
-    choice = dataset.unknown_fields  # glue_jobs/unknown_fields.py: only unproven JSON records can have one
+    choice = dataset.unknown_fields  # glue_jobs/contract/unknown_fields.py: only unproven JSON records can have one
     kept, unk, counted = [UNKNOWN_FIELDS_COLUMN] if choice == "keep" else [], F.col("_unk"), choice != "reject"
     time_field = dataset.event_time.field
     is_json = F.col("record").isNull()
@@ -153,7 +148,7 @@ def _stages(dataset: Dataset, proof: str | None = None, trusted: bool = True, re
     # A decoded record (Kafka) is already typed: it skips the parse and its proof, and is flagged like a proven one.
     # Its json_text fields are Avro strings that hold the JSON text: stored as they are (a JSON record's json_text
     # field holds the JSON value itself, stored as its text).
-    if proof:  # the JVM function (glue_jobs/strict_json.py): the record when proven, else null
+    if proof:  # the JVM function (glue_jobs/contract/strict_json.py): the record when proven, else null
         # What the function answers has a decoded record's type (registry_frames.record_type).
         stage(_wv=F.when(is_json, F.expr(f"{proof}(`payload`)")).otherwise(record))
         stage(_wv=None, _fast=F.when(is_json, F.col("_wv").isNotNull()).otherwise(F.lit(True)))
@@ -163,7 +158,7 @@ def _stages(dataset: Dataset, proof: str | None = None, trusted: bool = True, re
         stage(_wv=F.when(is_json, screen.record(wrapped)).otherwise(record.cast(tp.wire_type(root, ""))),  # wide decimals
               _fast=F.when(is_json, screen.proven("payload", wrapped)).otherwise(F.lit(True)))
     # A proven record is flagged only by the value checks the parse does not make (blank, enum, NaN, scale, ...).
-    # The JVM function makes a decoded record's checks itself (glue_jobs/strict_json.py): its records need none. For
+    # The JVM function makes a decoded record's checks itself (glue_jobs/contract/strict_json.py): its records need none. For
     # a source without decoded records `is_json` folds to true, and the checks (lambdas over arrays, which Spark
     # cannot compile into the stage's code) leave the plan.
     decoded = tc.suspect(root, F.col("_wv"), normalize=normalize, marked=False, decoded=trusted, json_text=json_text)
@@ -205,7 +200,7 @@ def _stages(dataset: Dataset, proof: str | None = None, trusted: bool = True, re
         tc.diagnose(root, F.col("_marked"), F.lit(""), normalize=normalize, json_text=json_text),
         *([tc.when(F.col("_dec").isNotNull(), tc.problem(tc.OUT_OF_RANGE, F.col("_dec")))] if inexact else []),
         F.struct(F.lit(tc.INVALID_TYPE).alias("reason"), F.lit("payload: does not match the schema").alias("detail")))
-    malformed = F.struct(F.lit(MALFORMED_JSON).alias("reason"), F.lit("payload is not one JSON object").alias("detail"))
+    malformed = F.struct(F.lit(contract.MALFORMED_JSON).alias("reason"), F.lit("payload is not one JSON object").alias("detail"))
     kept_texts = dict.fromkeys(json_texts)
     verdict = F.when(F.col("_malformed"), malformed)
     if choice == "reject":  # after malformed_json, before the types: a misspelled field says so, not "missing"
@@ -260,9 +255,9 @@ def _stages(dataset: Dataset, proof: str | None = None, trusted: bool = True, re
     valid = F.col("_verdict").isNull()
     stages.append({
         **{name: F.when(valid, F.col(stored(name))) if name == time_field else F.col(stored(name)) for name in [*names, *kept]},
-        **dict.fromkeys(VALIDATED_INGESTION_COLUMNS),
-        **({UNKNOWN_COUNT: F.when(valid, F.col("_unknown_n"))} if counted else {}),
-        **({REPLACEMENTS: F.when(F.col("payload").contains("\ufffd"), F.lit(1).cast("byte"))} if replacements else {}),
+        **dict.fromkeys(contract.VALIDATED_INGESTION_COLUMNS),
+        **({contract.UNKNOWN_COUNT: F.when(valid, F.col("_unknown_n"))} if counted else {}),
+        **({contract.REPLACEMENTS: F.when(F.col("payload").contains("\ufffd"), F.lit(1).cast("byte"))} if replacements else {}),
         "reason": F.col("_verdict.reason"), "detail": F.col("_verdict.detail"), "payload": None,
     })
     return stages
@@ -277,7 +272,7 @@ def _selects(dataset: Dataset, jvm, proof: str | None, trusted: bool = True, rep
 
 
 def validate(envelope: DataFrame, dataset: Dataset, *, now_ms: int, count_replacements: bool = False) -> DataFrame:
-    """Envelope -> one row per record: the dataset's stored fields, VALIDATED_INGESTION_COLUMNS, reason, detail,
+    """Envelope -> one row per record: the dataset's stored fields, contract.VALIDATED_INGESTION_COLUMNS, reason, detail,
     payload (see the module doc). Successive selects, so each parse runs once per row."""
     from pyspark import SparkContext
 
@@ -288,13 +283,13 @@ def validate(envelope: DataFrame, dataset: Dataset, *, now_ms: int, count_replac
         # on), so every check is made on it.
         envelope, trusted = envelope.withColumn("record", F.col("record").cast(record_type)), False
     elif given != record_type:
-        # Only a decoder gives typed records (glue_jobs/registry_frames.py), in this shape; other sources carry a
+        # Only a decoder gives typed records (glue_jobs/decoding/registry_frames.py), in this shape; other sources carry a
         # null of another type. A record is a shortcut, never the only copy: the payload holds its JSON.
         envelope = envelope.withColumn("record", F.lit(None).cast(record_type))
     frame = with_batch_constants(envelope, {_LATEST_MS: now_ms + dataset.event_time.max_future_ms})
     proof = strict_json.register(envelope.sparkSession, dataset)
     for columns in _selects(dataset, SparkContext._jvm, proof, trusted, count_replacements):
         frame = select(frame, columns)
-    if tuple(frame.columns[-len(VALIDATED_EXTRA_COLUMNS):]) != VALIDATED_EXTRA_COLUMNS:
+    if tuple(frame.columns[-len(contract.VALIDATED_EXTRA_COLUMNS):]) != contract.VALIDATED_EXTRA_COLUMNS:
         raise AssertionError(f"typed contract columns drifted: {frame.columns}")
     return frame

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from glue_jobs.status_text import parse_status, parse_status_array
+from glue_jobs.lake.status_text import parse_status, parse_status_array
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ class HadoopStorage:
         directories; suffix keeps only names ending with it.
 
         One listing call and one bulk read of the statuses per listing, whatever the number of entries
-        (see glue_jobs/status_text.py): thousands of files cost a few py4j round trips, not several per file.
+        (see glue_jobs/lake/status_text.py): thousands of files cost a few py4j round trips, not several per file.
         """
         if _GLOB_CHARACTERS.search(path) is None:
             fs, p = self._fs(path), self._path(path)

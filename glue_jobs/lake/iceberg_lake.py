@@ -1,6 +1,6 @@
 """A dataset's lake as an Apache Iceberg table (`"table_format": "iceberg"` in dataset.json): the batch writer's
 lake step when the table is Iceberg. Dead letters, the commit marker and the checkpoint stay as they are
-(glue_jobs/commit.py); only the lake rows go through Iceberg's commit instead of staging and publishing.
+(glue_jobs/commit/__init__.py); only the lake rows go through Iceberg's commit instead of staging and publishing.
 
 Exactly once (DESIGN invariant 1): each append records `streamlake.batch` = `<source>:<stream id>:<batch id>` in
 its snapshot summary (Iceberg's `snapshot-property.<key>` write option). A replayed batch first looks for its tag
@@ -28,13 +28,13 @@ from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType
 
-from glue_jobs.lake_layout import MS_PER_HOUR, event_time_ms
-from glue_jobs.lake_table import LakeTable
+from glue_jobs.lake.lake_layout import MS_PER_HOUR, event_time_ms
+from glue_jobs.lake.lake_table import LakeTable
+from glue_jobs.lake.survivors import content_hash
 from glue_jobs.observed import observed as observed_values
 from glue_jobs.observed import row_count
 from glue_jobs.schema import INGESTION_COLUMNS, PARTITION_COLUMNS
 from glue_jobs.session import session_conf
-from glue_jobs.survivors import content_hash
 
 BATCH_PROPERTY = "streamlake.batch"
 # Schema evolution in the job: an append whose rows carry a field the table lacks (a new optional field of a newer
@@ -124,7 +124,7 @@ def existing_keys(spark, table: LakeTable, target: IcebergTarget, low_ms: int, h
 
 def append_batch(table: LakeTable, target: IcebergTarget, rows: DataFrame, tag: str,
                  event_bounds_ms: tuple[int | None, int | None]) -> int:
-    """Append a batch's lake rows (one per key, glue_jobs/packed_batch.py) in one Iceberg commit tagged `tag`,
+    """Append a batch's lake rows (one per key, glue_jobs/lake/packed_batch.py) in one Iceberg commit tagged `tag`,
     leaving out keys the table holds already for the same hour; returns the rows appended. `event_bounds_ms`: the
     earliest and latest event time of the rows (the batch's counts already hold them: no pass over the rows here)."""
     ms = event_time_ms(table)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from glue_jobs import typed_checks as tc
+from glue_jobs.contract import typed_checks as tc
 from glue_jobs.dataset_types import Node
 from glue_jobs.datasets import Dataset
 

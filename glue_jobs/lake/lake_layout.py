@@ -1,6 +1,6 @@
 """Where a row lands: the columns the writes add, and the per-batch values they are built from.
 
-The contract (glue_jobs/typed_contract.py) decides what a record says; this module adds what the batch knows:
+The contract (glue_jobs/contract/typed_contract.py) decides what a record says; this module adds what the batch knows:
 - lake rows: `batch_id`, `event_date` and `event_hour` (the hour partition of event_time, in UTC);
 - dead letters: `batch_id` and `ingest_date` (the UTC arrival date, or the processing date when a record
   has no arrival time).
@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 
 from glue_jobs.batch_constants import with_batch_constants
 from glue_jobs.column_seq import ColumnSeq, select
-from glue_jobs.lake_table import LakeTable
+from glue_jobs.lake.lake_table import LakeTable
 from glue_jobs.schema import DEAD_LETTER_COLUMNS, DEAD_LETTER_PARTITION_COLUMNS, PARTITION_COLUMNS
 
 MS_PER_HOUR = 3_600_000

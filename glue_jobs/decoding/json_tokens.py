@@ -1,5 +1,5 @@
 """JSON token helpers without a UDF: the strict parse options, a string's JSON literal, and the checks that a
-payload is exactly one JSON object (glue_jobs/typed_contract.py).
+payload is exactly one JSON object (glue_jobs/contract/typed_contract.py).
 
 Native Spark expressions only (no UDFs: Glue 4.0's pyspark cannot pickle Python functions on Python 3.11).
 """

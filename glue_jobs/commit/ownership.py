@@ -19,7 +19,7 @@ import logging
 
 OWNER_FILE = "_streamlake_owner.json"
 
-log = logging.getLogger("glue_jobs.ownership")
+log = logging.getLogger("glue_jobs.commit.ownership")
 
 
 class OwnershipError(ValueError):

@@ -1,5 +1,5 @@
 """One dataset's lake table as the jobs see it: its columns and types, event time, key, and its contract
-(glue_jobs/typed_contract.py, the one contract of every dataset). Built from a glue_jobs.datasets.Dataset
+(glue_jobs/contract/typed_contract.py, the one contract of every dataset). Built from a glue_jobs.datasets.Dataset
 (`LakeTable.of`); the batch writer, the packed batch, the lake layout and the compaction take one instead of naming
 fields.
 """
@@ -43,7 +43,7 @@ class LakeTable:
 
     def partition_columns(self) -> list[tuple[str, str]]:
         """(name, Spark DDL) of the hour partition columns as the writes hold them: event_date is a DATE there
-        (glue_jobs/lake_layout.py), a string only in the Parquet lake's catalog partition values."""
+        (glue_jobs/lake/lake_layout.py), a string only in the Parquet lake's catalog partition values."""
         return [(name, "date" if name == "event_date" else ddl) for name, _, ddl in PARTITION_COLUMNS]
 
     def column_names(self) -> list[str]:
@@ -65,8 +65,8 @@ class LakeTable:
         return (*fields, *_DICTIONARY_INGESTION)
 
     def validate(self, envelope, *, now_ms: int, count_replacements: bool = False):
-        """The dataset's contract over an envelope frame (glue_jobs/typed_contract.py)."""
-        from glue_jobs.typed_contract import validate
+        """The dataset's contract over an envelope frame (glue_jobs/contract/typed_contract.py)."""
+        from glue_jobs.contract.typed_contract import validate
 
         return validate(envelope, self.dataset, now_ms=now_ms, count_replacements=count_replacements)
 

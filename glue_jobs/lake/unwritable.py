@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 from glue_jobs.contract import UNWRITABLE
 
 MAX_UNWRITABLE = 100
-log = logging.getLogger("glue_jobs.unwritable")
+log = logging.getLogger("glue_jobs.lake.unwritable")
 
 
 def first_line(error: BaseException) -> str:

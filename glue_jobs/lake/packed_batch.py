@@ -3,7 +3,7 @@
 `PackedBatch` is the only code that knows the cache's private columns. Callers get:
 - `counts()`: one aggregation (the action that fills the cache): records in, valid rows, a count per
   reason code, the valid rows per write slot and the hashes of the event_ids seen more than once;
-- `lake_rows(counts)`: valid rows, one per event_id, with the write-time columns (glue_jobs/lake_layout.py);
+- `lake_rows(counts)`: valid rows, one per event_id, with the write-time columns (glue_jobs/lake/lake_layout.py);
 - `dead_letters(...)`: the rejected rows as dead letters.
 
 Packing (why, with figures: docs/streaming-job.md, "Benchmark history"):
@@ -12,8 +12,8 @@ Packing (why, with figures: docs/streaming-job.md, "Benchmark history"):
 - the lake values in one struct column and what a dead letter needs in another (null for a valid row):
   the columnar cache costs per cached value, and a valid row's payload is never read again;
 - the reason as a number and a 64-bit hash of event_id: the counts group by fixed-width keys only, and
-  only rows whose hash occurs twice are ranked (glue_jobs/survivors.py says which copy survives);
-- read through the cache alone (glue_jobs/cache_leaf.py): its queries are planned on the cache, not the validation;
+  only rows whose hash occurs twice are ranked (glue_jobs/lake/survivors.py says which copy survives);
+- read through the cache alone (glue_jobs/lake/cache_leaf.py): its queries are planned on the cache, not the validation;
 - not sorted before it is cached: the partitioned lake write sorts its rows by hour anyway, and sorting
   the whole batch by slot and time first cost more than it saved the write (docs/streaming-job.md).
 
@@ -33,16 +33,16 @@ from pyspark import SparkContext, StorageLevel
 from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 
-from glue_jobs.cache_leaf import cached_leaf
 from glue_jobs.column_seq import ColumnSeq, aggregate, select
 from glue_jobs.contract import COUNTED, REASON_CODES
-from glue_jobs.dropped_copies import observed_losers, ranked_keys, with_keys
-from glue_jobs.lake_layout import dead_letter_write_columns, epoch_millis, hour_modulo, lake_write_columns
-from glue_jobs.lake_table import LakeTable
-from glue_jobs.registry_frames import UNKNOWN_SCHEMA_VERSION, version_id_of
+from glue_jobs.decoding.registry_frames import UNKNOWN_SCHEMA_VERSION, version_id_of
+from glue_jobs.lake.cache_leaf import cached_leaf
+from glue_jobs.lake.dropped_copies import observed_losers, ranked_keys, with_keys
+from glue_jobs.lake.lake_layout import dead_letter_write_columns, epoch_millis, hour_modulo, lake_write_columns
+from glue_jobs.lake.lake_table import LakeTable
+from glue_jobs.lake.survivors import survivor_first
 from glue_jobs.schema import DEAD_LETTER_COLUMNS
 from glue_jobs.session import session_conf
-from glue_jobs.survivors import survivor_first
 
 WRITE_SLOTS = 8  # slots a batch's hours are spread over (module doc): a backfill of a few more hours fills every one
 # A batch is written one slot per task when its fullest slot holds at most this much more than an even share.
@@ -146,7 +146,7 @@ class PackedBatch:
         )
 
     def valid_row_ids(self) -> list[int]:
-        """The valid rows' ids, in order (glue_jobs/unwritable.py bisects over them)."""
+        """The valid rows' ids, in order (glue_jobs/lake/unwritable.py bisects over them)."""
         return sorted(row[0] for row in self._frame.filter(F.col(_CODE) == 0).select(_ROW).collect())
 
     def key_hashes(self, row_ids: list[int]) -> tuple[tuple[int, ...], int]:
@@ -155,7 +155,7 @@ class PackedBatch:
         return hashes, self._frame.filter((F.col(_CODE) == 0) & F.col(_KEY).isin(list(hashes))).count()
 
     def unknown_versions(self) -> list[str]:
-        """The schema version UUIDs of the batch's unknown_schema_version rows (glue_jobs/registry_frames.py)."""
+        """The schema version UUIDs of the batch's unknown_schema_version rows (glue_jobs/decoding/registry_frames.py)."""
         number = _REASON_NUMBERS[UNKNOWN_SCHEMA_VERSION]
         details = self._frame.filter(F.col(_CODE) == number).select(F.col(f"{_DEAD}.detail")).distinct().limit(1000).collect()
         return sorted({v for v in (version_id_of(row[0] or "") for row in details) if v})
@@ -166,10 +166,10 @@ class PackedBatch:
         (only the rows whose hash occurs twice: a collision merely ranks two ids that each keep their own
         winner) and the losers' row ids broadcast and removed, so the other rows are neither shuffled nor
         sorted and each write task keeps its partitions. `rows_between` (row ids, inclusive) and `without_keys`
-        (key hashes: every copy of those keys) narrow the rows (glue_jobs/unwritable.py).
+        (key hashes: every copy of those keys) narrow the rows (glue_jobs/lake/unwritable.py).
 
         `dropped`, when the batch has duplicates, observes the losers as the write computes them, and those whose content
-        differs from their survivor's (glue_jobs/dropped_copies.py; read it with `counted` once the rows are written)."""
+        differs from their survivor's (glue_jobs/lake/dropped_copies.py; read it with `counted` once the rows are written)."""
         columns = _lake_row_columns(tuple(self.table.key), SparkContext._jvm)
         valid = self._frame.filter(columns.is_valid)
         if rows_between is not None:
@@ -194,7 +194,7 @@ class PackedBatch:
 
     def dead_letters(self, counts: BatchCounts, *, batch_id: int, processing_date: str, extra: DataFrame | None = None) -> DataFrame:
         """The rejected rows as dead letters, in `writing_tasks` partitions (see lake_layout.dead_letter_write_columns),
-        with `extra` rows of the same columns (glue_jobs/unwritable.py)."""
+        with `extra` rows of the same columns (glue_jobs/lake/unwritable.py)."""
         columns = _lake_row_columns(tuple(self.table.key), SparkContext._jvm)
         rejected = select(self._frame.filter(~columns.is_valid), columns.dead_letter)
         rejected = rejected if extra is None else rejected.unionByName(extra)

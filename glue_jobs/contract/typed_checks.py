@@ -20,12 +20,12 @@ from __future__ import annotations
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from glue_jobs import typed_parse as tp
 from glue_jobs.dataset_types import Node
-from glue_jobs.json_tokens import CORRUPT
+from glue_jobs.decoding import typed_parse as tp
+from glue_jobs.decoding.json_tokens import CORRUPT
 
 MISSING, INVALID_TYPE, OUT_OF_RANGE = "missing_required_field", "invalid_type", "out_of_range"
-UNKNOWN_FIELD = "unknown_field"  # glue_jobs/contract.py
+UNKNOWN_FIELD = "unknown_field"  # glue_jobs/contract/__init__.py
 WHAT = {MISSING: "required field absent, null or empty", INVALID_TYPE: "wrong JSON type", OUT_OF_RANGE: "value out of range",
         UNKNOWN_FIELD: "field not in the schema"}
 PROBLEM_DDL = "struct<reason:string,detail:string>"
@@ -116,7 +116,7 @@ def suspect(node: Node, value: Column, *, normalize: dict[str, tuple[str, ...]],
     """True when the typed value may break a type rule that the parse itself does not enforce (or is null
     where required). False negatives would let a bad record through; false positives only cost a diagnosis.
     `marked`: a value of the marked parse (a string's token type is checked); else of the plain parse, whose
-    string tokens glue_jobs/typed_screen.py has proven. `decoded`: a record the Kafka decoder typed
+    string tokens glue_jobs/contract/typed_screen.py has proven. `decoded`: a record the Kafka decoder typed
     (jvm/glue-functions RegistryFrameDecoder), which has a value for every required field (Avro reads no null
     where the type is not a union with null), no NaN or infinity and only exact decimals (it returns no typed
     record otherwise): those checks are skipped. `json_text`: the dataset's json_text paths, whose value may be any JSON

@@ -2,7 +2,7 @@
 and, observed while the lake write computes them, how many copies lose and how many of those differ in content from
 the copy kept (docs/datasets.md, "Duplicates").
 
-The losers are computed on the broadcast side of the write's anti join (glue_jobs/packed_batch.py `lake_rows`); an
+The losers are computed on the broadcast side of the write's anti join (glue_jobs/lake/packed_batch.py `lake_rows`); an
 Observation there counts them in the write's own job, with no job of its own. Spark collects an observation inside the
 broadcast side of a join, with adaptive execution on and off, on 3.3, 3.5 and 4.1: `CollectMetricsExec.collect`, which
 gathers a query's observed metrics, is AdaptiveSparkPlanHelper's `collectWithSubqueries` over the executed plan, its
@@ -22,9 +22,9 @@ from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 
 from glue_jobs.column_seq import ColumnSeq, select
+from glue_jobs.lake.survivors import content_hash, survivor_first
 from glue_jobs.observed import observed
 from glue_jobs.schema import INGESTION_COLUMNS
-from glue_jobs.survivors import content_hash, survivor_first
 
 # The most duplicated key hashes `with_keys` filters by an IN list in the plan rather than a broadcast.
 KEYS_INLINE_UP_TO = 10_000
@@ -35,7 +35,7 @@ _CONTENT = "_content"  # a duplicate candidate's content hash
 _RANK = "_rank"
 _DIFFERS = "_differs"  # a candidate's content differs from its key's survivor's
 
-log = logging.getLogger("glue_jobs.dropped_copies")
+log = logging.getLogger("glue_jobs.lake.dropped_copies")
 
 
 def ranked_keys(counts, without_keys: tuple[int, ...] = ()) -> str:
@@ -64,7 +64,7 @@ def with_keys(rows: DataFrame, duplicate_keys: str, key: str) -> DataFrame:
 
 def observed_losers(candidates: DataFrame, key: tuple[str, ...], dropped: Observation, *, row: str,
                     ignored: tuple[str, ...]) -> DataFrame:
-    """The row ids (column `row`) of the candidates that lose to their key's survivor (glue_jobs/survivors.py, `row` the
+    """The row ids (column `row`) of the candidates that lose to their key's survivor (glue_jobs/lake/survivors.py, `row` the
     last tie-break), observed into `dropped` as `losers` and `differing` (losers whose content hash differs from the
     survivor's). `candidates`: the lake columns of the rows whose key occurs more than once, plus `ignored` (row id, key
     hash), which are no content. The content is every lake column but the ingestion metadata (survivors.content_hash)."""
