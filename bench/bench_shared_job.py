@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.rows import at_most, local_fs, write_result  # noqa: E402
+from bench.rows import alternate, at_most, local_fs, write_result  # noqa: E402
 
 TARGET = 0.8
 
@@ -75,27 +75,27 @@ def main(argv: list[str] | None = None) -> int:
     spark = local_session("streamlake-bench-shared", master="local[2]", settings=dict(FAIR_SCHEDULING))
     spark.sparkContext.setLogLevel("ERROR")
     streaming_conf = {**_session_settings(spark), "spark.sql.adaptive.enabled": "false"}  # as bench_small_batch
-    passes: dict[str, list[float]] = {"separate": [], "shared": []}
+    labels = ("separate", "shared")
     with session_conf(spark, streaming_conf):
-        runs = {label: {name: batch_function(spark, name, work / label) for name in names} for label in passes}
+        runs = {label: {name: batch_function(spark, name, work / label) for name in names} for label in labels}
         raws = {name: spark.read.format("text").option("wholetext", "true").load(str(work / "input" / name))
                 for name in names}
-        for number in range(args.warmup + args.repeats):
-            started = time.perf_counter()
+        batch_ids = iter(range(1_000_000))  # one batch id per pass, as a query's next batch
+
+        def separate() -> None:
+            number = next(batch_ids)
             for name in names:
                 runs["separate"][name](raws[name], number)
-            separate = time.perf_counter() - started
-            started = time.perf_counter()
-            run_sources(spark.sparkContext, {name: (lambda name=name, number=number: runs["shared"][name](raws[name], number))
+
+        def shared() -> None:
+            number = next(batch_ids)
+            run_sources(spark.sparkContext, {name: (lambda name=name: runs["shared"][name](raws[name], number))
                                              for name in names}, poll_seconds=0.05)
-            shared = time.perf_counter() - started
-            measuring = number >= args.warmup
-            print(f"pair {number + 1} ({'measured' if measuring else 'warm-up'}): separate {separate:.2f} s, "
-                  f"shared {shared:.2f} s, {shared / separate:.3f}", flush=True)
-            if measuring:
-                passes["separate"].append(round(separate, 3))
-                passes["shared"].append(round(shared, 3))
-    for label in passes:  # both ways wrote every record, once per pass
+
+        print("each pass: bare = the batches one after another, runner = the shared job's window", flush=True)
+        timed, _ = alternate(separate, shared, warmup=args.warmup, repeats=args.repeats)
+    passes = {"separate": [round(t, 3) for t in timed["bare"]], "shared": [round(t, 3) for t in timed["runner"]]}
+    for label in labels:  # both ways wrote their lakes
         written = sum(1 for name in names for _ in (work / label / name / "lake").rglob("*.parquet"))
         if not written:
             raise SystemExit(f"the {label} batches wrote no lake file")
