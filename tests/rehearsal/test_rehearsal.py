@@ -128,9 +128,9 @@ def test_moving_a_kinesis_and_a_kafka_source_into_one_job_continues_each_from_it
     keeper, given the new job's Create, stops the old jobs' runs before it starts the new one. The new job, as
     deployed (its script, zip and `--sources`; both queries in one process through AWS's forEachBatch, the Kafka
     one's and the Kinesis one's), continues each source from its checkpoint, and is SIGKILLed (with its JVM) at three
-    moments (once the two sources have committed 3, 4 and 5 batches between them) and run again each time: each
-    dataset holds every valid record once (after the hourly compaction), each source's dead letters are its own bad
-    records, once; then every check of rehearse_environment holds (compaction, the keeper, each alarmed metric
+    moments (once the two sources have committed 3, 4 and 5 batches between them, and one more than when the run
+    started) and run again each time: each dataset holds every valid record once (after the hourly compaction), each
+    source's dead letters are its own bad records, once; then every check of rehearse_environment holds (compaction, the keeper, each alarmed metric
     published). Staging's jobs are prod's (test_staging_deploys_the_jobs_prod_rehearses), so this rehearses prod's
     single-source jobs as deployed too."""
     import boto3
@@ -190,7 +190,10 @@ def test_moving_a_kinesis_and_a_kafka_source_into_one_job_continues_each_from_it
                       run_arguments=run_arguments_for(shared, held, files=files, broker=broker))
         runs = []
         for moment in (3, 4, 5):
-            runs.append(run_job(shared, kill_when=lambda moment=moment: batches() >= moment, **common))
+            # at least one batch past where this run starts: a run the last one overshot (both sources commit in
+            # quick succession) still gets past Job.init and commits before its kill
+            target = max(moment, batches() + 1)
+            runs.append(run_job(shared, kill_when=lambda target=target: batches() >= target, **common))
             assert runs[-1].stopped and runs[-1].returncode == -9, runs[-1].stderr[-3000:]
         runs.append(run_job(shared, until=lambda: all(committed_stats(s3, sources[n])["records_in"] >= held[n].records
                                                       for n in sources), **common))
