@@ -97,6 +97,18 @@ def test_under_provisioned_environment_is_warned(capsys):
     assert "WARNING staging.streaming.window_size_seconds: 60 exceeds half the latency target (60 s)" in out
 
 
+def test_a_shared_job_is_warned_by_its_own_block(capsys):
+    """dev's sources run in its job "ingest" (2 x G.025X, 60 s): the warnings name that job's block, whose settings
+    they are, not the environment's `streaming` (4 x G.025X), which no dev source runs with."""
+    code = sizing.main(["--events-per-second", "2000", "--record-kb", "1", "--latency-seconds", "100",
+                        "--records-per-core-per-second", "1000", "--environment", "dev"])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "WARNING dev.streaming_jobs[0].streaming.max_workers: 2 x G.025X gives 2 executor cores < " in out
+    assert "WARNING dev.streaming_jobs[0].streaming.window_size_seconds: 60 exceeds half the latency target (100 s)" in out
+    assert "WARNING dev.streaming." not in out
+
+
 def test_cli_json_output_is_pasteable(capsys):
     assert sizing.main(["--events-per-second", "1000", "--record-kb", "1", "--latency-seconds", "120",
                         "--records-per-core-per-second", "25000", "--json"]) == 0
