@@ -201,9 +201,11 @@ def test_sigkill_at_three_random_moments_then_every_valid_record_exactly_once(sp
     _produce_raw(broker, topic, [value for value, _ in bad.values()])
     endpoint = glue.meta.endpoint_url
     command, env = _kafka_runner(broker, endpoint, tmp_path, topic, "--max-offsets-per-trigger", "60", "--trigger-seconds", "1")
-    for _ in range(3):
-        process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                                   start_new_session=True)
+    for attempt in range(3):
+        stderr = tmp_path / f"runner-{attempt}.err"  # kept, so a runner that ends early says why
+        with open(stderr, "w") as err:
+            process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=err, text=True,
+                                       start_new_session=True)
         try:
             wanted, seen, deadline = rng.randint(1, 3), 0, time.time() + 300
             while seen < wanted and time.time() < deadline:  # a number of committed batches, then a random delay
@@ -211,7 +213,8 @@ def test_sigkill_at_three_random_moments_then_every_valid_record_exactly_once(sp
                 if not line:
                     break
                 seen += line.startswith("batch ")
-            assert seen == wanted, f"the runner stopped before {wanted} batches (seed {seed})"
+            assert seen == wanted, (f"run {attempt + 1}: the runner stopped before {wanted} batches (seed {seed}, exit "
+                                    f"{process.poll()}):\n{stderr.read_text()[-3000:]}")
             time.sleep(rng.uniform(0.0, 2.0))  # between two batches, or inside the next one
         finally:
             os.killpg(process.pid, signal.SIGKILL)
