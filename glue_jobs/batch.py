@@ -54,7 +54,7 @@ log = logging.getLogger("glue_jobs.batch")
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 # Staging writes leave no _SUCCESS marker: the commit marker is the batch's own, staging is deleted after
 # publishing, and each marker is one more file to create (a PUT on S3).
-_STAGING_WRITE_OPTIONS = {"mapreduce.fileoutputcommitter.marksuccessfuljobs": "false"}
+STAGING_WRITE_OPTIONS = {"mapreduce.fileoutputcommitter.marksuccessfuljobs": "false"}
 
 
 def lake_parquet_options(table: LakeTable) -> dict[str, str]:
@@ -65,7 +65,7 @@ def lake_parquet_options(table: LakeTable) -> dict[str, str]:
     columns = table.dictionary_columns()
     if set(columns) - set(table.column_names()):
         raise ValueError(f"dictionary columns {columns} name a column table {table.name} does not have")
-    return {**_STAGING_WRITE_OPTIONS, "compression": "snappy", "parquet.enable.dictionary": "false",
+    return {**STAGING_WRITE_OPTIONS, "compression": "snappy", "parquet.enable.dictionary": "false",
             **{f"parquet.enable.dictionary#{name}": "true" for name in columns}}
 
 
@@ -90,8 +90,10 @@ class MicroBatchWriter:
     def __init__(self, spark, *, source_name: str, lake_path: str, dead_letter_path: str, checkpoint_path: str,
                  metrics: MetricsSink | None = None, clock: Callable[[], float] = time.time,
                  stream_id: str | None = None, dataset: Dataset | str | None = None,
-                 iceberg: IcebergTarget | None = None, count_replacements: bool = False) -> None:
-        """`iceberg`: where the dataset's Iceberg table is, when its lake is Iceberg in this deployment (the job's
+                 iceberg: IcebergTarget | None = None, count_replacements: bool = False,
+                 query_checkpoint: str | None = None) -> None:
+        """`query_checkpoint`: the query's Spark checkpoint when `checkpoint_path` is this dataset's folder inside it (a
+        routed source: glue_jobs/routed_batch.py). `iceberg`: where the dataset's Iceberg table is, when its lake is Iceberg in this deployment (the job's
         arguments say so on Glue, its dataset.json locally); its lake rows are then committed to that table
         (glue_jobs/lake/iceberg_lake.py), not staged. `count_replacements`: the source decoded the records' bytes before
         the job (Kinesis): the payloads holding U+FFFD are counted (BatchStats.replacement_characters)."""
@@ -111,7 +113,8 @@ class MicroBatchWriter:
             ensure_table(spark, self.table, iceberg)
         self._parquet_options = lake_parquet_options(self.table)
         self.commit = BatchCommit(self.storage, source_name=source_name, lake_path=lake_path,
-                                  dead_letter_path=dead_letter_path, checkpoint_path=checkpoint_path, stream_id=stream_id)
+                                  dead_letter_path=dead_letter_path, checkpoint_path=checkpoint_path, stream_id=stream_id,
+                                  query_checkpoint=query_checkpoint)
         self.source_name = source_name
         self.metrics = metrics or NoOpMetricsSink()
         self.clock = clock
@@ -260,6 +263,6 @@ class MicroBatchWriter:
         observed = Observation()
         processing_date = time.strftime("%Y-%m-%d", time.gmtime(started))
         batch.dead_letters(counts, batch_id=batch_id, processing_date=processing_date, extra=extra).observe(
-            observed, row_count()).write.options(**_STAGING_WRITE_OPTIONS, compression="snappy").partitionBy(
+            observed, row_count()).write.options(**STAGING_WRITE_OPTIONS, compression="snappy").partitionBy(
             "ingest_date").parquet(self.commit.dead_letter_staging(batch_id))
         return int(observed_values(observed, "rows")["rows"])

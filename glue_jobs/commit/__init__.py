@@ -100,26 +100,33 @@ def read_stream_id(storage: HadoopStorage, checkpoint_path: str) -> str:
 class BatchCommit:
     """The protocol's steps for one source's query (see the module doc)."""
 
-    def __init__(self, storage: HadoopStorage, *, source_name: str, lake_path: str, dead_letter_path: str,
-                 checkpoint_path: str, stream_id: str | None = None) -> None:
+    def __init__(self, storage: HadoopStorage, *, source_name: str, lake_path: str | None, dead_letter_path: str,
+                 checkpoint_path: str, stream_id: str | None = None, query_checkpoint: str | None = None) -> None:
+        """`lake_path` None: the batch writes dead letters only (a routed source's unroutable records:
+        glue_jobs/routed_batch.py). `query_checkpoint`: the Spark checkpoint whose `metadata` holds the query id, when
+        `checkpoint_path` is a folder inside it (each dataset of a routed source keeps its markers in one); default
+        `checkpoint_path`."""
         self.storage = storage
         self.source_name = source_name
-        self.lake_path = lake_path.rstrip("/")
+        self.lake_path = lake_path.rstrip("/") if lake_path is not None else None
         self.dead_letter_path = dead_letter_path.rstrip("/")
         self.checkpoint_path = checkpoint_path.rstrip("/")
         self.state_path = f"{self.checkpoint_path}/{STATE_DIR}"
+        self.query_checkpoint = (query_checkpoint or checkpoint_path).rstrip("/")
         self._stream_id = stream_id
 
     @property
     def stream_id(self) -> str:
         if self._stream_id is None:
-            self._stream_id = read_stream_id(self.storage, self.checkpoint_path)
+            self._stream_id = read_stream_id(self.storage, self.query_checkpoint)
         return self._stream_id
 
     def marker(self, batch_id: int, kind: str) -> str:
         return f"{self.state_path}/batch-{batch_id:010d}.{kind}.json"
 
     def lake_staging(self, batch_id: int) -> str:
+        if self.lake_path is None:
+            raise ValueError(f"source {self.source_name}: this commit writes dead letters only, it has no lake")
         return f"{self.lake_path}/{STAGING_DIR}/{self.source_name}/batch={batch_id}"
 
     def dead_letter_staging(self, batch_id: int) -> str:
@@ -155,8 +162,9 @@ class BatchCommit:
         """Move the staged files to their final names, then record the lake hours they went to in the
         partitions log; returns the final names."""
         moves, partitions = [], set()
-        for root, staging, depth in ((self.lake_path, self.lake_staging(batch_id), _LAKE_DEPTH),
-                                     (self.dead_letter_path, self.dead_letter_staging(batch_id), _DEAD_LETTER_DEPTH)):
+        roots = ([(self.lake_path, self.lake_staging(batch_id), _LAKE_DEPTH)] if self.lake_path is not None else []) + [
+            (self.dead_letter_path, self.dead_letter_staging(batch_id), _DEAD_LETTER_DEPTH)]
+        for root, staging, depth in roots:
             per_partition: dict[str, int] = {}
             for partition, path in self._staged_files(staging, depth):
                 n = per_partition[partition] = per_partition.get(partition, -1) + 1
@@ -181,7 +189,8 @@ class BatchCommit:
         self._delete_staging(stats.batch_id)
 
     def _delete_staging(self, batch_id: int) -> None:
-        self.storage.delete(self.lake_staging(batch_id), recursive=True)
+        if self.lake_path is not None:
+            self.storage.delete(self.lake_staging(batch_id), recursive=True)
         self.storage.delete(self.dead_letter_staging(batch_id), recursive=True)
 
     def _staged_files(self, root: str, depth: int) -> list[tuple[str, str]]:

@@ -17,6 +17,7 @@ POINTS = (
     "after_isolation",  # a failed write's unwritable records found (glue_jobs/lake/unwritable.py), nothing written again yet
     "after_lake_commit",  # the lake rows committed (an Iceberg table's snapshot), dead letters not yet written (a Parquet lake: lake rows staged, dead letters staged at most)
     "after_publish",  # dead letters published, the commit marker not yet written
+    "after_route",  # a routed source: one dataset's part committed, the next not started (glue_jobs/routed_batch.py)
 )
 
 

@@ -1,0 +1,176 @@
+"""The micro-batch function of a routed source: one stream, several datasets (glue_jobs/decoding/routes.py says how a
+record finds its dataset).
+
+A routed source is one query with one checkpoint. Each batch is split by route, and each dataset's part goes through
+that dataset's own `MicroBatchWriter` (glue_jobs/batch.py: contract, lake, dead letters, exactly-once), whose commit
+markers live in the dataset's folder of the source's checkpoint, `<checkpoint>/_routes/<dataset>/_streamlake/`; the
+records no route takes are written by `UnroutableWriter`, to the source's own dead-letter folder, with their own
+markers in `<checkpoint>/_routes/_unroutable/`. File names carry the query id from `<checkpoint>/metadata` as a
+single-dataset source's do.
+
+Exactly once, per source: Spark commits the batch's offsets after the function returns, so a crash anywhere in it
+replays the whole batch with the same records. The same payloads route the same way, each part whose marker is
+written is skipped (its recorded counts are returned) and each other part is written from scratch, so every record is
+written once, in its dataset or as an unroutable dead letter. The crash point `after_route` (a dataset's part
+committed, the next not started) is where the kill tests stop it.
+
+Counts reconcile per source: the records in = the sum over the datasets' records in + the unroutable ones, each part
+reconciling as a single-dataset batch does (records in = written + dead letters + duplicates collapsed). The batch
+function returns one BatchStats per dataset and one for the unroutable part (dataset ""), each emitted to the metrics
+sink under the source's name, so the source's dead-letter share sums over all of them.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, wait
+from dataclasses import dataclass, replace
+
+from pyspark import StorageLevel, inheritable_thread_target
+from pyspark.sql import DataFrame, Observation
+from pyspark.sql import functions as F
+
+from glue_jobs.batch import SHUFFLE_PARTITIONS, STAGING_WRITE_OPTIONS, MicroBatchWriter, write_tasks
+from glue_jobs.commit import BatchCommit, BatchStats, crash_points
+from glue_jobs.commit.ownership import claim
+from glue_jobs.contract import REASON_CODES
+from glue_jobs.datasets import load as load_dataset
+from glue_jobs.decoding.routes import UNROUTABLE, RouteError, RouteTable
+from glue_jobs.lake.iceberg_lake import IcebergTarget
+from glue_jobs.lake.lake_layout import dead_letter_write_columns
+from glue_jobs.lake.storage import HadoopStorage
+from glue_jobs.metrics import MetricsSink, NoOpMetricsSink
+from glue_jobs.observed import observed as observed_values
+from glue_jobs.observed import row_count
+from glue_jobs.session import session_conf
+
+log = logging.getLogger("glue_jobs.routed_batch")
+
+ROUTES_DIR = "_routes"
+UNROUTABLE_PART = "_unroutable"
+_ROUTE = "_route"
+# Dead-letter columns a source's envelope gives (the rest: reason, detail).
+_CARRIED = ("payload", "source", "source_partition", "source_offset", "arrival_time")
+# Reasons an unroutable dead letter may have: unroutable, or the adapter's own verdict (glue_jobs.contract).
+_REASONS = (UNROUTABLE, *REASON_CODES)
+
+
+@dataclass(frozen=True)
+class DatasetTarget:
+    """Where one dataset of a routed source writes: its lake, its dead letters, its Iceberg table if it has one."""
+
+    lake_path: str
+    dead_letter_path: str
+    iceberg: IcebergTarget | None = None
+
+
+class UnroutableWriter:
+    """A routed source's unroutable records as its own dead letters, exactly once (the protocol of glue_jobs/commit,
+    without a lake). A record the adapter already judged (its `problem`, such as a line that is not UTF-8) keeps that
+    reason; the others are `unroutable` with the route table's detail."""
+
+    def __init__(self, storage: HadoopStorage, routes: RouteTable, *, source_name: str, dead_letter_path: str,
+                 checkpoint_path: str, metrics: MetricsSink, clock: Callable[[], float], stream_id: str | None = None) -> None:
+        claim(storage, dead_letter_path, "dead-letter folder", {"source": source_name})
+        own = f"{checkpoint_path.rstrip('/')}/{ROUTES_DIR}/{UNROUTABLE_PART}"
+        claim(storage, own, "checkpoint", {"source": source_name, "datasets": []})
+        self.commit = BatchCommit(storage, source_name=source_name, lake_path=None, dead_letter_path=dead_letter_path,
+                                  checkpoint_path=own, query_checkpoint=checkpoint_path,
+                                  stream_id=stream_id)
+        self.routes, self.source_name, self.metrics, self.clock = routes, source_name, metrics, clock
+
+    def __call__(self, unrouted: DataFrame, batch_id: int) -> BatchStats:
+        started = self.clock()
+        recorded = self.commit.committed_stats(batch_id)
+        if recorded is not None:
+            return replace(recorded, replayed=True)
+        self.commit.discard_partial(batch_id)
+        rows = unrouted.select(*_CARRIED, F.coalesce(F.col("problem.reason"), F.lit(UNROUTABLE)).alias("reason"),
+                               F.coalesce(F.col("problem.detail"), self.routes.detail()).alias("detail"))
+        observed = Observation()
+        dead = dead_letter_write_columns(rows, batch_id=batch_id, processing_date=time.strftime("%Y-%m-%d", time.gmtime(started)))
+        # The reasons are counted as the rows are written: one pass over the part, one file per ingest date.
+        dead.observe(observed, row_count(), *[F.sum(F.when(F.col("reason") == reason, 1).otherwise(0)).alias(reason)
+                                              for reason in _REASONS]) \
+            .coalesce(1).write.options(**STAGING_WRITE_OPTIONS, compression="snappy") \
+            .partitionBy("ingest_date").parquet(self.commit.dead_letter_staging(batch_id))
+        values = observed_values(observed, "rows", *_REASONS)
+        written = int(values["rows"])
+        by_reason = {reason: int(values[reason]) for reason in _REASONS if values[reason]}
+        if sum(by_reason.values()) != written:  # an adapter's reason this module does not know: counted, never lost
+            raise AssertionError(f"batch {batch_id} of {self.source_name}: {written} unroutable dead letter(s), by reason {by_reason}")
+        files = self.commit.publish(batch_id) if written else []
+        stats = BatchStats(source=self.source_name, batch_id=batch_id, records_in=written, records_written=0,
+                           dead_letters=written, duplicates_collapsed=0, dead_letters_by_reason=by_reason,
+                           duration_ms=int((self.clock() - started) * 1000), files_written=len(files), dataset="")
+        self.commit.mark_committed(stats)
+        self.metrics.emit(stats)
+        return stats
+
+
+class RoutedWriter:
+    """Callable as `(envelope_frame, batch_id) -> [BatchStats]`: one per dataset of the route table, in its order,
+    then the unroutable part's."""
+
+    def __init__(self, spark, *, source_name: str, routes: RouteTable, targets: dict[str, DatasetTarget],
+                 dead_letter_path: str, checkpoint_path: str, metrics: MetricsSink | None = None,
+                 clock: Callable[[], float] = time.time, count_replacements: bool = False,
+                 stream_id: str | None = None) -> None:
+        """`targets`: each dataset of `routes`, by name; `dead_letter_path`: the source's own dead letters (unroutable
+        records); `checkpoint_path`: the query's Spark checkpoint."""
+        if set(targets) != set(routes.datasets):
+            raise RouteError(f"source {source_name}: routes name datasets {list(routes.datasets)}, targets are {sorted(targets)}")
+        datasets = {name: load_dataset(name) for name in routes.datasets}
+        problems = routes.problems(datasets)
+        if problems:
+            raise RouteError(f"source {source_name}: " + "; ".join(problems))
+        storage = HadoopStorage(spark)
+        checkpoint_path = checkpoint_path.rstrip("/")
+        # Not the datasets: a dataset joins a routed source by config, on the same checkpoint (its own part's folder).
+        claim(storage, checkpoint_path, "checkpoint", {"source": source_name, "routed_by": routes.field})
+        self.metrics = metrics or NoOpMetricsSink()
+        self.writers = {name: MicroBatchWriter(
+            spark, source_name=source_name, lake_path=target.lake_path, dead_letter_path=target.dead_letter_path,
+            checkpoint_path=f"{checkpoint_path}/{ROUTES_DIR}/{name}", query_checkpoint=checkpoint_path,
+            metrics=self.metrics, clock=clock, dataset=datasets[name], iceberg=target.iceberg,
+            count_replacements=count_replacements, stream_id=stream_id) for name, target in sorted(targets.items())}
+        self.unroutable = UnroutableWriter(storage, routes, source_name=source_name, dead_letter_path=dead_letter_path,
+                                           checkpoint_path=checkpoint_path, metrics=self.metrics, clock=clock,
+                                           stream_id=stream_id)
+        self.spark, self.routes, self.source_name = spark, routes, source_name
+
+    def __call__(self, envelope: DataFrame, batch_id: int) -> list[BatchStats]:
+        """The parts run at once, each in a thread of its own (pyspark's inheritable_thread_target, so each keeps the
+        batch thread's scheduler pool): a part's Spark jobs use the cores and driver time another's leave idle, as the
+        queries of a shared job do (glue_jobs/sources/source_queries.py). The shuffle setting each part's writer sets
+        is set here first, for the whole batch: a part that ends restores it to this value, not under a part still
+        planning. A part's failure is raised once every part is done (the replay redoes only the parts without a
+        marker)."""
+        batch_id = int(batch_id)
+        # A record the adapter already judged has no payload to route (its problem says why).
+        routed = envelope.withColumn(_ROUTE, F.when(F.col("problem").isNull(), self.routes.dataset())) \
+            .persist(StorageLevel.MEMORY_AND_DISK_DESER)
+
+        def dataset_part(name: str) -> BatchStats:
+            stats = self.writers[name](routed.filter(F.col(_ROUTE) == name).drop(_ROUTE), batch_id)
+            crash_points.reached("after_route", batch_id)
+            return stats
+
+        def unroutable_part() -> BatchStats:
+            return self.unroutable(routed.filter(F.col(_ROUTE).isNull()).drop(_ROUTE), batch_id)
+
+        try:
+            with session_conf(envelope.sparkSession, {SHUFFLE_PARTITIONS: str(write_tasks(self.spark))}), \
+                    ThreadPoolExecutor(max_workers=len(self.writers) + 1, thread_name_prefix=f"route-{self.source_name}") as pool:
+                # Wrapped here, in the batch's thread: the wrapper captures its local properties when it is made.
+                parts = [pool.submit(inheritable_thread_target(dataset_part), name) for name in self.writers]
+                parts.append(pool.submit(inheritable_thread_target(unroutable_part)))
+                wait(parts)
+            every = [part.result() for part in parts]
+        finally:
+            routed.unpersist()
+        log.info("batch %s of routed source %s: %s", batch_id, self.source_name,
+                 ", ".join(f"{s.dataset or 'unroutable'} in={s.records_in}" for s in every))
+        return every

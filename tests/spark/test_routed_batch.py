@@ -1,0 +1,142 @@
+"""One stream, several datasets: a routed source's batch splits by a declared field (glue_jobs/decoding/routes.py,
+glue_jobs/routed_batch.py). Three datasets added as files only; a share of records no route takes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from glue_jobs import datasets
+from glue_jobs.decoding.routes import RouteError, RouteTable
+from glue_jobs.routed_batch import DatasetTarget, RoutedWriter
+from glue_jobs.schema import spark_dead_letter_schema
+
+from .routing_support import ROUTES, checkout, page_view, reading, write_routed_datasets
+from .streaming_support import json_envelope
+
+NOW = 1_700_000_000.0
+PAYLOADS = [
+    page_view("p1"), checkout("c1"), reading("r1"), page_view("p2", minute=5),
+    checkout("c2", total=1.234),  # routed to checkouts, which refuses 3 fraction digits: its dead letter
+    json.dumps({"event_id": "x1", "kind": "refund", "at": 1}),  # a kind no route names
+    json.dumps({"event_id": "x2", "at": 1}),  # no kind at all
+    "not json",
+    json.dumps({"event_id": "x3", "kind": 5, "at": 1}),  # a number, not a string: no route matches
+    page_view("p1"),  # a duplicate of p1: collapsed in page_views
+    reading("r2", kind="reading", device={"id": "d-2", "extra": 1}),  # routed; sensor_readings rejects the unknown field
+]
+
+
+@pytest.fixture
+def routed(tmp_path, monkeypatch):
+    monkeypatch.setenv(datasets.ROOT_VARIABLE, str(write_routed_datasets(tmp_path)))
+    return RouteTable.of("kind", ROUTES)
+
+
+def _writer(spark, tmp_path: Path, routes: RouteTable) -> RoutedWriter:
+    targets = {name: DatasetTarget(str(tmp_path / "lake" / name), str(tmp_path / "dead" / name)) for name in routes.datasets}
+    return RoutedWriter(spark, source_name="events", routes=routes, targets=targets, dead_letter_path=str(tmp_path / "dead" / "unroutable"),
+                        checkpoint_path=str(tmp_path / "cp"), clock=lambda: NOW, stream_id="abcd1234")
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*.parquet"))
+            if not any(part.startswith((".", "_")) for part in p.relative_to(root).parts)}
+
+
+def _dead(spark, folder: Path) -> list[tuple]:
+    rows = spark.read.schema(spark_dead_letter_schema()).parquet(str(folder)).collect()
+    return sorted((r.payload, r.reason, r.detail, r.source, r.source_offset, r.batch_id) for r in rows)
+
+
+def test_each_dataset_gets_its_records_and_the_unroutable_are_the_sources_dead_letters(spark, tmp_path, routed):
+    every = _writer(spark, tmp_path, routed)(json_envelope(spark, PAYLOADS, source="events", arrival_ms=int(NOW * 1000)), 4)
+    by = {stats.dataset: stats for stats in every}
+    assert [s.dataset for s in every] == ["checkouts", "page_views", "sensor_readings", ""]
+    assert {name: (s.records_in, s.records_written, s.dead_letters, s.duplicates_collapsed, s.dead_letters_by_reason)
+            for name, s in by.items()} == {
+        "checkouts": (2, 1, 1, 0, {"out_of_range": 1}),
+        "page_views": (3, 2, 0, 1, {}),
+        "sensor_readings": (2, 1, 1, 0, {"unknown_field": 1}),
+        "": (4, 0, 4, 0, {"unroutable": 4}),
+    }
+    assert all(s.reconciles and s.source == "events" and s.batch_id == 4 for s in every)
+    assert sum(s.records_in for s in every) == len(PAYLOADS)  # every record is in exactly one part
+    lakes = {name: sorted(r.event_id for r in spark.read.parquet(str(tmp_path / "lake" / name)).collect())
+             for name in routed.datasets}
+    assert lakes == {"checkouts": ["c1"], "page_views": ["p1", "p2"], "sensor_readings": ["r1"]}
+    totals = spark.read.parquet(str(tmp_path / "lake" / "checkouts")).collect()[0]
+    assert (str(totals.total), totals.kind) == ("12.50", "checkout")  # typed by its own contract
+    assert [r[1] for r in _dead(spark, tmp_path / "dead" / "checkouts")] == ["out_of_range"]
+    assert [r[1] for r in _dead(spark, tmp_path / "dead" / "sensor_readings")] == ["unknown_field"]
+    assert _dead(spark, tmp_path / "dead" / "unroutable") == sorted([
+        (PAYLOADS[5], "unroutable", 'kind "refund" routes to no dataset (routed: "checkout", "page_view", "reading")', "events", "6", 4),
+        (PAYLOADS[6], "unroutable", "kind is absent or null", "events", "7", 4),
+        ("not json", "unroutable", "the payload is not one JSON object", "events", "8", 4),
+        (PAYLOADS[8], "unroutable", 'kind "5" routes to no dataset (routed: "checkout", "page_view", "reading")', "events", "9", 4),
+    ])
+    names = sorted(_files(tmp_path / "dead" / "unroutable"))
+    assert names == ["ingest_date=2023-11-14/part-events-abcd1234-b0000000004-0000.snappy.parquet"]
+
+
+def test_a_replay_writes_only_the_parts_whose_marker_is_missing(spark, tmp_path, routed):
+    """A crash after the checkouts' part committed and before the others' started (the state `after_route` leaves: the
+    other parts' files and markers not there): the replay skips checkouts and writes the rest once; a whole replay
+    after that writes nothing."""
+    envelope = json_envelope(spark, PAYLOADS, source="events", arrival_ms=int(NOW * 1000))
+    _writer(spark, tmp_path, routed)(envelope, 7)
+    expected = _files(tmp_path)
+    state = tmp_path / "cp" / "_routes"
+    for part, folders in (("page_views", ("lake/page_views", "dead/page_views")),
+                          ("sensor_readings", ("lake/sensor_readings", "dead/sensor_readings")), ("_unroutable", ("dead/unroutable",))):
+        (state / part / "_streamlake" / "batch-0000000007.committed.json").unlink()
+        for folder in folders:
+            for name in _files(tmp_path / folder):
+                (tmp_path / folder / name).unlink()
+    assert set(_files(tmp_path)) < set(expected)
+    again = _writer(spark, tmp_path, routed)(envelope, 7)
+    assert [s.replayed for s in again] == [True, False, False, False]
+    assert _files(tmp_path) == expected
+    last = _writer(spark, tmp_path, routed)(envelope, 7)
+    assert all(s.replayed for s in last) and _files(tmp_path) == expected
+    assert [s.records_in for s in last] == [s.records_in for s in again]
+
+
+def test_a_line_the_adapter_already_judged_keeps_its_reason(spark, tmp_path, routed):
+    from pyspark.sql import functions as F
+
+    envelope = json_envelope(spark, [page_view("p1"), "\ufffd"], source="events").withColumn(
+        "problem", F.when(F.col("source_offset") == "2", F.struct(F.lit("malformed_json").alias("reason"),
+                                                                  F.lit("not UTF-8").alias("detail"))))
+    every = _writer(spark, tmp_path, routed)(envelope, 0)
+    assert every[-1].dead_letters_by_reason == {"malformed_json": 1}
+    assert [(r[1], r[2]) for r in _dead(spark, tmp_path / "dead" / "unroutable")] == [("malformed_json", "not UTF-8")]
+
+
+@pytest.mark.parametrize(("field", "routes", "message"), [
+    ("kind.", {"a": "page_views"}, "routes.field: 'kind.' is not a field path"),
+    ("kind", {}, "routes.values: must map at least one value"),
+    ("kind", {"": "page_views"}, "the value '' is not a non-empty string"),
+    ("kind", {"a": 3}, "routes.values.a: 3 is not a dataset name"),
+    ("kind", {"a": "unroutable"}, "'unroutable' is reserved"),
+])
+def test_a_route_table_that_cannot_route_is_refused_naming_the_key(field, routes, message):
+    with pytest.raises(RouteError, match=message.replace(".", r"\.").replace("(", r"\(")):
+        RouteTable.of(field, routes)
+
+
+def test_every_routed_dataset_must_declare_the_field_as_a_string_or_an_enum_holding_its_values(spark, tmp_path, routed):
+    loaded = {name: datasets.load(name) for name in routed.datasets}
+    assert routed.problems(loaded) == []
+    assert RouteTable.of("url", {"x": "page_views", "y": "checkouts"}).problems(loaded) == [
+        "dataset checkouts: the route field url must be a string or enum field of its schema (version 1), so its contract "
+        "checks it; it is absent"]
+    assert RouteTable.of("device.id", {"d": "sensor_readings"}).problems(loaded) == []
+    assert RouteTable.of("at", {"1": "page_views"}).problems(loaded)[0].endswith("it is long")
+    assert RouteTable.of("kind", {"refund": "checkouts"}).problems(loaded) == [
+        "dataset checkouts: route value(s) ['refund'] are not symbols of its enum kind ['checkout', 'refund_requested']: "
+        "every routed record would be its dead letter"]
+    with pytest.raises(RouteError, match="source events: dataset checkouts: the route field url"):
+        _writer(spark, tmp_path, RouteTable.of("url", {"x": "page_views", "y": "checkouts"}))
