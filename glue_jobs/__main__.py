@@ -65,6 +65,12 @@ def build_parser(prog: str = "python -m glue_jobs") -> argparse.ArgumentParser:
     run.add_argument("--dataset", type=dataset_name,
                      help="the dataset the records are (datasets/<name>/): its contract and lake table (required where "
                           "there are several datasets)")
+    run.add_argument("--route-field", default=None,
+                     help="the records are several datasets: this field (a path such as type or meta.type) says which; "
+                          "with --route, instead of --dataset")
+    run.add_argument("--route", type=_route, action="append", default=None, metavar="VALUE=DATASET",
+                     help="records whose --route-field is VALUE go to DATASET, into <lake>/DATASET and <dead-letter>/DATASET; "
+                          "repeat per value. Records no route takes are dead letters in <dead-letter>/unroutable")
     run.add_argument("--quiet", action="store_true",
                      help="print only the run's summary: no start line (stderr), no line per micro-batch")
     run.add_argument("--trigger-seconds", type=_positive_int, default=5,
@@ -140,7 +146,8 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
 
 
 def _run(parser, args) -> int:
-    if args.command in ("generate", "run-local"):
+    routed = args.command == "run-local" and (args.route_field is not None or args.route)
+    if args.command in ("generate", "run-local") and not routed:  # a routed run's datasets are its --route targets
         from glue_jobs import datasets
 
         try:
@@ -171,13 +178,20 @@ def _run(parser, args) -> int:
         return 0
 
     from glue_jobs.commit.ownership import OwnershipError
+    from glue_jobs.decoding.routes import RouteError
     from glue_jobs.local_runner import configure_logging, run_local
 
     configure_logging()
+    try:
+        routes = _routes(parser, args) if args.command == "run-local" else None
+    except RouteError as error:
+        parser.error(str(error))
     if not args.quiet:  # Spark takes seconds to start: say what is starting before it does (stderr: not the results)
         source = f"topic {args.topic}" if args.command == "run-kafka" else f"the files in {args.input}"
-        print(f"{parser.prog}: starting a local Spark session to stream {source} into {args.lake} as dataset "
-              f"{args.dataset}{' (once: what is there now)' if args.once else ' (until Ctrl-C)'}; a line per micro-batch "
+        target = (f"datasets {', '.join(routes.datasets)} routed by {routes.field}" if routes is not None
+                  else f"dataset {args.dataset}")
+        print(f"{parser.prog}: starting a local Spark session to stream {source} into {args.lake} as {target}"
+              f"{' (once: what is there now)' if args.once else ' (until Ctrl-C)'}; a line per micro-batch "
               "follows", file=sys.stderr, flush=True)
     try:
         if args.command == "run-kafka":
@@ -185,10 +199,38 @@ def _run(parser, args) -> int:
         run_local(input_dir=args.input, lake_dir=args.lake, dead_letter_dir=args.dead_letter,
                   checkpoint_dir=args.checkpoint, once=args.once, max_files_per_batch=args.max_files_per_batch,
                   source_name=args.source_name, trigger_seconds=args.trigger_seconds, dataset=args.dataset,
-                  progress=not args.quiet)
-    except (FileNotFoundError, NotADirectoryError, PermissionError, OwnershipError) as error:
+                  routes=routes, progress=not args.quiet)
+    except (FileNotFoundError, NotADirectoryError, PermissionError, OwnershipError, RouteError) as error:  # RouteError: a
+        # routed dataset that lacks the field (glue_jobs/decoding/routes.py RouteTable.problems)
         parser.error(str(error))
     return 0
+
+
+def _route(text: str) -> tuple[str, str]:
+    """argparse type of --route: VALUE=DATASET, DATASET a dataset folder's name."""
+    value, equals, dataset = text.rpartition("=")
+    if not equals or not value:
+        raise argparse.ArgumentTypeError(f"{text!r} is not VALUE=DATASET")
+    return value, dataset_name(dataset)
+
+
+def _routes(parser, args):
+    """The run's RouteTable from --route-field and --route, or None; either without the other, or with --dataset, is a
+    usage error."""
+    from glue_jobs.decoding.routes import RouteTable
+
+    if args.route_field is None and not args.route:
+        return None
+    if args.route_field is None or not args.route:
+        parser.error("--route-field and --route go together: the field says which value, each --route where it goes")
+    if args.dataset is not None:
+        parser.error("--dataset names the one dataset of an unrouted run; a routed run's datasets are its --route targets")
+    values = {}
+    for value, dataset in args.route:
+        if values.get(value, dataset) != dataset:
+            parser.error(f"--route {value}= names two datasets ({values[value]}, {dataset})")
+        values[value] = dataset
+    return RouteTable.of(args.route_field, values, where="--route")
 
 
 def _run_kafka(args) -> int:

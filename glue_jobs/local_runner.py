@@ -18,6 +18,7 @@ from typing import TextIO
 
 from glue_jobs.batch import BatchStats, MicroBatchWriter
 from glue_jobs.commit.run_summary import RunResults
+from glue_jobs.decoding.routes import RouteTable
 from glue_jobs.metrics import LogMetricsSink
 from glue_jobs.session import local_session, session_conf
 from glue_jobs.sources import from_local_files
@@ -46,7 +47,10 @@ def _session_settings(spark) -> dict[str, str]:
 
 @dataclass
 class RunSummary(RunResults[BatchStats]):
-    """The BatchStats of each micro-batch of the run."""
+    """The BatchStats of each micro-batch of the run (of each part of a routed source's batch: `routed`, its lines then
+    name each part's dataset)."""
+
+    routed: bool = False
 
     def add(self, stats: BatchStats) -> None:
         self.results.append(stats)
@@ -58,8 +62,9 @@ class RunSummary(RunResults[BatchStats]):
             for reason, count in stats.dead_letters_by_reason.items():
                 by_reason[reason] = by_reason.get(reason, 0) + count
         return {
-            "batches": len(self.results),
-            "replayed_batches": self.total("replayed"),
+            # A routed source's batch has a BatchStats per dataset and one for its unroutable records.
+            "batches": len({stats.batch_id for stats in self.results}),
+            "replayed_batches": len({stats.batch_id for stats in self.results if stats.replayed}),
             **{counter: self.total(counter) for counter in _COUNTERS},
             "dead_letters_by_reason": by_reason,
             "seconds": self.seconds,
@@ -120,31 +125,40 @@ def run_local(
     source_name: str = DEFAULT_SOURCE,
     trigger_seconds: int = 5,
     dataset: str | None = None,
+    routes: RouteTable | None = None,
     spark=None,
     out: TextIO = sys.stdout,
     progress: bool = True,
 ) -> RunSummary:
+    """`routes`: the records are several datasets, routed by a field (glue_jobs/routed_batch.py): each dataset's lake
+    and dead letters are the folders named after it under `lake_dir` and `dead_letter_dir`, the records no route takes
+    are the dead letters in `dead_letter_dir`/unroutable; `dataset` is then None."""
     if not Path(input_dir).is_dir():
         raise FileNotFoundError(f"input directory {input_dir} does not exist (or is not a directory)")
     _make_folders({"--lake": lake_dir, "--dead-letter": dead_letter_dir, "--checkpoint": checkpoint_dir})
-    iceberg = local_iceberg_target(dataset)
-    spark = spark or local_spark_session(iceberg_warehouse=lake_dir if iceberg else None)
-    writer = MicroBatchWriter(
-        spark,
-        source_name=source_name,
-        lake_path=str(Path(lake_dir).resolve()),
-        dead_letter_path=str(Path(dead_letter_dir).resolve()),
-        checkpoint_path=str(Path(checkpoint_dir).resolve()),
-        metrics=LogMetricsSink(),
-        dataset=dataset,
-        iceberg=iceberg,
-    )
-    summary = RunSummary()
+    if routes is not None and dataset is not None:
+        raise ValueError("a routed run takes its datasets from its routes, not from a dataset")
+    icebergs = {name: local_iceberg_target(name) for name in (routes.datasets if routes is not None else (dataset,))}
+    spark = spark or local_spark_session(iceberg_warehouse=lake_dir if any(icebergs.values()) else None)
+    lake, dead, checkpoint = (str(Path(folder).resolve()) for folder in (lake_dir, dead_letter_dir, checkpoint_dir))
+    if routes is not None:
+        from glue_jobs.decoding.routes import UNROUTABLE
+        from glue_jobs.routed_batch import DatasetTarget, RoutedWriter
+
+        targets = {name: DatasetTarget(f"{lake}/{name}", f"{dead}/{name}", icebergs[name]) for name in routes.datasets}
+        writer = RoutedWriter(spark, source_name=source_name, routes=routes, targets=targets,
+                              dead_letter_path=f"{dead}/{UNROUTABLE}", checkpoint_path=checkpoint, metrics=LogMetricsSink())
+    else:
+        writer = MicroBatchWriter(spark, source_name=source_name, lake_path=lake, dead_letter_path=dead, checkpoint_path=checkpoint,
+                                  metrics=LogMetricsSink(), dataset=dataset, iceberg=icebergs[dataset])
+    summary = RunSummary(routed=routes is not None)
     started = time.time()
     printed = _batch_printer(summary, started, out, progress)
 
     def on_batch(raw, batch_id: int) -> None:
-        printed(writer(from_local_files(raw, source_name, int(time.time() * 1000)), batch_id))
+        done = writer(from_local_files(raw, source_name, int(time.time() * 1000)), batch_id)
+        for stats in done if isinstance(done, list) else [done]:
+            printed(stats)
 
     reader = spark.readStream.format("text").option("wholetext", "true")
     if max_files_per_batch:
@@ -177,8 +191,9 @@ def _batch_printer(summary: RunSummary, started: float, out: TextIO, progress: b
         summary.add(stats)
         if not progress:
             return
+        part = f" {stats.dataset or 'unroutable'}" if summary.routed else ""
         print(
-            f"batch {stats.batch_id}: in={stats.records_in} written={stats.records_written} "
+            f"batch {stats.batch_id}{part}: in={stats.records_in} written={stats.records_written} "
             f"dead_letters={stats.dead_letters} duplicates={stats.duplicates_collapsed} "
             f"{f'({stats.differing_duplicates} differing) ' if stats.differing_duplicates else ''}"
             f"{'replayed, nothing rewritten ' if stats.replayed else ''}{stats.duration_ms} ms | "

@@ -4,6 +4,12 @@ glue_jobs/routed_batch.py). Three datasets added as files only; a share of recor
 from __future__ import annotations
 
 import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -13,9 +19,10 @@ from glue_jobs.decoding.routes import RouteError, RouteTable
 from glue_jobs.routed_batch import DatasetTarget, RoutedWriter
 from glue_jobs.schema import spark_dead_letter_schema
 
-from .routing_support import ROUTES, checkout, page_view, reading, write_routed_datasets
+from .routing_support import ROUTES, SCHEMAS, checkout, page_view, reading, routed_files, write_routed_datasets
 from .streaming_support import json_envelope
 
+REPO = Path(__file__).resolve().parents[2]
 NOW = 1_700_000_000.0
 PAYLOADS = [
     page_view("p1"), checkout("c1"), reading("r1"), page_view("p2", minute=5),
@@ -140,3 +147,56 @@ def test_every_routed_dataset_must_declare_the_field_as_a_string_or_an_enum_hold
         "every routed record would be its dead letter"]
     with pytest.raises(RouteError, match="source events: dataset checkouts: the route field url"):
         _writer(spark, tmp_path, RouteTable.of("url", {"x": "page_views", "y": "checkouts"}))
+
+
+def _routed_command(tmp_path: Path, *extra: str) -> list[str]:
+    routes = [arg for value, dataset in ROUTES.items() for arg in ("--route", f"{value}={dataset}")]
+    return [sys.executable, "-m", "glue_jobs", "run-local", "--input", str(tmp_path / "in"), "--lake", str(tmp_path / "lake"),
+            "--dead-letter", str(tmp_path / "dead"), "--checkpoint", str(tmp_path / "cp"), "--source-name", "events",
+            "--route-field", "kind", *routes, *extra]
+
+
+def _routed_env(datasets_root: Path, **extra: str) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(REPO), "PYSPARK_PYTHON": sys.executable, "STREAMLAKE_SPARK_MASTER": "local[2]",
+            "STREAMLAKE_DRIVER_MEMORY": "1g", datasets.ROOT_VARIABLE: str(datasets_root), **extra}
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("seed", [int(os.environ.get("STREAMLAKE_KILL_SEED", "0")) or random.randrange(1_000_000)])
+def test_sigkill_at_three_seeded_moments_then_each_dataset_holds_its_records_once(spark, tmp_path, seed):
+    """The routed runner (the CLI, a process group of its own) killed three times: first at `after_route` of batch 0 or
+    1 (one dataset's part committed, the others not), then twice a seeded time after a seeded batch; a last run to the
+    end. Every valid record is once in its own dataset's lake, every bad one once in its own dead letters, every
+    unroutable one once in the source's. Rerun a seed with STREAMLAKE_KILL_SEED."""
+    root = write_routed_datasets(tmp_path / "team")
+    expect = routed_files(tmp_path / "in", files=6, per_file=50, seed=seed)
+    rng = random.Random(seed)
+    for attempt in range(3):
+        crash = {"STREAMLAKE_CRASH_AT": f"after_route:{rng.randrange(2)}"} if attempt == 0 else {}
+        process = subprocess.Popen(_routed_command(tmp_path, "--max-files-per-batch", "1", "--trigger-seconds", "1"),
+                                   env=_routed_env(root, **crash), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                   cwd=REPO, start_new_session=True)  # its own group: SIGKILL takes the JVM down too
+        try:
+            wanted, seen, deadline = rng.randint(1, 2), 0, time.time() + 300
+            while (attempt == 0 or seen < wanted) and time.time() < deadline:
+                line = process.stdout.readline()
+                if not line:
+                    break
+                seen += line.startswith("batch ") and " unroutable:" in line  # a batch's last part line
+            if attempt == 0:
+                assert process.wait(timeout=120) == -signal.SIGKILL, f"seed {seed}: the crash point did not kill the run"
+            time.sleep(rng.uniform(0, 1.5))
+        finally:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=60)
+    done = subprocess.run(_routed_command(tmp_path, "--once"), env=_routed_env(root), capture_output=True, text=True,
+                          timeout=600, cwd=REPO)
+    assert done.returncode == 0, f"seed {seed}: {done.stderr[-3000:]}"
+    for name in SCHEMAS:
+        ids = [r.event_id for r in spark.read.parquet(str(tmp_path / "lake" / name)).select("event_id").collect()]
+        assert sorted(ids) == sorted(expect.valid[name]), f"seed {seed}: {name}'s lake"
+        dead = [r[0] for r in _dead(spark, tmp_path / "dead" / name)]
+        assert dead == sorted(expect.bad[name]), f"seed {seed}: {name}'s dead letters"
+    unroutable = _dead(spark, tmp_path / "dead" / "unroutable")
+    assert [r[0] for r in unroutable] == sorted(expect.unroutable), f"seed {seed}: the unroutable dead letters"
+    assert {r[1] for r in unroutable} == {"unroutable"}
