@@ -230,7 +230,7 @@ def _routes(parser, args):
         if values.get(value, dataset) != dataset:
             parser.error(f"--route {value}= names two datasets ({values[value]}, {dataset})")
         values[value] = dataset
-    return RouteTable.of(args.route_field, values, where="--route")
+    return RouteTable.of(args.route_field, values, field_key="--route-field", values_key="--route")
 
 
 def _run_kafka(args) -> int:

@@ -43,20 +43,21 @@ class RouteTable:
     routes: tuple[tuple[str, str], ...]
 
     @classmethod
-    def of(cls, field: object, routes: object, where: str = "routes") -> RouteTable:
-        """From the declared `field` and `{value: dataset}`; refuses, naming `where`'s key, a field that is not a path
-        of names, no route, a value that is not a non-empty string, a dataset that is not a string or is reserved."""
+    def of(cls, field: object, routes: object, *, field_key: str = "routes.field", values_key: str = "routes.values") -> RouteTable:
+        """From the declared `field` and `{value: dataset}`; refuses, naming the key (`field_key`, `values_key`: where
+        the caller read them), a field that is not a path of names, no route, a value that is not a non-empty
+        string, a dataset that is not a string or is reserved."""
         if not isinstance(field, str) or not _PATH.match(field):
-            raise RouteError(f"{where}.field: {field!r} is not a field path (names joined by '.', e.g. type or meta.type)")
+            raise RouteError(f"{field_key}: {field!r} is not a field path (names joined by '.', e.g. type or meta.type)")
         if not isinstance(routes, dict) or not routes:
-            raise RouteError(f"{where}.values: must map at least one value to a dataset, got {routes!r}")
+            raise RouteError(f"{values_key}: must map at least one value to a dataset, got {routes!r}")
         for value, dataset in routes.items():
             if not isinstance(value, str) or not value:
-                raise RouteError(f"{where}.values: the value {value!r} is not a non-empty string")
+                raise RouteError(f"{values_key}: the value {value!r} is not a non-empty string")
             if not isinstance(dataset, str) or not dataset:
-                raise RouteError(f"{where}.values.{value}: {dataset!r} is not a dataset name")
+                raise RouteError(f"{values_key} {value}: {dataset!r} is not a dataset name")
             if dataset in RESERVED:
-                raise RouteError(f"{where}.values.{value}: {dataset!r} is reserved (a routed source's own dead letters)")
+                raise RouteError(f"{values_key} {value}: {dataset!r} is reserved (a routed source's own dead letters)")
         return cls(field, tuple(sorted(routes.items())))
 
     @property

@@ -126,7 +126,7 @@ def test_a_line_the_adapter_already_judged_keeps_its_reason(spark, tmp_path, rou
     ("kind.", {"a": "page_views"}, "routes.field: 'kind.' is not a field path"),
     ("kind", {}, "routes.values: must map at least one value"),
     ("kind", {"": "page_views"}, "the value '' is not a non-empty string"),
-    ("kind", {"a": 3}, "routes.values.a: 3 is not a dataset name"),
+    ("kind", {"a": 3}, "routes.values a: 3 is not a dataset name"),
     ("kind", {"a": "unroutable"}, "'unroutable' is reserved"),
 ])
 def test_a_route_table_that_cannot_route_is_refused_naming_the_key(field, routes, message):
@@ -200,3 +200,20 @@ def test_sigkill_at_three_seeded_moments_then_each_dataset_holds_its_records_onc
     unroutable = _dead(spark, tmp_path / "dead" / "unroutable")
     assert [r[0] for r in unroutable] == sorted(expect.unroutable), f"seed {seed}: the unroutable dead letters"
     assert {r[1] for r in unroutable} == {"unroutable"}
+
+
+@pytest.mark.parametrize(("arguments", "message"), [
+    (["--route-field", "kind"], "--route-field and --route go together"),
+    (["--route", "page_view=page_views"], "--route-field and --route go together"),
+    (["--route-field", "kind", "--route", "page_view"], "'page_view' is not VALUE=DATASET"),
+    (["--route-field", "kind", "--route", "page_view=pages"], "'pages' is not a dataset (datasets: checkouts, page_views, sensor_readings)"),
+    (["--route-field", "kind", "--route", "a=page_views", "--route", "a=checkouts"], "--route a= names two datasets (page_views, checkouts)"),
+    (["--route-field", "kind", "--route", "a=page_views", "--dataset", "checkouts"], "--dataset names the one dataset of an unrouted run"),
+    (["--route-field", "kind.", "--route", "a=page_views"], "--route-field: 'kind.' is not a field path"),
+])
+def test_the_cli_refuses_a_route_it_cannot_follow_before_spark_starts(routed, tmp_path, capsys, arguments, message):
+    from glue_jobs.__main__ import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["run-local", "--input", str(tmp_path), "--lake", "l", "--dead-letter", "d", "--checkpoint", "c", "--once", *arguments])
+    assert exit_info.value.code == 2 and message in capsys.readouterr().err
