@@ -38,8 +38,9 @@ from glue_jobs.commit.ownership import claim
 from glue_jobs.contract import REASON_CODES
 from glue_jobs.datasets import load as load_dataset
 from glue_jobs.decoding.routes import UNROUTABLE, RouteError, RouteTable
-from glue_jobs.lake.iceberg_lake import IcebergTarget
+from glue_jobs.lake.iceberg_lake import APPEND_SETTINGS, IcebergTarget
 from glue_jobs.lake.lake_layout import dead_letter_write_columns
+from glue_jobs.lake.packed_batch import CACHE_SETTINGS
 from glue_jobs.lake.storage import HadoopStorage
 from glue_jobs.metrics import MetricsSink, NoOpMetricsSink
 from glue_jobs.observed import observed as observed_values
@@ -140,13 +141,18 @@ class RoutedWriter:
                                            checkpoint_path=checkpoint_path, metrics=self.metrics, clock=clock,
                                            stream_id=stream_id)
         self.spark, self.routes, self.source_name = spark, routes, source_name
+        # Every SQL setting a part's writer sets for a while (glue_jobs/batch.py, lake/packed_batch.py, lake/iceberg_lake.py),
+        # set for the whole batch: the parts share the batch's session, and session_conf restores a key to what it found
+        # when its block ends, which would otherwise be unset under a part still planning or writing.
+        self.part_settings = {SHUFFLE_PARTITIONS: str(write_tasks(spark)), **CACHE_SETTINGS,
+                              **(APPEND_SETTINGS if any(t.iceberg is not None for t in targets.values()) else {})}
 
     def __call__(self, envelope: DataFrame, batch_id: int) -> list[BatchStats]:
         """The parts run at once, each in a thread of its own (pyspark's inheritable_thread_target, so each keeps the
         batch thread's scheduler pool): a part's Spark jobs use the cores and driver time another's leave idle, as the
         queries of a shared job do (glue_jobs/sources/source_queries.py). The shuffle setting each part's writer sets
         is set here first, for the whole batch: a part that ends restores it to this value, not under a part still
-        planning. A part's failure is raised once every part is done (the replay redoes only the parts without a
+        planning (`part_settings`). A part's failure is raised once every part is done (the replay redoes only the parts without a
         marker)."""
         batch_id = int(batch_id)
         # A record the adapter already judged has no payload to route (its problem says why).
@@ -162,7 +168,7 @@ class RoutedWriter:
             return self.unroutable(routed.filter(F.col(_ROUTE).isNull()).drop(_ROUTE), batch_id)
 
         try:
-            with session_conf(envelope.sparkSession, {SHUFFLE_PARTITIONS: str(write_tasks(self.spark))}), \
+            with session_conf(envelope.sparkSession, self.part_settings), \
                     ThreadPoolExecutor(max_workers=len(self.writers) + 1, thread_name_prefix=f"route-{self.source_name}") as pool:
                 # Wrapped here, in the batch's thread: the wrapper captures its local properties when it is made.
                 parts = [pool.submit(inheritable_thread_target(dataset_part), name) for name in self.writers]

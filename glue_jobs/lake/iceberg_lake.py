@@ -45,6 +45,8 @@ BATCH_PROPERTY = "streamlake.batch"
 ACCEPT_ANY_SCHEMA = "write.spark.accept-any-schema"
 CHECK_ORDERING = "spark.sql.iceberg.check-ordering"
 ADAPTIVE = "spark.sql.adaptive.enabled"
+# What an append sets for its duration (append_batch says why).
+APPEND_SETTINGS = {CHECK_ORDERING: "false", ADAPTIVE: "false"}
 # Metadata growth bounded: every commit writes a metadata.json; past this many earlier versions the oldest is
 # deleted with the next commit (Iceberg table properties `write.metadata.delete-after-commit.enabled`,
 # `write.metadata.previous-versions-max`). Snapshots and manifests are bounded by the hourly maintenance.
@@ -144,7 +146,7 @@ def append_batch(table: LakeTable, target: IcebergTarget, rows: DataFrame, tag: 
     # Adaptive execution off for the append (a streaming micro-batch has it off anyway): with it on, an append whose
     # rows were all left out never delivered its observation, and `observed.get` waited for ever (seen on Spark 3.5.4
     # with Iceberg 1.7.1 in a batch session; why is unverified: tests/spark/test_iceberg_lines.py keeps the case).
-    with session_conf(rows.sparkSession, {CHECK_ORDERING: "false", ADAPTIVE: "false"}):
+    with session_conf(rows.sparkSession, APPEND_SETTINGS):
         (new.observe(observed, row_count())
          .writeTo(target.name).option(f"snapshot-property.{BATCH_PROPERTY}", tag).option("merge-schema", "true").append())
     return int(observed_values(observed, "rows")["rows"])

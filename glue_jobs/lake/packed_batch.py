@@ -55,6 +55,8 @@ ROWS_PER_WRITE_TASK = 50_000
 # copies every cached batch through the serializer when it is stored and again for each read.
 CACHE_LEVEL = StorageLevel.MEMORY_AND_DISK_DESER
 _CACHE_COMPRESSED = "spark.sql.inMemoryColumnarStorage.compressed"
+# What defining the cache sets for its duration (PackedBatch.__enter__ says why).
+CACHE_SETTINGS = {_CACHE_COMPRESSED: "false"}
 
 _LAKE = "_lake"  # struct: the lake values validate() returned
 _DEAD = "_dead"  # struct: payload, reason, detail and the ingestion columns; null for a valid row
@@ -120,7 +122,7 @@ class PackedBatch:
     def __enter__(self) -> PackedBatch:
         # Without columnar compression (compressing the payload strings cost more than the validation); the
         # flag is read when the cache is defined, so it is restored right after.
-        with session_conf(self._frame.sparkSession, {_CACHE_COMPRESSED: "false"}):
+        with session_conf(self._frame.sparkSession, CACHE_SETTINGS):
             self._persisted = self._frame.persist(CACHE_LEVEL)
         self._frame = cached_leaf(self._persisted)
         return self

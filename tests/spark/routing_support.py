@@ -1,48 +1,29 @@
-"""Datasets a team might route from one stream by a `kind` field, written as files only (a datasets folder of their
-own): page views (kind a string), checkouts (kind an enum, a decimal total) and sensor readings (kind a string, a
-nested device). None of them is a shipped dataset."""
+"""Datasets a team might route from one stream by a `kind` field, as files only: docs/examples/routed/datasets
+(page views, checkouts with a decimal total, sensor readings with a nested device; `kind` an enum in each). None of
+them is a shipped dataset, and no Python names their fields but these record makers."""
 
 from __future__ import annotations
 
 import json
 import random
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from glue_jobs import datasets
-
+EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples" / "routed"
+DATASETS = ("checkouts", "page_views", "sensor_readings")
 T = 1_699_999_200_000  # 2023-11-14T22:00Z
-_TIME = {"field": "at", "format": "epoch_millis", "not_before": "2020-01-01T00:00:00Z", "max_future": "PT1H"}
-SCHEMAS = {
-    "page_views": [{"name": "event_id", "type": "string"}, {"name": "kind", "type": "string"}, {"name": "at", "type": "long"},
-                   {"name": "url", "type": "string"}],
-    "checkouts": [{"name": "event_id", "type": "string"},
-                  {"name": "kind", "type": {"type": "enum", "name": "Kind", "symbols": ["checkout", "refund_requested"]}},
-                  {"name": "at", "type": "long"},
-                  {"name": "total", "type": {"type": "bytes", "logicalType": "decimal", "precision": 10, "scale": 2}}],
-    "sensor_readings": [{"name": "event_id", "type": "string"}, {"name": "kind", "type": "string"}, {"name": "at", "type": "long"},
-                        {"name": "device", "type": {"type": "record", "name": "Device", "fields": [{"name": "id", "type": "string"}]}},
-                        {"name": "value", "type": "double"}],
-}
 ROUTES = {"page_view": "page_views", "checkout": "checkouts", "reading": "sensor_readings"}
 
 
 def write_routed_datasets(root: Path) -> Path:
-    """The three datasets' folders under `root`/datasets; returns that folder."""
-    folder = root / "datasets"
-    for name, fields in SCHEMAS.items():
-        own = folder / name
-        own.mkdir(parents=True)
-        (own / "schema.v1.avsc").write_text(json.dumps({"type": "record", "name": name.title().replace("_", ""),
-                                                        "namespace": "com.example.routed", "fields": fields}))
-        (own / "dataset.json").write_text(json.dumps({"description": f"{name} routed by kind", "key": ["event_id"],
-                                                      "event_time": _TIME}))
-        (own / "schemas.lock.json").write_text(json.dumps({"schema.v1.avsc": datasets.file_digest((own / "schema.v1.avsc").read_bytes())}))
-    return folder
+    """A copy of the three datasets' folders under `root`/datasets; returns that folder."""
+    shutil.copytree(EXAMPLES / "datasets", root / "datasets")
+    return root / "datasets"
 
 
 def page_view(event_id: str, minute: int = 0, **changes) -> str:
-    return json.dumps({"event_id": event_id, "kind": "page_view", "at": T + 60_000 * minute, "url": "/home", **changes})
+    return json.dumps({"event_id": event_id, "kind": "page_view", "at": T + 60_000 * minute, "url": "/home", "referrer": None, **changes})
 
 
 def checkout(event_id: str, minute: int = 0, **changes) -> str:
@@ -57,8 +38,8 @@ def reading(event_id: str, minute: int = 0, **changes) -> str:
 class RoutedExpectation:
     """What a routed run must end with: each dataset's valid event ids and bad payloads, and the unroutable payloads."""
 
-    valid: dict[str, list[str]] = field(default_factory=lambda: {name: [] for name in SCHEMAS})
-    bad: dict[str, list[str]] = field(default_factory=lambda: {name: [] for name in SCHEMAS})
+    valid: dict[str, list[str]] = field(default_factory=lambda: {name: [] for name in DATASETS})
+    bad: dict[str, list[str]] = field(default_factory=lambda: {name: [] for name in DATASETS})
     unroutable: list[str] = field(default_factory=list)
 
 

@@ -19,7 +19,7 @@ from glue_jobs.decoding.routes import RouteError, RouteTable
 from glue_jobs.routed_batch import DatasetTarget, RoutedWriter
 from glue_jobs.schema import spark_dead_letter_schema
 
-from .routing_support import ROUTES, SCHEMAS, checkout, page_view, reading, routed_files, write_routed_datasets
+from .routing_support import ROUTES, DATASETS, checkout, page_view, reading, routed_files, write_routed_datasets
 from .streaming_support import json_envelope
 
 REPO = Path(__file__).resolve().parents[2]
@@ -59,7 +59,10 @@ def _dead(spark, folder: Path) -> list[tuple]:
 
 
 def test_each_dataset_gets_its_records_and_the_unroutable_are_the_sources_dead_letters(spark, tmp_path, routed):
-    every = _writer(spark, tmp_path, routed)(json_envelope(spark, PAYLOADS, source="events", arrival_ms=int(NOW * 1000)), 4)
+    writer = _writer(spark, tmp_path, routed)
+    before = {key: spark.conf.get(key, None) for key in writer.part_settings}
+    every = writer(json_envelope(spark, PAYLOADS, source="events", arrival_ms=int(NOW * 1000)), 4)
+    assert {key: spark.conf.get(key, None) for key in writer.part_settings} == before  # the parts' settings: for the batch only
     by = {stats.dataset: stats for stats in every}
     assert [s.dataset for s in every] == ["checkouts", "page_views", "sensor_readings", ""]
     assert {name: (s.records_in, s.records_written, s.dead_letters, s.duplicates_collapsed, s.dead_letters_by_reason)
@@ -145,6 +148,7 @@ def test_every_routed_dataset_must_declare_the_field_as_a_string_or_an_enum_hold
     assert RouteTable.of("kind", {"refund": "checkouts"}).problems(loaded) == [
         "dataset checkouts: route value(s) ['refund'] are not symbols of its enum kind ['checkout', 'refund_requested']: "
         "every routed record would be its dead letter"]
+    assert RouteTable.of("referrer", {"r": "page_views"}).problems(loaded) == []  # an optional string: a route all the same
     with pytest.raises(RouteError, match="source events: dataset checkouts: the route field url"):
         _writer(spark, tmp_path, RouteTable.of("url", {"x": "page_views", "y": "checkouts"}))
 
@@ -192,7 +196,7 @@ def test_sigkill_at_three_seeded_moments_then_each_dataset_holds_its_records_onc
     done = subprocess.run(_routed_command(tmp_path, "--once"), env=_routed_env(root), capture_output=True, text=True,
                           timeout=600, cwd=REPO)
     assert done.returncode == 0, f"seed {seed}: {done.stderr[-3000:]}"
-    for name in SCHEMAS:
+    for name in DATASETS:
         ids = [r.event_id for r in spark.read.parquet(str(tmp_path / "lake" / name)).select("event_id").collect()]
         assert sorted(ids) == sorted(expect.valid[name]), f"seed {seed}: {name}'s lake"
         dead = [r[0] for r in _dead(spark, tmp_path / "dead" / name)]
