@@ -19,7 +19,7 @@ from glue_jobs.decoding.routes import RouteError, RouteTable
 from glue_jobs.routed_batch import DatasetTarget, RoutedWriter
 from glue_jobs.schema import spark_dead_letter_schema
 
-from .routing_support import ROUTES, DATASETS, checkout, page_view, reading, routed_files, write_routed_datasets
+from .routing_support import DATASETS, ROUTES, checkout, page_view, reading, routed_files, write_routed_datasets
 from .streaming_support import json_envelope
 
 REPO = Path(__file__).resolve().parents[2]
