@@ -134,7 +134,7 @@ demo: synth $(JARS) $(FUNCTIONS)
 BENCH_RECORDS ?= 1000000
 BENCH_RESULTS := bench-output/streaming.json bench-output/streaming-producers.json bench-output/small-batch.json bench-output/compaction.json bench-output/cold.json \
   bench-output/cold-producers.json bench-output/orders.json bench-output/kafka-orders.json bench-output/iceberg.json \
-  bench-output/shared-job.json
+  bench-output/shared-job.json bench-output/routed.json
 # Every benchmark runs (a failing one does not stop the others); bench/report.py then writes the table to
 # docs/benchmarks.md and fails naming each row that misses its target or whose benchmark did not finish.
 bench: synth $(JARS) $(FUNCTIONS)
@@ -149,6 +149,7 @@ bench: synth $(JARS) $(FUNCTIONS)
 	-$(PY) bench/bench_kafka.py --dataset orders --out bench-output/kafka-orders.json
 	-$(PY) bench/bench_iceberg.py --out bench-output/iceberg.json
 	-$(PY) bench/bench_shared_job.py --out bench-output/shared-job.json
+	-$(PY) bench/bench_routed.py --out bench-output/routed.json
 	$(PY) bench/report.py $(BENCH_RESULTS) --out-dir bench-output --markdown docs/benchmarks.md
 
 # Markdown summary of what the working tree changes against BASE (default HEAD): no credentials needed.

@@ -58,6 +58,7 @@ from typing import Any
 from devtools import cfn_schema, sizing
 from devtools.snapshot import normalize, snapshot_path
 from infra.config import REPO_ROOT, ConfigError, ProjectConfig, load_config, parse_config
+from infra.job_keeper import STOP_STATEMENTS
 
 SECURITY_TYPES = (
     "AWS::IAM::",
@@ -817,9 +818,6 @@ def _source_jobs(template: dict) -> dict[str, tuple[str, dict]]:
             for name in filter(None, _job_source_names(properties.get("DefaultArguments", {})).split(", ")):
                 found[name] = (job_id, properties)
     return found
-
-
-STOP_STATEMENTS = ("StopCheckpointHolders", "StopCheckpointHoldersOfEnvironment")  # infra/job_keeper.py
 
 
 def stop_conditions(template: dict) -> list[dict[str, object]]:

@@ -42,6 +42,10 @@ from infra.functions.job_keeper.handler import CHECKPOINT_BUCKET_TAG, DEPLOY_TAG
 from infra.job_iam import argument_overrides
 from infra.nag import acknowledge_wildcard_resource
 
+# The keeper role's statements that let it stop a job's runs: the checkpoint bucket's tag, then the environment's tags
+# (devtools/diff.py reads them from a new template to tell whether a moved source's old job can be stopped).
+STOP_BY_CHECKPOINT_TAG, STOP_BY_ENVIRONMENT_TAGS = "StopCheckpointHolders", "StopCheckpointHoldersOfEnvironment"
+STOP_STATEMENTS = (STOP_BY_CHECKPOINT_TAG, STOP_BY_ENVIRONMENT_TAGS)
 CODE = Path(__file__).resolve().parent / "functions" / "job_keeper"
 MAX_FAILURES_PER_HOUR = 4
 BACKOFF_SECONDS = 60
@@ -143,7 +147,7 @@ class JobKeeper(Construct):
         self.role.add_to_principal_policy(iam.PolicyStatement(
             sid="FindCheckpointHolders", actions=["glue:GetJobs"], resources=["*"]))
         self.role.add_to_principal_policy(iam.PolicyStatement(
-            sid="StopCheckpointHolders", actions=["glue:GetJobRuns", "glue:BatchStopJobRun"],
+            sid=STOP_BY_CHECKPOINT_TAG, actions=["glue:GetJobRuns", "glue:BatchStopJobRun"],
             resources=[job_arn_prefix + "*"],
             conditions={"StringEquals": {f"aws:ResourceTag/{CHECKPOINT_BUCKET_TAG}": checkpoint_bucket}}))
         if environment_tags:
@@ -153,7 +157,7 @@ class JobKeeper(Construct):
             # keys or values"). The handler stops only jobs whose arguments name one of the starting
             # job's checkpoints, which are this environment's bucket's.
             self.role.add_to_principal_policy(iam.PolicyStatement(
-                sid="StopCheckpointHoldersOfEnvironment", actions=["glue:GetJobRuns", "glue:BatchStopJobRun"],
+                sid=STOP_BY_ENVIRONMENT_TAGS, actions=["glue:GetJobRuns", "glue:BatchStopJobRun"],
                 resources=[job_arn_prefix + "*"],
                 conditions={"StringEquals": {f"aws:ResourceTag/{key}": value for key, value in sorted(environment_tags.items())}}))
         acknowledge_wildcard_resource(self.role, job_arn_prefix + "*", "the job that held a moved source's checkpoint is "
