@@ -142,17 +142,13 @@ def run_local(
     spark = spark or local_spark_session(iceberg_warehouse=lake_dir if any(icebergs.values()) else None)
     lake, dead, checkpoint = (str(Path(folder).resolve()) for folder in (lake_dir, dead_letter_dir, checkpoint_dir))
     if routes is not None:
-        from glue_jobs.decoding.routes import UNROUTABLE
-        from glue_jobs.routed_batch import DatasetTarget, RoutedWriter
-
-        targets = {name: DatasetTarget(f"{lake}/{name}", f"{dead}/{name}", icebergs[name]) for name in routes.datasets}
-        writer = RoutedWriter(spark, source_name=source_name, routes=routes, targets=targets,
-                              dead_letter_path=f"{dead}/{UNROUTABLE}", checkpoint_path=checkpoint, metrics=LogMetricsSink())
+        from glue_jobs.routed_batch import RoutedWriter
+        writer = RoutedWriter.under(spark, source_name=source_name, routes=routes, lake_root=lake, dead_letter_root=dead,
+                                    checkpoint_path=checkpoint, icebergs=icebergs, metrics=LogMetricsSink())
     else:
         writer = MicroBatchWriter(spark, source_name=source_name, lake_path=lake, dead_letter_path=dead, checkpoint_path=checkpoint,
                                   metrics=LogMetricsSink(), dataset=dataset, iceberg=icebergs[dataset])
-    summary = RunSummary(routed=routes is not None)
-    started = time.time()
+    summary, started = RunSummary(routed=routes is not None), time.time()
     printed = _batch_printer(summary, started, out, progress)
 
     def on_batch(raw, batch_id: int) -> None:

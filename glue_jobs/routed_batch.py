@@ -147,6 +147,16 @@ class RoutedWriter:
         self.part_settings = {SHUFFLE_PARTITIONS: str(write_tasks(spark)), **CACHE_SETTINGS,
                               **(APPEND_SETTINGS if any(t.iceberg is not None for t in targets.values()) else {})}
 
+    @classmethod
+    def under(cls, spark, *, source_name: str, routes: RouteTable, lake_root: str, dead_letter_root: str, checkpoint_path: str,
+              icebergs: dict[str, IcebergTarget | None], metrics: MetricsSink | None = None) -> RoutedWriter:
+        """The writer with each dataset's lake and dead letters in the folder named after it under `lake_root` and
+        `dead_letter_root`, and the unroutable records in `dead_letter_root`/unroutable (the local runner's layout)."""
+        targets = {name: DatasetTarget(f"{lake_root}/{name}", f"{dead_letter_root}/{name}", icebergs.get(name))
+                   for name in routes.datasets}
+        return cls(spark, source_name=source_name, routes=routes, targets=targets, dead_letter_path=f"{dead_letter_root}/{UNROUTABLE}",
+                   checkpoint_path=checkpoint_path, metrics=metrics)
+
     def __call__(self, envelope: DataFrame, batch_id: int) -> list[BatchStats]:
         """The parts run at once, each in a thread of its own (pyspark's inheritable_thread_target, so each keeps the
         batch thread's scheduler pool): a part's Spark jobs use the cores and driver time another's leave idle, as the

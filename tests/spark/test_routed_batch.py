@@ -221,3 +221,16 @@ def test_the_cli_refuses_a_route_it_cannot_follow_before_spark_starts(routed, tm
     with pytest.raises(SystemExit) as exit_info:
         main(["run-local", "--input", str(tmp_path), "--lake", "l", "--dead-letter", "d", "--checkpoint", "c", "--once", *arguments])
     assert exit_info.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_a_source_bound_to_one_dataset_does_not_become_routed_on_its_checkpoint(spark, tmp_path, routed):
+    """Its last batch's marker is where a routed part would not look: a replay would write that batch again. Refused
+    before anything is read, naming both owners."""
+    from glue_jobs.batch import MicroBatchWriter
+    from glue_jobs.commit.ownership import OwnershipError
+
+    MicroBatchWriter(spark, source_name="events", lake_path=str(tmp_path / "lake" / "page_views"), dataset="page_views",
+                     dead_letter_path=str(tmp_path / "dead" / "page_views"), checkpoint_path=str(tmp_path / "cp"))
+    with pytest.raises(OwnershipError, match=r"checkpoint .*/cp belongs to datasets page_views, source events, not to "
+                                             r"routed_by kind, source events"):
+        _writer(spark, tmp_path, routed)
