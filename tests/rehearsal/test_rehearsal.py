@@ -169,9 +169,19 @@ def test_moving_a_kinesis_and_a_kafka_source_into_one_job_continues_each_from_it
             tables |= source_tables
             results[source.name] = SourceResult(source.name, held, sources[source.name].arguments)
         held = {name: result.held for name, result in results.items()}
+
+        def published(job, *names: str) -> bool:
+            """Whether each named source's RecordsIn reached CloudWatch. A run is stopped or killed once the sources that
+            committed a batch have published one: a process's first PutMetricData comes after its first commit marker
+            (its boto3 client is made on first use), seconds later on a loaded machine, and once every run ended
+            before it, so clickstream's alarmed metrics never arrived (the check below found none)."""
+            got = received_metrics(moto_endpoint, job.arguments["--metrics_namespace"])
+            return all(("RecordsIn", frozenset({("Environment", "staging"), ("Source", name)})) in got for name in names)
+
         for job in old_jobs:  # each old job commits a batch, then the keeper's stop ends its run
             (source,) = job.sources
-            run = run_job(job, until=lambda source=source: committed_stats(s3, source)["batches"] >= 1, line=line,
+            run = run_job(job, until=lambda job=job, source=source: committed_stats(s3, source)["batches"] >= 1
+                          and published(job, source.name), line=line,
                           workdir=tmp_path, s3=s3, tables=tables, moto_endpoint=moto_endpoint,
                           run_arguments=run_arguments_for(job, held, files=files, broker=broker))
             assert run.stopped, run.stderr[-3000:]
@@ -193,7 +203,8 @@ def test_moving_a_kinesis_and_a_kafka_source_into_one_job_continues_each_from_it
             # at least one batch past where this run starts: a run the last one overshot (both sources commit in
             # quick succession) still gets past Job.init and commits before its kill
             target = max(moment, batches() + 1)
-            runs.append(run_job(shared, kill_when=lambda target=target: batches() >= target, **common))
+            runs.append(run_job(shared, kill_when=lambda target=target: batches() >= target and published(
+                shared, *(n for n in sources if committed_stats(s3, sources[n])["batches"])), **common))
             assert runs[-1].stopped and runs[-1].returncode == -9, runs[-1].stderr[-3000:]
         runs.append(run_job(shared, until=lambda: all(committed_stats(s3, sources[n])["records_in"] >= held[n].records
                                                       for n in sources), **common))
