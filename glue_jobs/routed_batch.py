@@ -160,9 +160,10 @@ class RoutedWriter:
     def __call__(self, envelope: DataFrame, batch_id: int) -> list[BatchStats]:
         """The parts run at once, each in a thread of its own (pyspark's inheritable_thread_target, so each keeps the
         batch thread's scheduler pool): a part's Spark jobs use the cores and driver time another's leave idle, as the
-        queries of a shared job do (glue_jobs/sources/source_queries.py). The shuffle setting each part's writer sets
-        is set here first, for the whole batch: a part that ends restores it to this value, not under a part still
-        planning (`part_settings`). A part's failure is raised once every part is done (the replay redoes only the parts without a
+        queries of a shared job do (glue_jobs/sources/source_queries.py). The SQL settings the parts' writers set are set
+        here first, for the whole batch (`part_settings`): a part that ends restores each to this value, never unsets
+        it under a part still planning. Every part runs even when no record routes to it (an empty part costs its
+        writer's count, and the unroutable part a write job, per batch). A part's failure is raised once every part is done (the replay redoes only the parts without a
         marker)."""
         batch_id = int(batch_id)
         # A record the adapter already judged has no payload to route (its problem says why).
