@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from compaction.faults import CRASH_ENV
+from tests.processes import kill_group
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -25,9 +26,6 @@ def run_compaction_killed_at(spec: str, *args: str) -> str:
     try:
         output, _ = proc.communicate(timeout=300)
     finally:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        kill_group(proc)
     assert proc.returncode == -signal.SIGKILL, output.decode(errors="replace")[-3000:]
     return output.decode(errors="replace")

@@ -7,7 +7,6 @@ and after the dead letters are published; every valid record once, every dead le
 from __future__ import annotations
 
 import json
-import os
 import signal
 import sqlite3
 import subprocess
@@ -20,6 +19,7 @@ import pytest
 
 from glue_jobs.lake.iceberg_lake import IcebergTarget, batch_tag, table_ddl
 from glue_jobs.lake.lake_table import LakeTable
+from tests.processes import kill_group
 
 from .iceberg_support import (
     DATASET,
@@ -133,8 +133,7 @@ def _kill_when_files_appear_while_the_commit_is_blocked(tmp_path: Path, datasets
             time.sleep(0.02)
         written = _data_files(tmp_path) - before
     finally:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout=60)
+        kill_group(process)
         lock.execute("ROLLBACK")
         lock.close()
     return len(written)

@@ -22,6 +22,7 @@ moto_server = pytest.importorskip("moto.server")
 from glue_jobs import datasets  # noqa: E402
 from glue_jobs.dataset_generate import RecordMaker, decimal_literal  # noqa: E402
 from glue_jobs.decoding.registry_frames import ZLIB, RegistryVersions  # noqa: E402
+from tests.processes import kill_group  # noqa: E402
 
 REGISTRY, SCHEMA = "streamlake-test", "orders"
 REPOSITORY_DATASETS = Path(__file__).resolve().parents[2] / "datasets"
@@ -183,7 +184,6 @@ def test_sigkill_at_three_random_moments_then_every_valid_record_exactly_once(sp
     restarted on its checkpoint each time, then run to the end: every valid record once, every bad frame once."""
     import os
     import random
-    import signal
     import subprocess
 
     from operations.kafka_producer import AvroFramer, send
@@ -217,8 +217,7 @@ def test_sigkill_at_three_random_moments_then_every_valid_record_exactly_once(sp
                                     f"{process.poll()}):\n{stderr.read_text()[-3000:]}")
             time.sleep(rng.uniform(0.0, 2.0))  # between two batches, or inside the next one
         finally:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=60)
+            kill_group(process)
     done = subprocess.run([*command[:-4], "--once"], env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     lake, dead = _lake_and_dead_letters(spark, tmp_path)

@@ -18,6 +18,7 @@ from glue_jobs import datasets
 from glue_jobs.decoding.routes import RouteError, RouteTable
 from glue_jobs.routed_batch import DatasetTarget, RoutedWriter
 from glue_jobs.schema import spark_dead_letter_schema
+from tests.processes import kill_group
 
 from .routing_support import DATASETS, ROUTES, checkout, page_view, reading, routed_files, write_routed_datasets
 from .streaming_support import json_envelope
@@ -191,8 +192,7 @@ def test_sigkill_at_three_seeded_moments_then_each_dataset_holds_its_records_onc
                 assert process.wait(timeout=120) == -signal.SIGKILL, f"seed {seed}: the crash point did not kill the run"
             time.sleep(rng.uniform(0, 1.5))
         finally:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=60)
+            kill_group(process)
     done = subprocess.run(_routed_command(tmp_path, "--once"), env=_routed_env(root), capture_output=True, text=True,
                           timeout=600, cwd=REPO)
     assert done.returncode == 0, f"seed {seed}: {done.stderr[-3000:]}"

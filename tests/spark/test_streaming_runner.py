@@ -16,6 +16,7 @@ import pytest
 from glue_jobs.__main__ import main
 from glue_jobs.generate import generate
 from glue_jobs.schema import spark_dead_letter_schema, spark_lake_schema
+from tests.processes import kill_group
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -148,8 +149,7 @@ def test_sigkill_mid_stream_three_times_then_finish_exactly_once(spark, tmp_path
             if attempt == 0:  # the crash point killed it before batch 0 committed (its line would follow the commit)
                 assert (batches_seen, process.wait(timeout=120)) == (0, -signal.SIGKILL)
         finally:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=60)
+            kill_group(process)
             kills += 1
     assert kills == 3
     done = subprocess.run(_runner_command(tmp_path, "--once"), env=_env(**unwritable), capture_output=True, text=True,
