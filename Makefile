@@ -22,7 +22,7 @@ export NPM_CONFIG_USERCONFIG := $(CURDIR)/.npmrc
 export PYSPARK_PYTHON := python
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help bootstrap test test-default test-fast test-spark33 test-spark41 lint synth rehearse demo bench snapshots diff diagrams clean
+.PHONY: help bootstrap test test-default test-default-jobs test-default-platform test-fast test-spark33 test-spark41 lint synth rehearse demo bench snapshots diff diagrams clean
 
 help:
 	@echo "make demo       set up .venv, synthesize every environment (cdk-nag enforced), run the pipeline locally"
@@ -65,15 +65,25 @@ bootstrap: $(STAMP) $(STAMP33) $(STAMP41) $(JARS) $(FUNCTIONS)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
-# The default line and the two other Spark lines run side by side, one local[2] session each: the default line's
-# tests wait on py4j, subprocesses and node much of the time, so the other lines use what it leaves of the cores.
-# Each one's output is printed whole when it ends (--output-sync); any failing line fails the target.
+# Four pytest runs, three at a time: the default line in two halves (its job tests, then the platform's: CDK, the
+# operations CLI and the deploy rehearsal) and the two other Spark lines, one local[2] session each. The platform half
+# starts when the first other run ends, so the cores the default line leaves idle (node, py4j and subprocess waits) are
+# used to the end. Each run's output is printed whole when it ends (--output-sync); any failing run fails the target.
 test: $(STAMP) $(STAMP33) $(STAMP41) $(JARS) $(FUNCTIONS) lint
-	$(MAKE) --no-print-directory -j3 --output-sync=target test-default test-spark33 test-spark41
+	$(MAKE) --no-print-directory -j3 --output-sync=target test-default-jobs test-spark33 test-spark41 test-default-platform
 
-# Every test on the default Spark line (the one the README's commands use), end-to-end ones included.
+# Every test on the default Spark line (the one the README's commands use), end-to-end ones included, in one run.
 test-default: $(STAMP) $(JARS) $(FUNCTIONS)
 	$(PY) -m pytest
+
+# The default line's halves; together they are test-default. A new test folder lands in the jobs half. No cache
+# plugin: the two halves run at once in one checkout.
+PLATFORM_TESTS := tests/infra tests/ops tests/rehearsal tests/jvm
+test-default-jobs: $(STAMP) $(JARS) $(FUNCTIONS)
+	$(PY) -m pytest -p no:cacheprovider $(addprefix --ignore=,$(PLATFORM_TESTS))
+
+test-default-platform: $(STAMP) $(JARS) $(FUNCTIONS)
+	$(PY) -m pytest -p no:cacheprovider $(PLATFORM_TESTS)
 
 # The job code on the Glue 4.0 line (Spark 3.3): the same tests but the end-to-end ones (runner subprocesses,
 # kill tests), which run on the default line only.
