@@ -14,6 +14,13 @@ written is skipped (its recorded counts are returned) and each other part is wri
 written once, in its dataset or as an unroutable dead letter. The crash point `after_route` (a dataset's part
 committed, the next not started) is where the kill tests stop it.
 
+A route table that changes between a crash and the replay (a dataset joined the stream, a value moved) must not route
+the replayed batch anew: a part already committed holds the records the old table gave it, and the new one could
+give some of them to another part too. So the table each batch is routed with is recorded when it changes
+(`RouteLog`, `<checkpoint>/_routes/_tables/`, one small file per change, nothing per batch otherwise), and a batch
+one of whose parts is already committed is routed again with the table recorded for it; a batch none of whose parts
+committed takes the current table.
+
 Counts reconcile per source: the records in = the sum over the datasets' records in + the unroutable ones, each part
 reconciling as a single-dataset batch does (records in = written + dead letters + duplicates collapsed). The batch
 function returns one BatchStats per dataset and one for the unroutable part (dataset ""), each emitted to the metrics
@@ -22,7 +29,9 @@ sink under the source's name, so the source's dead-letter share sums over all of
 
 from __future__ import annotations
 
+import json
 import logging
+import re
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, wait
@@ -51,6 +60,7 @@ log = logging.getLogger("glue_jobs.routed_batch")
 
 ROUTES_DIR = "_routes"
 UNROUTABLE_PART = "_unroutable"
+TABLES_PART = "_tables"
 _ROUTE = "_route"
 # Dead-letter columns a source's envelope gives (the rest: reason, detail).
 _CARRIED = ("payload", "source", "source_partition", "source_offset", "arrival_time")
@@ -65,6 +75,35 @@ class DatasetTarget:
     lake_path: str
     dead_letter_path: str
     iceberg: IcebergTarget | None = None
+
+
+class RouteLog:
+    """The route table each batch was routed with, recorded when it changes: `<folder>/batch-<id>.json` holds the
+    table batches from <id> on were routed with, until the next record. Read whole when the writer starts (a record
+    cut off by a crash is left out: it was written before any part of its batch, which then committed nothing)."""
+
+    def __init__(self, storage: HadoopStorage, folder: str) -> None:
+        self.storage, self.folder = storage, folder.rstrip("/")
+        self.recorded: dict[int, RouteTable] = {}
+        for info in storage.list(self.folder, files_only=True, suffix=".json"):
+            match = re.fullmatch(r"batch-(\d+)\.json", info.name)
+            if match is None:
+                continue
+            try:
+                table = json.loads(storage.read_text(info.path))
+                self.recorded[int(match.group(1))] = RouteTable.of(table["field"], dict(table["routes"]))
+            except (ValueError, KeyError, TypeError) as error:
+                log.warning("route table record %s is not whole (%s): left out", info.path, error)
+
+    def recorded_for(self, batch_id: int) -> RouteTable | None:
+        """The table recorded for `batch_id`: the newest record at or before it."""
+        before = [recorded for recorded in self.recorded if recorded <= batch_id]
+        return self.recorded[max(before)] if before else None
+
+    def record(self, batch_id: int, routes: RouteTable) -> None:
+        text = json.dumps({"field": routes.field, "routes": [list(route) for route in routes.routes]}, sort_keys=True)
+        self.storage.write_text(f"{self.folder}/batch-{batch_id:010d}.json", text + "\n")
+        self.recorded[batch_id] = routes
 
 
 class UnroutableWriter:
@@ -82,14 +121,15 @@ class UnroutableWriter:
                                   stream_id=stream_id)
         self.routes, self.source_name, self.metrics, self.clock = routes, source_name, metrics, clock
 
-    def __call__(self, unrouted: DataFrame, batch_id: int) -> BatchStats:
+    def __call__(self, unrouted: DataFrame, batch_id: int, routes: RouteTable | None = None) -> BatchStats:
+        """`routes`: the table the batch was routed with (the writer's own when None), whose detail the dead letters get."""
         started = self.clock()
         recorded = self.commit.committed_stats(batch_id)
         if recorded is not None:
             return replace(recorded, replayed=True)
         self.commit.discard_partial(batch_id)
         rows = unrouted.select(*_CARRIED, F.coalesce(F.col("problem.reason"), F.lit(UNROUTABLE)).alias("reason"),
-                               F.coalesce(F.col("problem.detail"), self.routes.detail()).alias("detail"))
+                               F.coalesce(F.col("problem.detail"), (routes or self.routes).detail()).alias("detail"))
         observed = Observation()
         dead = dead_letter_write_columns(rows, batch_id=batch_id, processing_date=time.strftime("%Y-%m-%d", time.gmtime(started)))
         # The reasons are counted as the rows are written: one pass over the part, one file per ingest date.
@@ -140,6 +180,7 @@ class RoutedWriter:
         self.unroutable = UnroutableWriter(storage, routes, source_name=source_name, dead_letter_path=dead_letter_path,
                                            checkpoint_path=checkpoint_path, metrics=self.metrics, clock=clock,
                                            stream_id=stream_id)
+        self.route_log = RouteLog(storage, f"{checkpoint_path}/{ROUTES_DIR}/{TABLES_PART}")
         self.spark, self.routes, self.source_name = spark, routes, source_name
         # Every SQL setting a part's writer sets for a while (glue_jobs/batch.py, lake/packed_batch.py, lake/iceberg_lake.py),
         # set for the whole batch: the parts share the batch's session, and session_conf restores a key to what it found
@@ -157,6 +198,24 @@ class RoutedWriter:
         return cls(spark, source_name=source_name, routes=routes, targets=targets, dead_letter_path=f"{dead_letter_root}/{UNROUTABLE}",
                    checkpoint_path=checkpoint_path, metrics=metrics)
 
+    def routes_for(self, batch_id: int) -> RouteTable:
+        """The table to route `batch_id` with (the module doc): the writer's own, recorded when it is new, unless the
+        batch is partly committed under another recorded table. Only a changed table costs a look at the markers."""
+        recorded = self.route_log.recorded_for(batch_id)
+        if recorded == self.routes:
+            return self.routes
+        commits = [writer.commit for writer in self.writers.values()] + [self.unroutable.commit]
+        if recorded is not None and any(commit.committed_stats(batch_id) is not None for commit in commits):
+            gone = sorted(set(recorded.datasets) - set(self.writers))
+            if gone:
+                raise RouteError(f"source {self.source_name}: batch {batch_id} is partly committed, routed to {gone} too, "
+                                 f"which the source no longer routes to: route to them again until that batch commits")
+            log.warning("batch %s of %s is partly committed under an earlier route table: it is routed with that one",
+                        batch_id, self.source_name)
+            return recorded
+        self.route_log.record(batch_id, self.routes)
+        return self.routes
+
     def __call__(self, envelope: DataFrame, batch_id: int) -> list[BatchStats]:
         """The parts run at once, each in a thread of its own (pyspark's inheritable_thread_target, so each keeps the
         batch thread's scheduler pool): a part's Spark jobs use the cores and driver time another's leave idle, as the
@@ -166,8 +225,9 @@ class RoutedWriter:
         writer's count, and the unroutable part a write job, per batch). A part's failure is raised once every part is done (the replay redoes only the parts without a
         marker)."""
         batch_id = int(batch_id)
+        routes = self.routes_for(batch_id)
         # A record the adapter already judged has no payload to route (its problem says why).
-        routed = envelope.withColumn(_ROUTE, F.when(F.col("problem").isNull(), self.routes.dataset())) \
+        routed = envelope.withColumn(_ROUTE, F.when(F.col("problem").isNull(), routes.dataset())) \
             .persist(StorageLevel.MEMORY_AND_DISK_DESER)
 
         def dataset_part(name: str) -> BatchStats:
@@ -176,7 +236,7 @@ class RoutedWriter:
             return stats
 
         def unroutable_part() -> BatchStats:
-            return self.unroutable(routed.filter(F.col(_ROUTE).isNull()).drop(_ROUTE), batch_id)
+            return self.unroutable(routed.filter(F.col(_ROUTE).isNull()).drop(_ROUTE), batch_id, routes)
 
         try:
             with session_conf(envelope.sparkSession, self.part_settings), \

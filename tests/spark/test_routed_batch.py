@@ -115,6 +115,38 @@ def test_a_replay_writes_only_the_parts_whose_marker_is_missing(spark, tmp_path,
     assert [s.records_in for s in last] == [s.records_in for s in again]
 
 
+def test_a_dataset_that_joins_before_a_replay_gets_none_of_the_partly_committed_batch(spark, tmp_path, routed):
+    """Routed by kind to page views and checkouts only (readings unroutable), batch 7 crashes with its checkouts part
+    not committed. A dataset joins (reading -> sensor_readings) before the replay: the replay routes batch 7 with the
+    table it was first routed with, so the readings already committed as unroutable dead letters are not written to
+    the new lake as well; batch 8 takes the new table. A table that dropped a dataset a partly committed batch was
+    routed to is refused, naming it."""
+    before = RouteTable.of("kind", {"page_view": "page_views", "checkout": "checkouts"})
+    envelope = json_envelope(spark, PAYLOADS, source="events", arrival_ms=int(NOW * 1000))
+    first = _writer(spark, tmp_path, before)(envelope, 7)
+    assert [s.dataset for s in first] == ["checkouts", "page_views", ""] and first[-1].records_in == 6  # r1, r2 among them
+    (tmp_path / "cp" / "_routes" / "checkouts" / "_streamlake" / "batch-0000000007.committed.json").unlink()
+    for name in _files(tmp_path / "lake" / "checkouts"):
+        (tmp_path / "lake" / "checkouts" / name).unlink()
+    for name in _files(tmp_path / "dead" / "checkouts"):
+        (tmp_path / "dead" / "checkouts" / name).unlink()
+
+    with pytest.raises(RouteError, match=r"batch 7 is partly committed, routed to \['checkouts'\] too"):
+        _writer(spark, tmp_path, RouteTable.of("kind", {"page_view": "page_views"}))(envelope, 7)
+
+    joined = _writer(spark, tmp_path, routed)
+    again = joined(envelope, 7)
+    assert [(s.dataset, s.records_in, s.replayed) for s in again] == [
+        ("checkouts", 2, False), ("page_views", 3, True), ("sensor_readings", 0, False), ("", 6, True)]
+    assert not _files(tmp_path / "lake" / "sensor_readings")
+    assert [r[0] for r in _dead(spark, tmp_path / "dead" / "unroutable")].count(reading("r1")) == 1
+
+    later = joined(json_envelope(spark, [reading("r3")], source="events", arrival_ms=int(NOW * 1000)), 8)
+    assert [(s.dataset, s.records_written) for s in later] == [("checkouts", 0), ("page_views", 0), ("sensor_readings", 1), ("", 0)]
+    recorded = sorted(p.name for p in (tmp_path / "cp" / "_routes" / "_tables").glob("batch-*"))
+    assert recorded == ["batch-0000000007.json", "batch-0000000008.json"]
+
+
 def test_a_line_the_adapter_already_judged_keeps_its_reason(spark, tmp_path, routed):
     from pyspark.sql import functions as F
 
