@@ -70,3 +70,68 @@ class KafkaBatches:
             return from_kafka_records(frame, self.source_name, self.decoding)
 
         return self.writer(from_kafka_records(frame, self.source_name, self.decoding), batch_id, redecode=redecode)
+
+
+class KafkaRouter:
+    """A routed Kafka topic's frames by their registry schema (glue_jobs/decoding/schema_routes.py), for
+    glue_jobs/routed_batch.py's RoutedWriter (JsonRouter says what a router offers). `owners`: the SchemaOwners of the
+    topic; `decodings`: each dataset's FrameDecoding (its own function name, its own registry versions).
+
+    A batch first meets its version ids: the frame, with each value's id, is cached, the ids no one has looked up are
+    looked up (one small aggregation over the cached batch, a GetSchemaVersion per new id), then each frame routes to
+    its id's dataset. Each dataset's part is decoded by its own decoder, which also learns a newer version of its own
+    schema as a single-dataset source does (`redecode`); what routes nowhere keeps its bytes (base64) as payload."""
+
+    def __init__(self, owners, decodings: dict[str, FrameDecoding], source_name: str) -> None:
+        from glue_jobs.decoding.schema_routes import SchemaRoutes
+
+        self.kind = SchemaRoutes
+        self.owners, self.decodings, self.source_name = owners, decodings, source_name
+        self.batch_owners = owners  # the ones the batch being written was routed with
+
+    def route(self, frame, routes):
+        from pyspark import StorageLevel
+        from pyspark.sql import functions as F
+
+        from glue_jobs.decoding.schema_routes import version_id
+        from glue_jobs.routed_batch import ROUTE
+
+        # A replay under the table the batch was first routed with (RoutedWriter.routes_for) looks every id it meets up
+        # again under that table; the next batch routes with the current one.
+        owners = self.owners if routes == self.owners.routes else type(self.owners)(self.owners.glue, routes)
+        cached = frame.withColumn(_VERSION, version_id()).persist(StorageLevel.MEMORY_AND_DISK_DESER)
+        met = [row[0] for row in cached.select(_VERSION).where(F.col(_VERSION).isNotNull()).distinct().collect()]
+        owners.learn(met)
+        self.batch_owners = owners
+        return cached.withColumn(ROUTE, owners.dataset(F.col(_VERSION))), cached
+
+    def part(self, frame, dataset: str):
+        decoding, part = self.decodings[dataset], frame.drop(_VERSION)
+
+        def redecode(version_ids: list[str]):
+            if not decoding.refresh(version_ids, part.sparkSession):
+                return None
+            return from_kafka_records(part, self.source_name, decoding)
+
+        return from_kafka_records(part, self.source_name, decoding), redecode
+
+    def unroutable(self, frame, routes):
+        from pyspark.sql import functions as F
+
+        from glue_jobs.routed_batch import DETAIL
+        from glue_jobs.schema import PROBLEM_DDL
+
+        # Any dataset's decoder: its verdict on a value that is no frame (malformed_record, the JVM decoder's detail) and
+        # its payload for a value it cannot read (the bytes in base64) do not depend on the dataset.
+        decoded = F.col("_decoded")
+        return frame.select(next(iter(self.decodings.values())).column("value").alias("_decoded"),
+                            "partition", "offset", "timestamp", _VERSION).select(
+            decoded.getField("payload").alias("payload"), F.lit(self.source_name).alias("source"),
+            F.col("partition").cast("string").alias("source_partition"), F.col("offset").cast("string").alias("source_offset"),
+            F.col("timestamp").alias("arrival_time"),
+            F.when(F.col(_VERSION).isNull(), F.struct(decoded.getField("reason").alias("reason"), decoded.getField("detail").alias("detail")))
+            .cast(PROBLEM_DDL).alias("problem"),
+            self.batch_owners.detail(F.col(_VERSION)).alias(DETAIL))
+
+
+_VERSION = "_schema_version_id"

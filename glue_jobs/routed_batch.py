@@ -61,7 +61,7 @@ log = logging.getLogger("glue_jobs.routed_batch")
 ROUTES_DIR = "_routes"
 UNROUTABLE_PART = "_unroutable"
 TABLES_PART = "_tables"
-_ROUTE = "_route"
+ROUTE, DETAIL = "_route", "_route_detail"
 # Dead-letter columns a source's envelope gives (the rest: reason, detail).
 _CARRIED = ("payload", "source", "source_partition", "source_offset", "arrival_time")
 # Reasons an unroutable dead letter may have: unroutable, or the adapter's own verdict (glue_jobs.contract).
@@ -82,7 +82,8 @@ class RouteLog:
     table batches from <id> on were routed with, until the next record. Read whole when the writer starts (a record
     cut off by a crash is left out: it was written before any part of its batch, which then committed nothing)."""
 
-    def __init__(self, storage: HadoopStorage, folder: str) -> None:
+    def __init__(self, storage: HadoopStorage, folder: str, kind: type = RouteTable) -> None:
+        """`kind`: the tables' class (RouteTable, or decoding/schema_routes.SchemaRoutes), with to_record/from_record."""
         self.storage, self.folder = storage, folder.rstrip("/")
         self.recorded: dict[int, RouteTable] = {}
         for info in storage.list(self.folder, files_only=True, suffix=".json"):
@@ -90,8 +91,7 @@ class RouteLog:
             if match is None:
                 continue
             try:
-                table = json.loads(storage.read_text(info.path))
-                self.recorded[int(match.group(1))] = RouteTable.of(table["field"], dict(table["routes"]))
+                self.recorded[int(match.group(1))] = kind.from_record(json.loads(storage.read_text(info.path)))
             except (ValueError, KeyError, TypeError) as error:
                 log.warning("route table record %s is not whole (%s): left out", info.path, error)
 
@@ -101,9 +101,30 @@ class RouteLog:
         return self.recorded[max(before)] if before else None
 
     def record(self, batch_id: int, routes: RouteTable) -> None:
-        text = json.dumps({"field": routes.field, "routes": [list(route) for route in routes.routes]}, sort_keys=True)
+        text = json.dumps(routes.to_record(), sort_keys=True)
         self.storage.write_text(f"{self.folder}/batch-{batch_id:010d}.json", text + "\n")
         self.recorded[batch_id] = routes
+
+
+class JsonRouter:
+    """A routed JSON source (Kinesis, local files): the envelope is routed by the table's field
+    (glue_jobs/decoding/routes.py); each part is the dataset's envelope as it is. Every router offers `kind` (its
+    tables' class), `route(frame, routes) -> (routed frame with ROUTE, frame to unpersist after the batch)`,
+    `part(frame, dataset) -> (envelope, redecode or None)` and `unroutable(frame, routes)`: the envelope with DETAIL."""
+
+    kind = RouteTable
+
+    def route(self, envelope: DataFrame, routes: RouteTable) -> tuple[DataFrame, DataFrame]:
+        # A record the adapter already judged has no payload to route (its problem says why).
+        routed = envelope.withColumn(ROUTE, F.when(F.col("problem").isNull(), routes.dataset())) \
+            .persist(StorageLevel.MEMORY_AND_DISK_DESER)
+        return routed, routed
+
+    def part(self, frame: DataFrame, dataset: str):
+        return frame, None
+
+    def unroutable(self, frame: DataFrame, routes: RouteTable) -> DataFrame:
+        return frame.withColumn(DETAIL, routes.detail())
 
 
 class UnroutableWriter:
@@ -111,7 +132,7 @@ class UnroutableWriter:
     without a lake). A record the adapter already judged (its `problem`, such as a line that is not UTF-8) keeps that
     reason; the others are `unroutable` with the route table's detail."""
 
-    def __init__(self, storage: HadoopStorage, routes: RouteTable, *, source_name: str, dead_letter_path: str,
+    def __init__(self, storage: HadoopStorage, *, source_name: str, dead_letter_path: str,
                  checkpoint_path: str, metrics: MetricsSink, clock: Callable[[], float], stream_id: str | None = None) -> None:
         claim(storage, dead_letter_path, "dead-letter folder", {"source": source_name})
         own = f"{checkpoint_path.rstrip('/')}/{ROUTES_DIR}/{UNROUTABLE_PART}"
@@ -119,17 +140,17 @@ class UnroutableWriter:
         self.commit = BatchCommit(storage, source_name=source_name, lake_path=None, dead_letter_path=dead_letter_path,
                                   checkpoint_path=own, query_checkpoint=checkpoint_path,
                                   stream_id=stream_id)
-        self.routes, self.source_name, self.metrics, self.clock = routes, source_name, metrics, clock
+        self.source_name, self.metrics, self.clock = source_name, metrics, clock
 
-    def __call__(self, unrouted: DataFrame, batch_id: int, routes: RouteTable | None = None) -> BatchStats:
-        """`routes`: the table the batch was routed with (the writer's own when None), whose detail the dead letters get."""
+    def __call__(self, unrouted: DataFrame, batch_id: int) -> BatchStats:
+        """`unrouted`: the envelope's columns and DETAIL, why the router took no route (a router's `unroutable`)."""
         started = self.clock()
         recorded = self.commit.committed_stats(batch_id)
         if recorded is not None:
             return replace(recorded, replayed=True)
         self.commit.discard_partial(batch_id)
         rows = unrouted.select(*_CARRIED, F.coalesce(F.col("problem.reason"), F.lit(UNROUTABLE)).alias("reason"),
-                               F.coalesce(F.col("problem.detail"), (routes or self.routes).detail()).alias("detail"))
+                               F.coalesce(F.col("problem.detail"), F.col(DETAIL)).alias("detail"))
         observed = Observation()
         dead = dead_letter_write_columns(rows, batch_id=batch_id, processing_date=time.strftime("%Y-%m-%d", time.gmtime(started)))
         # The reasons are counted as the rows are written: one pass over the part, one file per ingest date.
@@ -155,12 +176,17 @@ class RoutedWriter:
     """Callable as `(envelope_frame, batch_id) -> [BatchStats]`: one per dataset of the route table, in its order,
     then the unroutable part's."""
 
-    def __init__(self, spark, *, source_name: str, routes: RouteTable, targets: dict[str, DatasetTarget],
+    def __init__(self, spark, *, source_name: str, routes, targets: dict[str, DatasetTarget],
                  dead_letter_path: str, checkpoint_path: str, metrics: MetricsSink | None = None,
                  clock: Callable[[], float] = time.time, count_replacements: bool = False,
-                 stream_id: str | None = None) -> None:
-        """`targets`: each dataset of `routes`, by name; `dead_letter_path`: the source's own dead letters (unroutable
-        records); `checkpoint_path`: the query's Spark checkpoint."""
+                 stream_id: str | None = None, router=None) -> None:
+        """`routes`: a RouteTable (`router` None: a JSON source) or the table of `router` (glue_jobs/kafka_job.py
+        KafkaRouter: SchemaRoutes); `targets`: each dataset of `routes`, by name; `dead_letter_path`: the source's own
+        dead letters (unroutable records); `checkpoint_path`: the query's Spark checkpoint."""
+        self.router = router or JsonRouter()
+        if not isinstance(routes, self.router.kind):
+            raise RouteError(f"source {source_name}: {type(self.router).__name__} routes by a {self.router.kind.__name__}, "
+                             f"not a {type(routes).__name__}")
         if set(targets) != set(routes.datasets):
             raise RouteError(f"source {source_name}: routes name datasets {list(routes.datasets)}, targets are {sorted(targets)}")
         datasets = {name: load_dataset(name) for name in routes.datasets}
@@ -177,10 +203,10 @@ class RoutedWriter:
             checkpoint_path=f"{checkpoint_path}/{ROUTES_DIR}/{name}", query_checkpoint=checkpoint_path,
             metrics=self.metrics, clock=clock, dataset=datasets[name], iceberg=target.iceberg,
             count_replacements=count_replacements, stream_id=stream_id) for name, target in sorted(targets.items())}
-        self.unroutable = UnroutableWriter(storage, routes, source_name=source_name, dead_letter_path=dead_letter_path,
+        self.unroutable = UnroutableWriter(storage, source_name=source_name, dead_letter_path=dead_letter_path,
                                            checkpoint_path=checkpoint_path, metrics=self.metrics, clock=clock,
                                            stream_id=stream_id)
-        self.route_log = RouteLog(storage, f"{checkpoint_path}/{ROUTES_DIR}/{TABLES_PART}")
+        self.route_log = RouteLog(storage, f"{checkpoint_path}/{ROUTES_DIR}/{TABLES_PART}", self.router.kind)
         self.spark, self.routes, self.source_name = spark, routes, source_name
         # Every SQL setting a part's writer sets for a while (glue_jobs/batch.py, lake/packed_batch.py, lake/iceberg_lake.py),
         # set for the whole batch: the parts share the batch's session, and session_conf restores a key to what it found
@@ -198,7 +224,7 @@ class RoutedWriter:
         return cls(spark, source_name=source_name, routes=routes, targets=targets, dead_letter_path=f"{dead_letter_root}/{UNROUTABLE}",
                    checkpoint_path=checkpoint_path, metrics=metrics)
 
-    def routes_for(self, batch_id: int) -> RouteTable:
+    def routes_for(self, batch_id: int):
         """The table to route `batch_id` with (the module doc): the writer's own, recorded when it is new, unless the
         batch is partly committed under another recorded table. Only a changed table costs a look at the markers."""
         recorded = self.route_log.recorded_for(batch_id)
@@ -216,7 +242,7 @@ class RoutedWriter:
         self.route_log.record(batch_id, self.routes)
         return self.routes
 
-    def __call__(self, envelope: DataFrame, batch_id: int) -> list[BatchStats]:
+    def __call__(self, frame: DataFrame, batch_id: int) -> list[BatchStats]:
         """The parts run at once, each in a thread of its own (pyspark's inheritable_thread_target, so each keeps the
         batch thread's scheduler pool): a part's Spark jobs use the cores and driver time another's leave idle, as the
         queries of a shared job do (glue_jobs/sources/source_queries.py). The SQL settings the parts' writers set are set
@@ -226,20 +252,19 @@ class RoutedWriter:
         marker)."""
         batch_id = int(batch_id)
         routes = self.routes_for(batch_id)
-        # A record the adapter already judged has no payload to route (its problem says why).
-        routed = envelope.withColumn(_ROUTE, F.when(F.col("problem").isNull(), routes.dataset())) \
-            .persist(StorageLevel.MEMORY_AND_DISK_DESER)
+        routed, cached = self.router.route(frame, routes)
 
         def dataset_part(name: str) -> BatchStats:
-            stats = self.writers[name](routed.filter(F.col(_ROUTE) == name).drop(_ROUTE), batch_id)
+            envelope, redecode = self.router.part(routed.filter(F.col(ROUTE) == name).drop(ROUTE), name)
+            stats = self.writers[name](envelope, batch_id, redecode=redecode)
             crash_points.reached("after_route", batch_id)
             return stats
 
         def unroutable_part() -> BatchStats:
-            return self.unroutable(routed.filter(F.col(_ROUTE).isNull()).drop(_ROUTE), batch_id, routes)
+            return self.unroutable(self.router.unroutable(routed.filter(F.col(ROUTE).isNull()).drop(ROUTE), routes), batch_id)
 
         try:
-            with session_conf(envelope.sparkSession, self.part_settings), \
+            with session_conf(frame.sparkSession, self.part_settings), \
                     ThreadPoolExecutor(max_workers=len(self.writers) + 1, thread_name_prefix=f"route-{self.source_name}") as pool:
                 # Wrapped here, in the batch's thread: the wrapper captures its local properties when it is made.
                 parts = [pool.submit(inheritable_thread_target(dataset_part), name) for name in self.writers]
@@ -247,7 +272,7 @@ class RoutedWriter:
                 wait(parts)
             every = [part.result() for part in parts]
         finally:
-            routed.unpersist()
+            cached.unpersist()
         log.info("batch %s of routed source %s: %s", batch_id, self.source_name,
                  ", ".join(f"{s.dataset or 'unroutable'} in={s.records_in}" for s in every))
         return every

@@ -91,6 +91,13 @@ class RouteTable:
                                  f"{list(node.symbols)}: every routed record would be its dead letter")
         return found
 
+    def to_record(self) -> dict:
+        return {"field": self.field, "routes": [list(route) for route in self.routes]}
+
+    @classmethod
+    def from_record(cls, record: dict) -> RouteTable:
+        return cls.of(record["field"], dict(record["routes"]))
+
     def value(self, payload: str = "payload") -> Column:
         """The field's value in each JSON payload (column `payload`; null: absent, null, or not JSON)."""
         return F.get_json_object(F.col(payload), "$." + self.field)

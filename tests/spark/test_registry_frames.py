@@ -210,3 +210,13 @@ def test_a_sources_decoder_function_name_is_an_identifier_whatever_the_source_na
     assert decoding.name == "streamlake_decode_orders_p0"
     with pytest.raises(ValueError, match="'decode_orders-p0' is not a SQL identifier"):
         FrameDecoding(spark, orders, {}, name="decode_orders-p0")
+
+
+def test_the_version_id_a_routed_topic_routes_by_is_the_frames_uuid_or_null_for_a_value_that_is_no_frame(spark):
+    """glue_jobs/decoding/schema_routes.version_id, on every Spark line: the registry's spelling of bytes 2-17."""
+    from glue_jobs.decoding.schema_routes import version_id
+
+    values = [frame(V1, b"body"), frame(V2.upper(), b"", compression=ZLIB), b"\x03\x00short", b"\x00" + frame(V1, b"x")[1:],
+              b"\x04" + frame(V1, b"x")[1:], None]
+    found = [row[0] for row in kafka_frame(spark, values).select(version_id()).orderBy("offset").collect()]
+    assert found == [V1, V2, None, None, None, None]
