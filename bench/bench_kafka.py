@@ -70,7 +70,7 @@ def produce(broker, glue, dataset, topic: str, records: int, partitions: int, wo
 def runner(spark, registry, dataset, bootstrap_servers: str, topic: str, work: Path) -> dict:
     import os
 
-    from glue_jobs.local_runner import run_local_kafka
+    from glue_jobs.local_kafka import run_local_kafka
 
     shutil.rmtree(work, ignore_errors=True)
     with open(os.devnull, "w") as quiet:

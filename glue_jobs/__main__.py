@@ -85,8 +85,14 @@ def build_parser(prog: str = "python -m glue_jobs") -> argparse.ArgumentParser:
     kafka.add_argument("--partitions", type=_partition_list, default=None,
                        help="only these partitions (comma-separated; Spark's `assign`), e.g. 0,1,2")
     kafka.add_argument("--registry-name", required=True, help="Glue Schema Registry registry (AWS_ENDPOINT_URL for a local one)")
-    kafka.add_argument("--schema-name", required=True, help="the dataset's schema in that registry")
-    kafka.add_argument("--dataset", required=True, type=dataset_name, help="the dataset the topic carries")
+    kafka.add_argument("--schema-name", default=None, help="the dataset's schema in that registry (with --dataset)")
+    kafka.add_argument("--dataset", type=dataset_name, default=None,
+                       help="the dataset the topic carries (with --schema-name; a topic of several: --route-schema)")
+    kafka.add_argument("--route-schema", type=_route, action="append", default=None, metavar="SCHEMA=DATASET",
+                       help="the topic carries several datasets: frames of a version of registry schema SCHEMA go to "
+                            "DATASET, into <lake>/DATASET and <dead-letter>/DATASET; repeat per dataset, instead of "
+                            "--schema-name and --dataset. Frames of any other schema are dead letters in "
+                            "<dead-letter>/unroutable")
     kafka.add_argument("--lake", required=True, help="lake root to write the dataset's table under")
     kafka.add_argument("--dead-letter", required=True, help="dead-letter root (Parquet, ingest_date= partitions)")
     kafka.add_argument("--checkpoint", required=True, help="checkpoint directory; reuse it to resume")
@@ -183,7 +189,7 @@ def _run(parser, args) -> int:
 
     configure_logging()
     try:
-        routes = _routes(parser, args) if args.command == "run-local" else None
+        routes = _routes(parser, args) if args.command == "run-local" else _schema_routes(parser, args)
     except RouteError as error:
         parser.error(str(error))
     if not args.quiet:  # Spark takes seconds to start: say what is starting before it does (stderr: not the results)
@@ -195,7 +201,7 @@ def _run(parser, args) -> int:
               "follows", file=sys.stderr, flush=True)
     try:
         if args.command == "run-kafka":
-            return _run_kafka(args)
+            return _run_kafka(args, routes)
         run_local(input_dir=args.input, lake_dir=args.lake, dead_letter_dir=args.dead_letter,
                   checkpoint_dir=args.checkpoint, once=args.once, max_files_per_batch=args.max_files_per_batch,
                   source_name=args.source_name, trigger_seconds=args.trigger_seconds, dataset=args.dataset,
@@ -233,16 +239,37 @@ def _routes(parser, args):
     return RouteTable.of(args.route_field, values, field_key="--route-field", values_key="--route")
 
 
-def _run_kafka(args) -> int:
+def _schema_routes(parser, args):
+    """run-kafka's SchemaRoutes from --route-schema, or None; with --schema-name or --dataset, or neither given, a usage
+    error."""
+    from glue_jobs.decoding.schema_routes import SchemaRoutes
+
+    if not args.route_schema:
+        if args.schema_name is None or args.dataset is None:
+            parser.error("run-kafka needs --schema-name and --dataset (a topic of one dataset) or --route-schema (several)")
+        return None
+    if args.schema_name is not None or args.dataset is not None:
+        parser.error("--route-schema names each dataset and its schema; --schema-name and --dataset are for a topic of one")
+    bound = {}
+    for schema, dataset in args.route_schema:
+        if bound.get(schema, dataset) != dataset:
+            parser.error(f"--route-schema {schema}= names two datasets ({bound[schema]}, {dataset})")
+        bound[schema] = dataset
+    return SchemaRoutes.of(args.registry_name, bound, registry_key="--registry-name", values_key="--route-schema")
+
+
+def _run_kafka(args, routes) -> int:
     import boto3
 
     from glue_jobs import datasets
     from glue_jobs.decoding.registry_frames import RegistryVersions
-    from glue_jobs.local_runner import run_local_kafka
+    from glue_jobs.local_kafka import run_local_kafka
 
-    registry = RegistryVersions(boto3.client("glue"), registry_name=args.registry_name, schema_name=args.schema_name,
-                                dataset=datasets.load(args.dataset))
+    glue = boto3.client("glue")
+    registry = None if routes is not None else RegistryVersions(glue, registry_name=args.registry_name,
+                                                                schema_name=args.schema_name, dataset=datasets.load(args.dataset))
     run_local_kafka(bootstrap_servers=args.bootstrap_servers, topic=args.topic, partitions=args.partitions, registry=registry,
+                    routes=routes, glue=glue if routes is not None else None,
                     lake_dir=args.lake, dead_letter_dir=args.dead_letter, checkpoint_dir=args.checkpoint,
                     source_name=args.source_name, dataset=args.dataset, starting_offsets=args.starting_offsets,
                     max_offsets_per_trigger=args.max_offsets_per_trigger, once=args.once, trigger_seconds=args.trigger_seconds,

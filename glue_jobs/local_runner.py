@@ -240,58 +240,6 @@ def _finish(summary: RunSummary, started: float, lake_dir: str, dead_letter_dir:
     return summary
 
 
-def run_local_kafka(
-    *,
-    bootstrap_servers: str,
-    topic: str,
-    registry,
-    lake_dir: str,
-    dead_letter_dir: str,
-    checkpoint_dir: str,
-    source_name: str,
-    dataset: str,
-    partitions: list[int] | None = None,
-    starting_offsets: str = "earliest",
-    max_offsets_per_trigger: int | None = None,
-    min_partitions: int | None = None,
-    once: bool = False,
-    trigger_seconds: int = 5,
-    spark=None,
-    out: TextIO = sys.stdout,
-    started_query=None,
-    progress: bool = True,
-) -> RunSummary:
-    """The Kafka job's path (glue_jobs/kafka_job.py) on a local Spark: a broker without IAM auth (the tests'
-    loopback broker), the Schema Registry through `registry` (a glue_jobs.decoding.registry_frames.RegistryVersions)."""
-    from glue_jobs.decoding.registry_frames import FrameDecoding, function_name
-    from glue_jobs.kafka_job import KafkaBatches, reader_options
-
-    _make_folders({"--lake": lake_dir, "--dead-letter": dead_letter_dir, "--checkpoint": checkpoint_dir})
-    iceberg = local_iceberg_target(dataset)
-    spark = spark or local_spark_session(iceberg_warehouse=lake_dir if iceberg else None)
-    registry.load()
-    writer = MicroBatchWriter(
-        spark, source_name=source_name, lake_path=str(Path(lake_dir).resolve()),
-        dead_letter_path=str(Path(dead_letter_dir).resolve()), checkpoint_path=str(Path(checkpoint_dir).resolve()),
-        metrics=LogMetricsSink(), dataset=dataset, iceberg=iceberg,
-    )
-    decoding = FrameDecoding(spark, writer.table.dataset, registry, name=function_name(source_name))
-    batches = KafkaBatches(writer, decoding, source_name)
-    summary, started = RunSummary(), time.time()
-    printed = _batch_printer(summary, started, out, progress)
-
-    def on_batch(raw, batch_id: int) -> None:
-        printed(batches(raw, batch_id))
-
-    options = reader_options(bootstrap_servers=bootstrap_servers, topic=topic, partitions=partitions,
-                             starting_offsets=starting_offsets, max_offsets_per_trigger=max_offsets_per_trigger,
-                             min_partitions=min_partitions, iam_auth=False)
-    stream = spark.readStream.format("kafka").options(**options).load()
-    _run_query(stream, on_batch, checkpoint_dir=checkpoint_dir, once=once, trigger_seconds=trigger_seconds,
-               name=f"streamlake-{source_name}", out=out, started_query=started_query)
-    return _finish(summary, started, lake_dir, dead_letter_dir, checkpoint_dir, out)
-
-
 def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
 

@@ -216,13 +216,13 @@ class RoutedWriter:
 
     @classmethod
     def under(cls, spark, *, source_name: str, routes: RouteTable, lake_root: str, dead_letter_root: str, checkpoint_path: str,
-              icebergs: dict[str, IcebergTarget | None], metrics: MetricsSink | None = None) -> RoutedWriter:
+              icebergs: dict[str, IcebergTarget | None], metrics: MetricsSink | None = None, router=None) -> RoutedWriter:
         """The writer with each dataset's lake and dead letters in the folder named after it under `lake_root` and
         `dead_letter_root`, and the unroutable records in `dead_letter_root`/unroutable (the local runner's layout)."""
         targets = {name: DatasetTarget(f"{lake_root}/{name}", f"{dead_letter_root}/{name}", icebergs.get(name))
                    for name in routes.datasets}
         return cls(spark, source_name=source_name, routes=routes, targets=targets, dead_letter_path=f"{dead_letter_root}/{UNROUTABLE}",
-                   checkpoint_path=checkpoint_path, metrics=metrics)
+                   checkpoint_path=checkpoint_path, metrics=metrics, router=router)
 
     def routes_for(self, batch_id: int):
         """The table to route `batch_id` with (the module doc): the writer's own, recorded when it is new, unless the

@@ -5,7 +5,7 @@
 Starts Apache Kafka's broker on loopback (devtools/kafka_broker.py) and a moto server as the Glue Schema
 Registry, registers the dataset's committed versions, produces the dataset's generated records as Schema Registry
 frames (operations/kafka_producer.py) plus one of each frame the job cannot decode, runs the Kafka job's path once
-(`glue_jobs.local_runner.run_local_kafka`), and stops the broker and the server, also when a step fails.
+(`glue_jobs.local_kafka.run_local_kafka`), and stops the broker and the server, also when a step fails.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ def run(out: Path, *, records: int, dataset_name: str, seed: int = 7) -> int:
     from glue_jobs import datasets
     from glue_jobs.dataset_generate import generate_dataset
     from glue_jobs.decoding.registry_frames import RegistryVersions
-    from glue_jobs.local_runner import configure_logging, run_local_kafka
+    from glue_jobs.local_kafka import run_local_kafka
+    from glue_jobs.local_runner import configure_logging
     from infra.config import load_config
     from operations.kafka_producer import AvroFramer, send
     from rehearsal.moto import moto_server

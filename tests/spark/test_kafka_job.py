@@ -93,7 +93,7 @@ def _lake_and_dead_letters(spark, base: Path):
 
 
 def test_valid_and_bad_frames_become_rows_and_dead_letters_and_the_job_keeps_running(spark, broker, glue, orders, version_1, tmp_path):
-    from glue_jobs.local_runner import run_local_kafka
+    from glue_jobs.local_kafka import run_local_kafka
     from operations.kafka_producer import AvroFramer, send
 
     topic = "orders-events"
@@ -256,7 +256,7 @@ def test_v1_and_v2_frames_in_one_topic_decode_and_a_version_newer_than_the_deplo
     import io
     import json
 
-    from glue_jobs.local_runner import run_local_kafka
+    from glue_jobs.local_kafka import run_local_kafka
     from operations.kafka_producer import AvroFramer, send
 
     v2 = _commit_orders_v2(tmp_path, monkeypatch)
@@ -311,7 +311,7 @@ def test_offsets_deleted_from_the_topic_fail_the_job_loudly_instead_of_skipping(
     from confluent_kafka import TopicPartition
     from confluent_kafka.admin import AdminClient
 
-    from glue_jobs.local_runner import run_local_kafka
+    from glue_jobs.local_kafka import run_local_kafka
     from operations.kafka_producer import AvroFramer, send
 
     topic = "orders-expiring"
@@ -344,7 +344,7 @@ def test_partitions_added_to_the_topic_are_read_from_their_start_after_a_restart
 
     from confluent_kafka.admin import AdminClient, NewPartitions
 
-    from glue_jobs.local_runner import run_local_kafka
+    from glue_jobs.local_kafka import run_local_kafka
     from operations.kafka_producer import AvroFramer, send
 
     topic = "orders-growing"
@@ -382,7 +382,7 @@ def test_a_redeploy_with_changed_job_code_resumes_from_the_checkpoint_without_lo
     import json
 
     from glue_jobs.lake.lake_table import LakeTable
-    from glue_jobs.local_runner import run_local_kafka
+    from glue_jobs.local_kafka import run_local_kafka
     from operations.kafka_producer import AvroFramer, send
 
     orders_v1 = datasets.load("orders")
@@ -419,3 +419,101 @@ def test_a_redeploy_with_changed_job_code_resumes_from_the_checkpoint_without_lo
     ids = [r.order_id for r in rows]
     assert len(ids) == 35 and len(set(ids)) == 35  # in: 35, out: 35, duplicates: 0
     assert sorted(r.order_id for r in rows if r.region == "NRW") == sorted(json.loads(t)["order_id"] for t in after_v2)
+
+
+def test_a_routed_topic_killed_at_three_seeded_moments_holds_each_datasets_records_once(spark, broker, glue, tmp_path, monkeypatch):
+    """One topic carrying orders and sensor readings (a dataset added as files), v1 and v2 of each, with frames of a
+    registry schema no dataset is bound to and undecodable ones: `run-kafka --route-schema` killed (SIGKILL to its
+    process group) at three seeded moments, restarted on its checkpoint each time, then run to the end. Each dataset's
+    lake holds each of its valid records once, the bad frames are each once in the dataset their schema names or in
+    the source's own dead letters, and the frames of the unbound schema are the source's `unroutable` ones."""
+    import base64
+    import json
+    import os
+    import random
+    import shutil
+    import subprocess
+    import sys
+
+    from glue_jobs.decoding.registry_frames import frame
+    from operations.kafka_producer import AvroFramer, send
+    from rehearsal.scenario import bad_frames
+    from tests.spark.routing_support import EXAMPLES, reading
+
+    seed = int(os.environ.get("STREAMLAKE_KILL_SEED", random.randrange(1_000_000)))
+    print(f"kill seed {seed} (STREAMLAKE_KILL_SEED={seed} repeats these moments)")
+    rng = random.Random(seed)
+    _commit_orders_v2(tmp_path, monkeypatch)
+    root = tmp_path / "datasets"
+    shutil.copytree(EXAMPLES / "datasets" / "sensor_readings", root / "sensor_readings")
+    readings_v2 = json.loads((root / "sensor_readings" / "schema.v1.avsc").read_text())
+    readings_v2["fields"].append({"name": "note", "type": ["null", "string"], "default": None})
+    text = json.dumps(readings_v2).encode()
+    (root / "sensor_readings" / "schema.v2.avsc").write_bytes(text)
+    lock = json.loads((root / "sensor_readings" / "schemas.lock.json").read_text())
+    (root / "sensor_readings" / "schemas.lock.json").write_text(json.dumps({**lock, "schema.v2.avsc": datasets.file_digest(text)}))
+    orders, readings = datasets.load("orders"), datasets.load("sensor_readings")
+
+    registry = "routed-kill"
+    glue.create_registry(RegistryName=registry)
+    ids = {}
+    for schema_name, dataset in (("orders-r", orders), ("readings-r", readings), ("refunds", None)):
+        definition = dataset.registry_definition(1) if dataset else json.dumps(
+            {"type": "record", "name": "Refund", "fields": [{"name": "event_id", "type": "string"}]})
+        ids[schema_name, 1] = glue.create_schema(RegistryId={"RegistryName": registry}, SchemaName=schema_name, DataFormat="AVRO",
+                                                 Compatibility="BACKWARD", SchemaDefinition=definition)["SchemaVersionId"]
+        if dataset:
+            ids[schema_name, 2] = glue.register_schema_version(SchemaId={"RegistryName": registry, "SchemaName": schema_name},
+                                                               SchemaDefinition=dataset.registry_definition(2))["SchemaVersionId"]
+    topic = "mixed-kill"
+    broker.create_topic(topic, partitions=3)
+    server = {"bootstrap.servers": broker.bootstrap_servers}
+    order_texts = _valid_orders(orders, 300, first=3000)
+    reading_texts = [reading(f"r-{n:05d}", minute=n % 50, **({"note": "v2"} if n >= 150 else {})) for n in range(300)]
+    sent = [send(server, topic, [(f"{kind} {i}", t) for i, t in enumerate(texts)], AvroFramer(dataset, ids[schema, version], version=version))
+            for kind, texts, dataset, schema, version in (
+                ("orders v1", order_texts[:150], orders, "orders-r", 1), ("readings v1", reading_texts[:150], readings, "readings-r", 1),
+                ("orders v2", order_texts[150:], orders, "orders-r", 2), ("readings v2", reading_texts[150:], readings, "readings-r", 2))]
+    assert [s.sent for s in sent] == [150, 150, 150, 150]
+    refunds = [frame(ids["refunds", 1], b"\x08x-%03d" % n) for n in range(20)]
+    bad = bad_frames(AvroFramer(orders, ids["orders-r", 1], version=1).frame(order_texts[0], "bad")[1])
+    _produce_raw(broker, topic, refunds + [value for value, _ in bad.values()])
+
+    repo = Path(__file__).resolve().parents[2]
+    command = [sys.executable, "-m", "glue_jobs", "run-kafka", "--bootstrap-servers", broker.bootstrap_servers, "--topic", topic,
+               "--registry-name", registry, "--route-schema", "orders-r=orders", "--route-schema", "readings-r=sensor_readings",
+               "--source-name", "mixed", "--lake", str(tmp_path / "lake"), "--dead-letter", str(tmp_path / "dead"),
+               "--checkpoint", str(tmp_path / "checkpoint"), "--max-offsets-per-trigger", "90", "--trigger-seconds", "1"]
+    env = {**os.environ, "PYTHONPATH": str(repo), "PYSPARK_PYTHON": sys.executable, "STREAMLAKE_SPARK_MASTER": "local[2]",
+           "STREAMLAKE_DRIVER_MEMORY": "1g", "AWS_ENDPOINT_URL": glue.meta.endpoint_url, datasets.ROOT_VARIABLE: str(root)}
+    for attempt in range(3):
+        stderr = tmp_path / f"runner-{attempt}.err"
+        with open(stderr, "w") as err:
+            process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=err, text=True, start_new_session=True)
+        try:
+            wanted, seen, deadline = rng.randint(1, 2), 0, time.time() + 300
+            while seen < wanted and time.time() < deadline:
+                line = process.stdout.readline()
+                if not line:
+                    break
+                seen += line.startswith("batch ") and " unroutable:" in line  # a batch's last part line
+            assert seen == wanted, (f"run {attempt + 1}: the runner stopped before {wanted} batches (seed {seed}, exit "
+                                    f"{process.poll()}):\n{stderr.read_text()[-3000:]}")
+            time.sleep(rng.uniform(0.0, 2.0))
+        finally:
+            kill_group(process)
+    done = subprocess.run([*command[:-4], "--once"], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    order_keys = [r.order_id for r in spark.read.parquet(str(tmp_path / "lake" / "orders")).select("order_id").collect()]
+    assert len(order_keys) == len(set(order_keys)) and sorted(order_keys) == sorted(json.loads(t)["order_id"] for t in order_texts), \
+        f"seed {seed}"
+    reading_ids = [r.event_id for r in spark.read.parquet(str(tmp_path / "lake" / "sensor_readings")).select("event_id").collect()]
+    assert sorted(reading_ids) == [f"r-{n:05d}" for n in range(300)], f"seed {seed}"
+    dead = {name: spark.read.parquet(str(tmp_path / "dead" / name)).select("reason", "payload").collect()
+            for name in ("orders", "unroutable")}
+    assert sorted(r.reason for r in dead["orders"]) == ["malformed_record"] * 3, f"seed {seed}"  # a bad body of an orders version
+    assert sorted(r.reason for r in dead["unroutable"]) == ["malformed_record"] * 3 + ["unroutable"] * 21, f"seed {seed}"
+    assert sorted(base64.b64decode(r.payload) for r in dead["orders"] + dead["unroutable"]) == sorted(
+        refunds + [value for value, _ in bad.values()])
+    assert not (tmp_path / "dead" / "sensor_readings").exists() or not list((tmp_path / "dead" / "sensor_readings").rglob("*.parquet"))

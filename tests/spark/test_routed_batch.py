@@ -255,6 +255,24 @@ def test_the_cli_refuses_a_route_it_cannot_follow_before_spark_starts(routed, tm
     assert exit_info.value.code == 2 and message in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(("arguments", "message"), [
+    ([], "run-kafka needs --schema-name and --dataset (a topic of one dataset) or --route-schema (several)"),
+    (["--schema-name", "pv"], "run-kafka needs --schema-name and --dataset"),
+    (["--route-schema", "pv=page_views", "--dataset", "page_views"], "--schema-name and --dataset are for a topic of one"),
+    (["--route-schema", "pv=pages"], "'pages' is not a dataset (datasets: checkouts, page_views, sensor_readings)"),
+    (["--route-schema", "pv=page_views", "--route-schema", "pv=checkouts"], "--route-schema pv= names two datasets"),
+    (["--route-schema", "pv=page_views", "--route-schema", "pv2=page_views"], "--route-schema: schemas pv and pv2 are both bound"),
+    (["--route-schema", "p v=page_views"], "--route-schema: 'p v' is not a Schema Registry schema name"),
+])
+def test_run_kafka_refuses_bindings_it_cannot_follow_before_spark_starts(routed, capsys, arguments, message):
+    from glue_jobs.__main__ import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["run-kafka", "--bootstrap-servers", "127.0.0.1:9", "--topic", "t", "--registry-name", "r", "--lake", "l",
+              "--dead-letter", "d", "--checkpoint", "c", "--once", *arguments])
+    assert exit_info.value.code == 2 and message in capsys.readouterr().err
+
+
 def test_a_source_bound_to_one_dataset_does_not_become_routed_on_its_checkpoint(spark, tmp_path, routed):
     """Its last batch's marker is where a routed part would not look: a replay would write that batch again. Refused
     before anything is read, naming both owners."""
