@@ -231,12 +231,18 @@ def _routes(parser, args):
         parser.error("--route-field and --route go together: the field says which value, each --route where it goes")
     if args.dataset is not None:
         parser.error("--dataset names the one dataset of an unrouted run; a routed run's datasets are its --route targets")
-    values = {}
-    for value, dataset in args.route:
-        if values.get(value, dataset) != dataset:
-            parser.error(f"--route {value}= names two datasets ({values[value]}, {dataset})")
-        values[value] = dataset
-    return RouteTable.of(args.route_field, values, field_key="--route-field", values_key="--route")
+    return RouteTable.of(args.route_field, _one_dataset_each(parser, "--route", args.route), field_key="--route-field",
+                         values_key="--route")
+
+
+def _one_dataset_each(parser, option: str, pairs: list[tuple[str, str]]) -> dict[str, str]:
+    """`option`'s KEY=DATASET pairs as a dict; a key given two datasets is a usage error."""
+    found: dict[str, str] = {}
+    for key, dataset in pairs:
+        if found.get(key, dataset) != dataset:
+            parser.error(f"{option} {key}= names two datasets ({found[key]}, {dataset})")
+        found[key] = dataset
+    return found
 
 
 def _schema_routes(parser, args):
@@ -250,12 +256,8 @@ def _schema_routes(parser, args):
         return None
     if args.schema_name is not None or args.dataset is not None:
         parser.error("--route-schema names each dataset and its schema; --schema-name and --dataset are for a topic of one")
-    bound = {}
-    for schema, dataset in args.route_schema:
-        if bound.get(schema, dataset) != dataset:
-            parser.error(f"--route-schema {schema}= names two datasets ({bound[schema]}, {dataset})")
-        bound[schema] = dataset
-    return SchemaRoutes.of(args.registry_name, bound, registry_key="--registry-name", values_key="--route-schema")
+    return SchemaRoutes.of(args.registry_name, _one_dataset_each(parser, "--route-schema", args.route_schema),
+                           registry_key="--registry-name", values_key="--route-schema")
 
 
 def _run_kafka(args, routes) -> int:
