@@ -36,7 +36,7 @@ def test_the_package_zip_imports_with_nothing_but_the_zip_and_the_glue_runtime(c
     modules = sorted(name[:-3].replace("/", ".").removesuffix(".__init__")
                      for name in zipfile.ZipFile(package).namelist() if name.endswith(".py"))
     assert "glue_jobs.batch" in modules and "compaction.job" in modules
-    assert not [m for m in modules if m.split(".")[-1] in ("__main__", "local_runner", "generate", "glue_entry")]
+    assert not [m for m in modules if m.split(".")[-1] in ("__main__", "local_runner", "local_kafka", "generate", "glue_entry")]
     names = zipfile.ZipFile(package).namelist()
     assert "datasets/clickstream/schema.v1.avsc" in names and not [n for n in names if n.startswith("glue_jobs/schemas/")]
     for line in spark_lines.values():
