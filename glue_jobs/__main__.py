@@ -88,7 +88,7 @@ def build_parser(prog: str = "python -m glue_jobs") -> argparse.ArgumentParser:
     kafka.add_argument("--schema-name", default=None, help="the dataset's schema in that registry (with --dataset)")
     kafka.add_argument("--dataset", type=dataset_name, default=None,
                        help="the dataset the topic carries (with --schema-name; a topic of several: --route-schema)")
-    kafka.add_argument("--route-schema", type=_route, action="append", default=None, metavar="SCHEMA=DATASET",
+    kafka.add_argument("--route-schema", type=_schema_route, action="append", default=None, metavar="SCHEMA=DATASET",
                        help="the topic carries several datasets: frames of a version of registry schema SCHEMA go to "
                             "DATASET, into <lake>/DATASET and <dead-letter>/DATASET; repeat per dataset, instead of "
                             "--schema-name and --dataset. Frames of any other schema are dead letters in "
@@ -212,12 +212,18 @@ def _run(parser, args) -> int:
     return 0
 
 
-def _route(text: str) -> tuple[str, str]:
-    """argparse type of --route: VALUE=DATASET, DATASET a dataset folder's name."""
-    value, equals, dataset = text.rpartition("=")
-    if not equals or not value:
-        raise argparse.ArgumentTypeError(f"{text!r} is not VALUE=DATASET")
-    return value, dataset_name(dataset)
+def _pair(key: str):
+    """An argparse type of KEY=DATASET (--route: VALUE=DATASET, --route-schema: SCHEMA=DATASET), DATASET a dataset
+    folder's name; the refusal names the form the option takes."""
+    def parsed(text: str) -> tuple[str, str]:
+        value, equals, dataset = text.rpartition("=")
+        if not equals or not value:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {key}=DATASET")
+        return value, dataset_name(dataset)
+    return parsed
+
+
+_route, _schema_route = _pair("VALUE"), _pair("SCHEMA")
 
 
 def _routes(parser, args):

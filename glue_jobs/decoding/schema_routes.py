@@ -110,8 +110,8 @@ class SchemaOwners:
     def loaded(cls, glue, routes: SchemaRoutes, versions: dict[str, RegistryVersions]) -> SchemaOwners:
         return cls(glue, routes, {version: name for name, found in versions.items() for version in found.known})
 
-    def learn(self, version_ids) -> bool:
-        """Look up the ids not seen before (each once per run); True when there were any."""
+    def learn(self, version_ids) -> None:
+        """Look up the ids not seen before (each once per run)."""
         new = sorted(set(version_ids) - set(self.owner) - set(self.foreign))
         bound = dict(self.routes.routes)
         for version in new:
@@ -126,7 +126,6 @@ class SchemaOwners:
                 self.owner[version] = bound[schema]
             else:
                 self.foreign[version] = f"is a version of {found.get('SchemaArn')}, which no dataset on the topic is bound to"
-        return bool(new)
 
     def dataset(self, version: Column) -> Column:
         """The dataset of each frame's version id (null: unroutable)."""

@@ -279,6 +279,7 @@ def test_the_cli_refuses_a_route_it_cannot_follow_before_spark_starts(routed, tm
     (["--route-schema", "pv=page_views", "--route-schema", "pv=checkouts"], "--route-schema pv= names two datasets"),
     (["--route-schema", "pv=page_views", "--route-schema", "pv2=page_views"], "--route-schema: schemas pv and pv2 are both bound"),
     (["--route-schema", "p v=page_views"], "--route-schema: 'p v' is not a Schema Registry schema name"),
+    (["--route-schema", "page_views"], "argument --route-schema: 'page_views' is not SCHEMA=DATASET"),
 ])
 def test_run_kafka_refuses_bindings_it_cannot_follow_before_spark_starts(routed, capsys, arguments, message):
     from glue_jobs.__main__ import main
