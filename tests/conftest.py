@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from tests.spark_session import use_short_lived_jvm_options
+
+use_short_lived_jvm_options()  # for the Spark JVMs the tests start as subprocesses (tests/spark_session.py)
+
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):

@@ -1,0 +1,20 @@
+"""The suite's own Spark JVM starts with the JVM's default compilers and collector; the JVMs its tests start as
+subprocesses get tests/spark_session.SUBPROCESS_JVM_OPTIONS through Spark's launcher (SPARK_SUBMIT_OPTS)."""
+
+from __future__ import annotations
+
+from tests.spark_session import DEVELOPERS_JVM_OPTIONS, SUBPROCESS_JVM_OPTIONS, subprocess_jvm_options
+
+
+def _jvm_arguments(spark) -> list[str]:
+    bean = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
+    return list(bean.getInputArguments())
+
+
+def test_the_shared_session_keeps_the_default_jit_and_subprocesses_get_the_short_lived_options(spark):
+    arguments = _jvm_arguments(spark)
+    assert "-Duser.timezone=UTC" in arguments  # the session's own driver options did reach this JVM
+    assert not [a for a in arguments if a.startswith("-XX:TieredStopAtLevel") or a == "-XX:+UseSerialGC"], arguments
+    # What every subprocess inherits, unless the developer set their own before the run.
+    assert subprocess_jvm_options() == (DEVELOPERS_JVM_OPTIONS or SUBPROCESS_JVM_OPTIONS)
+
