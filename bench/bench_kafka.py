@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(args.work or f"bench-output/kafka-{dataset.name}").resolve()
     shutil.rmtree(work, ignore_errors=True)
     topic = f"{dataset.name}-bench"
-    with KafkaBroker(work / "kafka") as broker, moto_server() as endpoint:
+    with KafkaBroker(work / "kafka", jvm_options=()) as broker, moto_server() as endpoint:
         glue = boto3.client("glue", endpoint_url=endpoint, region_name=REGION, aws_access_key_id="bench",
                             aws_secret_access_key="bench")
         started = time.perf_counter()

@@ -45,12 +45,19 @@ def new_cluster_id() -> str:
             return cluster_id
 
 
+# The JVM options of a broker that serves tests and the demo: small loads for minutes. The JIT's first tier only
+# and a one-thread collector start it and run it on less CPU than the defaults (the figures of such JVMs are in
+# docs/development.md "Test time"). A benchmark that loads the broker passes `jvm_options=()`.
+SMALL_LOAD_JVM_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
+
+
 class KafkaBroker:
     def __init__(self, workdir: Path, *, java: str = "java", heap: str = "512m", start_timeout: float = 90,
-                 settings: dict[str, str] | None = None) -> None:
+                 settings: dict[str, str] | None = None, jvm_options: tuple[str, ...] = SMALL_LOAD_JVM_OPTIONS) -> None:
         self.workdir = Path(workdir)
         self.java = java
         self.heap = heap
+        self.jvm_options = tuple(jvm_options)
         self.start_timeout = start_timeout
         self.port, self.controller_port = free_port(), free_port()
         self.settings = settings or {}
@@ -90,7 +97,7 @@ class KafkaBroker:
                          "log4j.appender.stdout.layout=org.apache.log4j.PatternLayout\n"
                          "log4j.appender.stdout.layout.ConversionPattern=[%d] %p %m (%c)%n\n")
         classpath = jars.classpath("kafka-broker")
-        jvm = [self.java, f"-Xmx{self.heap}", f"-Dlog4j.configuration=file:{log4j}", "-cp", classpath]
+        jvm = [self.java, *self.jvm_options, f"-Xmx{self.heap}", f"-Dlog4j.configuration=file:{log4j}", "-cp", classpath]
         if not (self.workdir / "data" / "meta.properties").exists():
             cluster_id = new_cluster_id()
             formatted = subprocess.run([*jvm, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(config)],
