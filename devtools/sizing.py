@@ -336,7 +336,7 @@ def iceberg_dataset_cost(env: EnvironmentConfig, dataset: str, prices: dict | No
     records commits once; the figures take every window of the month to carry records, the upper bound (Glue's
     forEachBatch skips an empty batch: awsglue/context.py, `if num_records > 0`)."""
     p = prices or load_prices()
-    sources = [s for s, d in env.source_datasets.items() if d == dataset]
+    sources = list(env.sources_of(dataset))
     if not sources:
         raise SizingError(f"{env.name}: no source carries dataset {dataset!r} (carried: {', '.join(env.datasets)})")
     hours = p["hours_per_month"]

@@ -5,7 +5,8 @@ so this module imports (and its argument contract is tested) without Glue.
 
 Arguments (Glue passes DefaultArguments as `--name value`; getResolvedOptions takes names without `--`):
 JOB_ARGUMENTS, the job's own (JOB_NAME is supplied by Glue itself), and `--sources`, a JSON list with one object per
-source the job runs: SOURCE_KEYS, plus SOURCE_TYPE_KEYS[source_type], plus ICEBERG_KEYS for an Iceberg dataset. A job
+source the job runs: SOURCE_KEYS, plus SOURCE_TYPE_KEYS[source_type], plus ICEBERG_KEYS for an Iceberg dataset (a
+routed Kinesis source, whose records are several datasets: ROUTED_KEYS and each dataset's DATASET_KEYS instead). A job
 runs one source or several (docs/streaming-job.md "One job, several sources"), each its own query with its own
 checkpoint, lake, dead letters and batch ids (glue_jobs/sources/source_queries.py).
 """
@@ -16,95 +17,28 @@ import json
 import logging
 import sys
 
+from glue_jobs.job_arguments import (  # noqa: F401 - the contract's names, read here by the tests and the rehearsal
+    DATASET_KEYS,
+    GLUE_SUPPLIED_ARGUMENTS,
+    ICEBERG_KEYS,
+    JOB_ARGUMENTS,
+    ROUTED_KEYS,
+    SOURCE_KEYS,
+    SOURCE_TYPE_KEYS,
+    TABLE_FORMATS,
+    job_arguments,
+    job_sources,
+    routed_datasets,
+    source_keys,
+)
+
 log = logging.getLogger("streamlake.glue_entry")
-GLUE_SUPPLIED_ARGUMENTS = ("JOB_NAME",)
-JOB_ARGUMENTS = (
-    "JOB_NAME",
-    "environment",
-    "catalog_database",
-    "window_size_seconds",
-    "batch_max_retries",
-    "metrics_namespace",
-    "metrics_region",
-    "sources",
-)
-SOURCE_KEYS = (
-    "source_name",
-    "source_type",
-    "dataset",
-    "dataset_digest",
-    "lake_path",
-    "dead_letter_path",
-    "checkpoint_path",
-    "starting_position",
-)
-SOURCE_TYPE_KEYS = {
-    "kinesis": ("max_fetch_records_per_shard", "max_fetch_time_ms", "source_table", "min_partitions"),
-    "kafka": ("max_offsets_per_trigger", "bootstrap_servers", "topic", "registry_name", "schema_name", "kafka_auth",
-              "partitions", "min_partitions"),
-}
-
-
-# An Iceberg dataset's source: the Data Catalog table it commits to and the table's location (under the dataset's lake
-# prefix). Glue adds Iceberg's jars with `--datalake-formats iceberg`. The environment decides a dataset's table format
-# (config `table_formats` over dataset.json's `table_format`), so the job learns it from its arguments, not from the
-# dataset files in its zip: the stack gives `lake_table` to an Iceberg dataset's source and to no other.
-ICEBERG_KEYS = ("lake_table", "lake_table_location")
-TABLE_FORMATS = ("parquet", "iceberg")
-
-
-def job_arguments() -> tuple[str, ...]:
-    """Every argument the entrypoint reads (the infra contract test and the rehearsal compare these)."""
-    return JOB_ARGUMENTS
-
-
-def source_keys(source_type: str, table_format: str = "parquet") -> tuple[str, ...]:
-    """Every key of one source's object in `--sources`, for its type and table format."""
-    if source_type not in SOURCE_TYPE_KEYS:
-        raise ValueError(f"source_type {source_type!r} is not one of {sorted(SOURCE_TYPE_KEYS)}")
-    if table_format not in TABLE_FORMATS:
-        raise ValueError(f"table_format {table_format!r} is not one of {', '.join(TABLE_FORMATS)}")
-    return SOURCE_KEYS + SOURCE_TYPE_KEYS[source_type] + (ICEBERG_KEYS if table_format == "iceberg" else ())
 
 
 def resolve_arguments(argv: list[str]) -> dict[str, str]:
     from awsglue.utils import getResolvedOptions
 
     return getResolvedOptions(argv, list(JOB_ARGUMENTS))
-
-
-def job_sources(args: dict[str, str]) -> list[dict[str, str]]:
-    """Each source of `--sources` as one flat argument dict (the job's arguments, `sources` left out, with the
-    source's keys), in the order given. Refuses what the stack would never write, naming the source and the key: not a
-    JSON list of objects, none, a key missing or unknown for the source's type, a value that is not a string, two
-    sources of one name, checkpoint or dead-letter location (two queries on one checkpoint corrupt it)."""
-    try:
-        sources = json.loads(args["sources"])
-    except ValueError as e:
-        raise ValueError(f"--sources is not JSON: {e}") from None
-    if not isinstance(sources, list) or not sources or not all(isinstance(s, dict) for s in sources):
-        raise ValueError("--sources must be a JSON list of at least one object (one per source the job runs)")
-    flat, seen = [], {"source_name": {}, "checkpoint_path": {}, "dead_letter_path": {}}
-    job = {name: value for name, value in args.items() if name != "sources"}
-    for index, source in enumerate(sources):
-        label = f"--sources[{index}] ({source.get('source_name', 'unnamed')})"
-        table_format = "iceberg" if ICEBERG_KEYS[0] in source else "parquet"
-        if source.get("source_type") not in SOURCE_TYPE_KEYS:
-            raise ValueError(f"{label}: source_type {source.get('source_type')!r} is not one of {sorted(SOURCE_TYPE_KEYS)}")
-        expected = set(source_keys(source["source_type"], table_format))
-        missing, unknown = sorted(expected - set(source)), sorted(set(source) - expected)
-        if missing or unknown:
-            raise ValueError(f"{label}: " + "; ".join(
-                part for part in (f"missing key(s) {missing}" if missing else "", f"unknown key(s) {unknown}" if unknown else "") if part))
-        not_text = sorted(key for key, value in source.items() if not isinstance(value, str))
-        if not_text:
-            raise ValueError(f"{label}: value(s) of {not_text} must be strings, as job arguments are")
-        for key, owners in seen.items():
-            if source[key] in owners:
-                raise ValueError(f"{label}: {key} {source[key]!r} is also --sources[{owners[source[key]]}]'s")
-            owners[source[key]] = index
-        flat.append({**job, **source})
-    return flat
 
 
 def source_options(args: dict[str, str]) -> dict[str, str]:
@@ -165,13 +99,31 @@ def for_each_batch_options(args: dict[str, str]) -> dict[str, str]:
 def dataset_table(args: dict[str, str]):
     """The dataset this source carries, from the job zip; refuses a zip whose dataset files differ from the
     ones the stack was synthesized with (their digest is a job argument, so a dataset.json change also
-    shows in `make diff`)."""
+    shows in `make diff`). A routed source: each of its datasets is checked so, and the route table is returned."""
     from glue_jobs.lake.lake_table import LakeTable
 
-    table = LakeTable.of(args["dataset"])
-    if table.dataset.digest != args["dataset_digest"]:
-        raise ValueError(f"dataset {table.name}: the job zip's files have digest {table.dataset.digest}, the job "
-                         f"arguments {args['dataset_digest']}: the script, zip and arguments are from different synths")
+    routed = routed_datasets(args)
+    for name, digest in ((name, args[f"dataset_digest.{name}"]) for name in routed) if routed else [(args["dataset"], args["dataset_digest"])]:
+        table = LakeTable.of(name)
+        if table.dataset.digest != digest:
+            raise ValueError(f"dataset {table.name}: the job zip's files have digest {table.dataset.digest}, the job "
+                             f"arguments {digest}: the script, zip and arguments are from different synths")
+    return route_table(args) if routed else table
+
+
+def route_table(args: dict[str, str]):
+    """A routed source's RouteTable, from its `route_field` and `routes`; refuses routes naming another set of
+    datasets than `datasets`."""
+    from glue_jobs.decoding.routes import RouteTable
+
+    try:
+        values = json.loads(args["routes"])
+    except ValueError as e:
+        raise ValueError(f"source {args['source_name']}: routes is not JSON: {e}") from None
+    table = RouteTable.of(args["route_field"], values, field_key="route_field", values_key="routes")
+    if table.datasets != tuple(sorted(routed_datasets(args))):
+        raise ValueError(f"source {args['source_name']}: routes name datasets {list(table.datasets)}, datasets says "
+                         f"{args['datasets']}")
     return table
 
 
@@ -204,24 +156,43 @@ def kafka_batches(spark, args: dict[str, str], writer, table):
     return raw, KafkaBatches(writer, decoding, args["source_name"])
 
 
+def routed_writer(spark, args: dict[str, str], routes, metrics):
+    """A routed source's writer (glue_jobs/routed_batch.py): each dataset's rows to its lake path, its dead letters
+    to `<dead_letter_path>/<dataset>`, the records no route takes to `<dead_letter_path>/unroutable`."""
+    from glue_jobs.decoding.routes import UNROUTABLE
+    from glue_jobs.routed_batch import DatasetTarget, RoutedWriter
+
+    dead = args["dead_letter_path"].rstrip("/")
+    targets = {name: DatasetTarget(args[f"lake_path.{name}"], f"{dead}/{name}") for name in routes.datasets}
+    return RoutedWriter(spark, source_name=args["source_name"], routes=routes, targets=targets,
+                        dead_letter_path=f"{dead}/{UNROUTABLE}", checkpoint_path=args["checkpoint_path"], metrics=metrics,
+                        count_replacements=True)  # Glue decodes Kinesis records to text before the job
+
+
 def source_batches(glue_context, args: dict[str, str], table):
-    """One source's frame and batch function (the frame is only defined here: its query starts in the source's thread)."""
+    """One source's frame and batch function (the frame is only defined here: its query starts in the source's thread).
+    `table`: the source's LakeTable, or a routed source's RouteTable (dataset_table)."""
     from glue_jobs.batch import MicroBatchWriter
     from glue_jobs.metrics import CloudWatchMetricsSink
 
     spark = glue_context.spark_session
-    writer = MicroBatchWriter(
-        spark,
-        source_name=args["source_name"],
-        lake_path=args["lake_path"],
-        dead_letter_path=args["dead_letter_path"],
-        checkpoint_path=args["checkpoint_path"],
-        metrics=CloudWatchMetricsSink(environment=args["environment"], namespace=args["metrics_namespace"],
-                                      region=args["metrics_region"]),
-        dataset=table.dataset,
-        count_replacements=args["source_type"] == "kinesis",  # Glue decodes Kinesis records to text before the job
-        iceberg=iceberg_target(args),
-    )
+    routed = bool(routed_datasets(args))
+    metrics = CloudWatchMetricsSink(environment=args["environment"], namespace=args["metrics_namespace"],
+                                    region=args["metrics_region"], routed=routed)
+    if routed:
+        writer = routed_writer(spark, args, table, metrics)
+    else:
+        writer = MicroBatchWriter(
+            spark,
+            source_name=args["source_name"],
+            lake_path=args["lake_path"],
+            dead_letter_path=args["dead_letter_path"],
+            checkpoint_path=args["checkpoint_path"],
+            metrics=metrics,
+            dataset=table.dataset,
+            count_replacements=args["source_type"] == "kinesis",  # Glue decodes Kinesis records to text before the job
+            iceberg=iceberg_target(args),
+        )
     if args["source_type"] == "kafka":
         return kafka_batches(spark, args, writer, table)
     from glue_jobs.sources import from_kinesis, spread

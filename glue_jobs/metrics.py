@@ -4,7 +4,10 @@ CloudWatch: namespace StreamLake (METRICS_NAMESPACE, shared with compaction/metr
 infrastructure's grants and alarms), dimensions Source and Environment,
 metrics RecordsIn, RecordsWritten, DeadLetters, DuplicatesCollapsed (Count), BatchDurationMs and ArrivalLagMs
 (Milliseconds; the latter for a batch that read records); with dimensions Dataset and Environment, NewestEventAgeSeconds (a batch that wrote rows)
-and, when non-zero, UnknownFields and DifferingDuplicates. The alarms in infra/monitoring.py are built on exactly these names and dimensions.
+and, when non-zero, UnknownFields and DifferingDuplicates. A routed source's sink (`routed`) adds, per dataset part,
+RecordsIn and DeadLetters with dimensions Source, Dataset and Environment (the dataset's share of the source), and per
+batch UnroutableRecords with Source and Environment (the records no route took). The alarms in infra/monitoring.py are
+built on exactly these names and dimensions.
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ REPLACEMENT_CHARACTERS = "ReplacementCharacters"
 # Per dataset, only when non-zero: of the duplicates a batch collapsed, the copies whose content differed from the copy
 # kept (BatchStats.differing_duplicates); the compaction publishes its own as CompactionDifferingDuplicates.
 DIFFERING_DUPLICATES = "DifferingDuplicates"
+# Per routed source: the records of a batch no route took (its unroutable dead letters); the unroutable-share alarm.
+UNROUTABLE_RECORDS = "UnroutableRecords"
 METRIC_NAMES = (RECORDS_IN, RECORDS_WRITTEN, DEAD_LETTERS, DUPLICATES_COLLAPSED, BATCH_DURATION_MS)  # per source
 
 log = logging.getLogger("glue_jobs.metrics")
@@ -67,8 +72,9 @@ def _values(stats) -> list[tuple[str, float, str]]:
     ]
 
 
-def metric_data(stats, environment: str) -> list[dict]:
-    """The PutMetricData payload for one batch (pure, so it is tested without AWS)."""
+def metric_data(stats, environment: str, *, routed: bool = False) -> list[dict]:
+    """The PutMetricData payload for one batch, or one part of a routed source's batch (`routed`: the module doc),
+    pure, so it is tested without AWS."""
     dimensions = [{"Name": "Source", "Value": stats.source}, {"Name": "Environment", "Value": environment}]
     data = [
         {"MetricName": name, "Dimensions": dimensions, "Value": float(value), "Unit": unit}
@@ -92,6 +98,14 @@ def metric_data(stats, environment: str) -> list[dict]:
     if stats.dataset and stats.newest_event_age_seconds is not None:
         data.append({"MetricName": NEWEST_EVENT_AGE_SECONDS, "Value": float(stats.newest_event_age_seconds), "Unit": "Seconds",
                      "Dimensions": [{"Name": "Dataset", "Value": stats.dataset}, {"Name": "Environment", "Value": environment}]})
+    if routed and stats.dataset:
+        part = [{"Name": "Source", "Value": stats.source}, {"Name": "Dataset", "Value": stats.dataset},
+                {"Name": "Environment", "Value": environment}]
+        data += [{"MetricName": name, "Dimensions": part, "Value": float(value), "Unit": "Count"}
+                 for name, value in ((RECORDS_IN, stats.records_in), (DEAD_LETTERS, stats.dead_letters))]
+    elif routed:
+        data.append({"MetricName": UNROUTABLE_RECORDS, "Dimensions": dimensions, "Value": float(stats.dead_letters),
+                     "Unit": "Count"})
     return data
 
 
@@ -126,11 +140,15 @@ class CloudWatchPublisher:
 
 
 class CloudWatchMetricsSink(CloudWatchPublisher):
-    """Each batch's metrics to CloudWatch. A failure to publish is logged, never raised: metrics must not fail
-    a batch that was written."""
+    """Each batch's metrics to CloudWatch (`routed`: a routed source's, with its per-dataset and unroutable metrics).
+    A failure to publish is logged, never raised: metrics must not fail a batch that was written."""
+
+    def __init__(self, environment: str, *, routed: bool = False, **publisher) -> None:
+        super().__init__(environment, **publisher)
+        self.routed = routed
 
     def emit(self, stats) -> None:
         try:
-            self.put(metric_data(stats, self.environment))
+            self.put(metric_data(stats, self.environment, routed=self.routed))
         except Exception:  # noqa: BLE001 - see class docstring
             log.exception("could not publish metrics for batch %s of %s", stats.batch_id, stats.source)

@@ -142,8 +142,9 @@ class UnroutableWriter:
                                   stream_id=stream_id)
         self.source_name, self.metrics, self.clock = source_name, metrics, clock
 
-    def __call__(self, unrouted: DataFrame, batch_id: int) -> BatchStats:
-        """`unrouted`: the envelope's columns and DETAIL, why the router took no route (a router's `unroutable`)."""
+    def __call__(self, unrouted: DataFrame, batch_id: int, frame_anomalies: int = 0) -> BatchStats:
+        """`unrouted`: the envelope's columns and DETAIL, why the router took no route (a router's `unroutable`);
+        `frame_anomalies`: the source frame's, counted with this part (it runs in every batch)."""
         started = self.clock()
         recorded = self.commit.committed_stats(batch_id)
         if recorded is not None:
@@ -166,7 +167,8 @@ class UnroutableWriter:
         files = self.commit.publish(batch_id) if written else []
         stats = BatchStats(source=self.source_name, batch_id=batch_id, records_in=written, records_written=0,
                            dead_letters=written, duplicates_collapsed=0, dead_letters_by_reason=by_reason,
-                           duration_ms=int((self.clock() - started) * 1000), files_written=len(files), dataset="")
+                           duration_ms=int((self.clock() - started) * 1000), files_written=len(files), dataset="",
+                           frame_anomalies=frame_anomalies)
         self.commit.mark_committed(stats)
         self.metrics.emit(stats)
         return stats
@@ -242,7 +244,7 @@ class RoutedWriter:
         self.route_log.record(batch_id, self.routes)
         return self.routes
 
-    def __call__(self, frame: DataFrame, batch_id: int) -> list[BatchStats]:
+    def __call__(self, frame: DataFrame, batch_id: int, frame_anomalies: int = 0) -> list[BatchStats]:
         """The parts run at once, each in a thread of its own (pyspark's inheritable_thread_target, so each keeps the
         batch thread's scheduler pool): a part's Spark jobs use the cores and driver time another's leave idle, as the
         queries of a shared job do (glue_jobs/sources/source_queries.py). The SQL settings the parts' writers set are set
@@ -261,7 +263,8 @@ class RoutedWriter:
             return stats
 
         def unroutable_part() -> BatchStats:
-            return self.unroutable(self.router.unroutable(routed.filter(F.col(ROUTE).isNull()).drop(ROUTE), routes), batch_id)
+            return self.unroutable(self.router.unroutable(routed.filter(F.col(ROUTE).isNull()).drop(ROUTE), routes), batch_id,
+                                   frame_anomalies)
 
         try:
             with session_conf(frame.sparkSession, self.part_settings), \

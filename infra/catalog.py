@@ -10,7 +10,10 @@
 - Source tables the streaming jobs read: one per Kinesis stream (JSON, typeOfData=kinesis). Kafka jobs read the
   topic with Spark's Kafka source and decode the Schema Registry frames themselves, so the topic has no table.
 - The lake table (Parquet under `events/`, partitioned by event_date/event_hour) and one dead-letter
-  table per source (Parquet under `dead_letters/<source>/`, partitioned by ingest_date).
+  table per source (Parquet under `dead_letters/<source>/`, partitioned by ingest_date). A routed source (a stream
+  whose records are several datasets, routed by a field) has one per dataset it carries, under
+  `dead_letters/<source>/<dataset>/`, and one of its own records no route takes, under
+  `dead_letters/<source>/unroutable/` (docs/datasets.md "One stream, several datasets").
 
 Partition visibility: the lake and dead-letter tables use Athena partition projection, so a new
 event_date/event_hour folder is queryable the moment a file lands in it, with no crawler and no
@@ -31,6 +34,7 @@ from constructs import Construct
 
 from glue_jobs import schema
 from glue_jobs.datasets import Dataset
+from glue_jobs.decoding.routes import UNROUTABLE
 from infra.constants import pascal
 from infra.naming import retained_name
 from infra.storage import lake_prefix_of
@@ -74,7 +78,8 @@ class Catalog(Construct):
         environment: str,
         lake_bucket: s3.IBucket,
         datasets: Sequence[Dataset],
-        source_datasets: Mapping[str, str],
+        carried: Mapping[str, tuple[str, ...]],
+        routed: Mapping[str, str],
         dead_letter_bucket: s3.IBucket,
         dead_letter_prefix: str,
         dead_letter_retention_days: int,
@@ -123,7 +128,7 @@ class Catalog(Construct):
         self.tables: dict[str, glue.CfnTable] = {}
         by_name = {d.name: d for d in datasets}
         for source_name, stream in streams.items():
-            self._kinesis_table(source_name, stream, by_name[source_datasets[source_name]])
+            self._kinesis_table(source_name, stream, [by_name[d] for d in carried[source_name]], routed.get(source_name))
 
         # One lake table per dataset some source carries, under the dataset's own prefix.
         self.lake_table_names: dict[str, str] = {}
@@ -131,16 +136,32 @@ class Catalog(Construct):
         for dataset in datasets:
             self._lake_table(dataset, lake_bucket)
 
-        # One dead-letter table per source: the jobs write dead_letters/<source>/ingest_date=.../.
+        # One dead-letter table per source: the jobs write dead_letters/<source>/ingest_date=.../. A routed source:
+        # one per dataset it carries (dead_letters/<source>/<dataset>/...) and one of its unroutable records. Keyed by
+        # the folder under the dead-letter prefix; `dead_letter_datasets` says whose each is (None: the source's own).
         self.dead_letter_table_names: dict[str, str] = {}
         self.dead_letter_locations: dict[str, str] = {}
-        for source_name in source_datasets:
-            name = table_name("dead_letters", source_name)
-            location = f"s3://{dead_letter_bucket.bucket_name}/{dead_letter_prefix}/{source_name}/"
+        self.dead_letter_datasets: dict[str, str | None] = {}
+        folders: dict[str, tuple[str | None, str]] = {}
+        for source_name, names in carried.items():
+            if source_name not in routed:
+                folders[source_name] = (names[0], f"Records of source {source_name} that failed validation, with the original payload")
+                continue
+            for name in names:
+                folders[f"{source_name}/{name}"] = (name, f"Records of dataset {name} from routed source {source_name} that "
+                                                          "failed validation, with the original payload")
+            folders[f"{source_name}/{UNROUTABLE}"] = (None, f"Records of routed source {source_name} that no route takes "
+                                                             f"(by {routed[source_name]}), with the original payload")
+        for folder, (dataset_name, description) in folders.items():
+            name = table_name("dead_letters", folder.replace("/", "_"))
+            if name in self.dead_letter_table_names.values():
+                raise ValueError(f"dead-letter folder {folder}: its table name {name} is another folder's too; rename the "
+                                 "source or the dataset")
+            location = f"s3://{dead_letter_bucket.bucket_name}/{dead_letter_prefix}/{folder}/"
             self._table(
-                f"DeadLetterTable{pascal(source_name)}",
+                f"DeadLetterTable{pascal(folder.replace('/', '-'))}",
                 name,
-                description=f"Records of source {source_name} that failed validation, with the original payload",
+                description=description,
                 columns=schema.dead_letter_columns(),
                 partition_keys=schema.dead_letter_partition_columns(),
                 location=location,
@@ -153,8 +174,14 @@ class Catalog(Construct):
                     "storage.location.template": f"{location}ingest_date=${{ingest_date}}/",
                 },
             )
-            self.dead_letter_table_names[source_name] = name
-            self.dead_letter_locations[source_name] = location
+            self.dead_letter_table_names[folder] = name
+            self.dead_letter_locations[folder] = location
+            self.dead_letter_datasets[folder] = dataset_name
+
+    def dead_letter_tables_of(self, dataset: str) -> dict[str, str]:
+        """{folder under the dead-letter prefix: table} of the dead letters of `dataset`, from every source carrying it."""
+        return {folder: self.dead_letter_table_names[folder] for folder, owner in self.dead_letter_datasets.items()
+                if owner == dataset}
 
     def _register(self, dataset: Dataset, removal_policy: cdk.RemovalPolicy) -> None:
         """The dataset's registry schema: version 1 as the AWS::Glue::Schema, each later committed version an
@@ -231,7 +258,12 @@ class Catalog(Construct):
         self.lake_table_names[dataset.name] = name
         self.lake_locations[dataset.name] = location
 
-    def _kinesis_table(self, source_name: str, stream: kinesis.IStream, dataset: Dataset) -> None:
+    def _kinesis_table(self, source_name: str, stream: kinesis.IStream, datasets: Sequence[Dataset],
+                       route_field: str | None) -> None:
+        """The stream's source table. Its columns: the dataset's; a routed stream's, its route field (a string along
+        its path: the field is a string or an enum in every dataset it routes to). The job reads the stream with
+        inferSchema (infra/streaming_job.py), so the columns do not shape its frame; whether Glue reads them at all
+        with inferSchema on is unverified."""
         name = table_name("source", source_name)
         stack = cdk.Stack.of(self)
         # The shape the Glue console writes for a Kinesis source table; the streaming job reads it
@@ -245,8 +277,10 @@ class Catalog(Construct):
         self._table(
             f"SourceTable{pascal(source_name)}",
             name,
-            description=f"Kinesis stream of source {source_name} (JSON, one event per record)",
-            columns=schema.source_columns() if dataset.name == "clickstream" else dataset.source_columns(),
+            description=f"Kinesis stream of source {source_name} (JSON, one event per record)" if route_field is None else
+            f"Kinesis stream of routed source {source_name} (JSON, one event per record; datasets by {route_field})",
+            columns=_route_columns(route_field) if route_field is not None else
+            schema.source_columns() if datasets[0].name == "clickstream" else datasets[0].source_columns(),
             location=stream.stream_name,
             storage=JSON_STORAGE,
             parameters=params,
@@ -291,3 +325,12 @@ class Catalog(Construct):
         table.apply_removal_policy(self._removal_policy)
         self.tables[name] = table
         return table
+
+
+def _route_columns(field: str) -> list[tuple[str, str]]:
+    """The one column of a routed stream's table: `type` -> type string; `meta.type` -> meta struct<type:string>."""
+    head, *rest = field.split(".")
+    kind = "string"
+    for part in reversed(rest):
+        kind = f"struct<{part}:{kind}>"
+    return [(head, kind)]

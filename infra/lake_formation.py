@@ -55,7 +55,7 @@ class DatasetGrants:
     lake_table: str
     lake_prefix: str  # key prefix in the lake bucket
     source_tables: Mapping[str, str]  # source -> Kinesis source table (a Kafka source has none)
-    dead_letter_tables: Mapping[str, str]  # source -> dead-letter table
+    dead_letter_tables: Mapping[str, str]  # folder under the dead-letter prefix (a source's) -> dead-letter table
     job_roles: Mapping[str, iam.IRole]  # source -> its streaming job's role
     reader_policy: iam.IManagedPolicy
 
@@ -103,8 +103,8 @@ class LakeFormation(Construct):
             self._grant(f"{who}Database", reader, self._database_resource(), ("DESCRIBE",))
             for table in readable:
                 self._grant(f"{who}LakeTable", reader, self._table_resource(table), READ)
-            for source, table in sorted(grants.dead_letter_tables.items()):
-                self._grant(f"{who}DeadLetterTable{pascal(source)}", reader, self._table_resource(table), READ)
+            for folder, table in sorted(grants.dead_letter_tables.items()):
+                self._grant(f"{who}DeadLetterTable{pascal(folder.replace('/', '-'))}", reader, self._table_resource(table), READ)
         if maintained:
             self._grant("CompactionDatabase", compaction_role, self._database_resource(), ("DESCRIBE",))
         for dataset, table, location in maintained:

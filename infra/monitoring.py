@@ -28,7 +28,14 @@ from compaction.metrics import FILES_BEFORE as COMPACTION_FILES_BEFORE
 from compaction.metrics import LAKE_BYTES as COMPACTION_LAKE_BYTES
 from compaction.metrics import LAKE_FILES as COMPACTION_LAKE_FILES
 from compaction.metrics import SUCCEEDED as COMPACTION_SUCCEEDED
-from glue_jobs.metrics import ARRIVAL_LAG_MS, DEAD_LETTERS, NEWEST_EVENT_AGE_SECONDS, RECORDS_IN, RECORDS_WRITTEN
+from glue_jobs.metrics import (
+    ARRIVAL_LAG_MS,
+    DEAD_LETTERS,
+    NEWEST_EVENT_AGE_SECONDS,
+    RECORDS_IN,
+    RECORDS_WRITTEN,
+    UNROUTABLE_RECORDS,
+)
 from glue_jobs.metrics import BATCH_DURATION_MS as BATCH_DURATION
 from glue_jobs.metrics import METRICS_NAMESPACE as APP_NAMESPACE
 from infra.config import AlarmConfig
@@ -90,6 +97,7 @@ class Monitoring(Construct):
         streaming_jobs: list[StreamingJobSignals],
         datasets: dict[str, tuple[str, ...]],  # dataset -> the sources that feed it
         compaction_job_name: str,
+        routed_sources: tuple[str, ...] = (),  # sources whose records are several datasets, routed by a field
         msk: MskSignals | None,
         removal_policy: cdk.RemovalPolicy,
         keeper_function_name: str | None = None,
@@ -101,6 +109,7 @@ class Monitoring(Construct):
         self.settings = alarms
         self.alarms: dict[str, cw.Alarm] = {}
         self.datasets = datasets
+        self.routed_sources = routed_sources
 
         self.topic_key = kms.Key(
             self, "TopicKey", enable_key_rotation=True, removal_policy=removal_policy, description="Alarm topic"
@@ -161,6 +170,8 @@ class Monitoring(Construct):
             self._freshness_alarm(dataset)
             self._dead_letter_alarm(dataset, sources)
             self._no_data_alarm(dataset, sources)
+        for source in routed_sources:
+            self._unroutable_alarm(source)
         if msk is not None:
             self._msk_alarms(msk)
         self._compaction_alarm(compaction_job_name)
@@ -354,19 +365,48 @@ class Monitoring(Construct):
             description=f"Job {job.source_name}: source has data but nothing was processed for {minutes} minutes.",
         )
 
-    def _sum_of(self, name: str, sources: tuple[str, ...], ids: str, period: cdk.Duration) -> tuple[str, dict[str, cw.IMetric]]:
-        """A math expression summing the per-source metric `name` over a dataset's sources (one source: its id alone)."""
+    def _source_part(self, name: str, source: str, dataset: str, period: cdk.Duration) -> cw.Metric:
+        """The dataset's share of source's metric `name`: the source's own when it carries one dataset, its part's
+        (dimensions Source, Dataset, Environment: glue_jobs/metrics.py) when it is routed."""
+        if source not in self.routed_sources:
+            return self._app_metric(name, source, period=period)
+        return cw.Metric(namespace=APP_NAMESPACE, metric_name=name, statistic="Sum", period=period,
+                         dimensions_map={"Environment": self.environment, "Source": source, "Dataset": dataset})
+
+    def _sum_of(self, name: str, sources: tuple[str, ...], ids: str, period: cdk.Duration,
+                dataset: str = "") -> tuple[str, dict[str, cw.IMetric]]:
+        """A math expression summing the metric `name` of a dataset over its sources (one source: its id alone)."""
         if len(sources) == 1:
-            return ids, {ids: self._app_metric(name, sources[0], period=period)}
-        metrics = {f"{ids}{i}": self._app_metric(name, source, period=period) for i, source in enumerate(sources)}
+            return ids, {ids: self._source_part(name, sources[0], dataset, period)}
+        metrics = {f"{ids}{i}": self._source_part(name, source, dataset, period) for i, source in enumerate(sources)}
         return "(" + " + ".join(f"FILL({key}, 0)" for key in metrics) + ")", metrics
+
+    def _unroutable_alarm(self, source: str) -> None:
+        """The share of a routed source's records no route took (its unroutable dead letters: a producer's new type
+        no dataset claims, a record without the field), over the dead-letter threshold for 10 minutes."""
+        s = self.settings
+        rate = cw.MathExpression(
+            expression="IF(FILL(records, 0) > 0, 100 * FILL(unroutable, 0) / records, 0)",
+            using_metrics={"records": self._app_metric(RECORDS_IN, source, period=FIVE_MINUTES),
+                           "unroutable": self._app_metric(UNROUTABLE_RECORDS, source, period=FIVE_MINUTES)},
+            label=f"{source} unroutable %",
+            period=FIVE_MINUTES,
+        )
+        self._alarm(
+            f"UnroutableShare{pascal(source)}",
+            metric=rate,
+            threshold=s.dead_letter_percent,
+            periods=2,
+            description=f"Routed source {source}: more than {s.dead_letter_percent}% of records went to no dataset for 10 "
+                        "minutes (its dead letters, reason unroutable, say which values).",
+        )
 
     def _dead_letter_alarm(self, dataset: str, sources: tuple[str, ...]) -> None:
         """The share of the dataset's records dead-lettered, over all its sources (one source: that source's share,
         with the expression and ids this alarm had when it was per source)."""
         s = self.settings
-        records, using = self._sum_of(RECORDS_IN, sources, "records", FIVE_MINUTES)
-        dead, dead_using = self._sum_of(DEAD_LETTERS, sources, "dead", FIVE_MINUTES)
+        records, using = self._sum_of(RECORDS_IN, sources, "records", FIVE_MINUTES, dataset)
+        dead, dead_using = self._sum_of(DEAD_LETTERS, sources, "dead", FIVE_MINUTES, dataset)
         filled = f"FILL({records}, 0)" if len(sources) == 1 else records
         dead_filled = f"FILL({dead}, 0)" if len(sources) == 1 else dead
         rate = cw.MathExpression(
@@ -391,7 +431,7 @@ class Monitoring(Construct):
         if minutes is None:
             return
         period = cdk.Duration.minutes(minutes)
-        records, using = self._sum_of(RECORDS_IN, sources, "records", period)
+        records, using = self._sum_of(RECORDS_IN, sources, "records", period, dataset)
         self._alarm(
             f"NoData{pascal(dataset)}",
             metric=cw.MathExpression(expression=f"FILL({records}, 0)" if len(sources) == 1 else records,

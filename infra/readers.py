@@ -45,8 +45,9 @@ class DatasetTables:
     dataset: Dataset
     lake_table: str
     lake_prefix: str  # key prefix in the lake bucket (its table's files; an Iceberg table's metadata too)
-    dead_letter_tables: Mapping[str, str]  # source -> table name
-    dead_letter_prefixes: Mapping[str, str]  # source -> key prefix in the dead-letter bucket
+    # keyed by the folder under the dead-letter prefix: the source's, or a routed source's <source>/<dataset>
+    dead_letter_tables: Mapping[str, str]  # folder -> table name
+    dead_letter_prefixes: Mapping[str, str]  # folder -> key prefix in the dead-letter bucket
 
 
 def rows_per_hour(database: str, tables: DatasetTables) -> str:
@@ -60,9 +61,9 @@ def rows_per_hour(database: str, tables: DatasetTables) -> str:
 
 def dead_letters_by_reason(database: str, tables: DatasetTables) -> str:
     """Dead letters per source and reason code, the last two ingest dates."""
-    parts = [f"SELECT '{source}' AS source, reason, count(*) AS records\nFROM \"{database}\".\"{table}\"\n"
+    parts = [f"SELECT '{folder.split('/')[0]}' AS source, reason, count(*) AS records\nFROM \"{database}\".\"{table}\"\n"
              "WHERE ingest_date >= date_format(current_date - INTERVAL '1' DAY, '%Y-%m-%d')\nGROUP BY reason"
-             for source, table in sorted(tables.dead_letter_tables.items())]
+             for folder, table in sorted(tables.dead_letter_tables.items())]
     return "\nUNION ALL\n".join(parts) + "\nORDER BY records DESC"
 
 

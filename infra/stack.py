@@ -20,7 +20,15 @@ from infra.msk import KafkaSourceInfrastructure, producer_policy
 from infra.network import Network
 from infra.readers import DatasetTables, Readers
 from infra.storage import Storage, lake_prefix_of
-from infra.streaming_job import CatalogNames, JobSource, KafkaSource, LakeLocations, StreamingJob
+from infra.streaming_job import (
+    CarriedDataset,
+    CatalogNames,
+    JobSource,
+    KafkaSource,
+    LakeLocations,
+    SourceRoute,
+    StreamingJob,
+)
 from infra.streams import Streams
 
 
@@ -91,7 +99,8 @@ class StreamingLakeStack(cdk.Stack):
             environment=config.name,
             lake_bucket=self.storage.lake_bucket,
             datasets=list(self.datasets.values()),
-            source_datasets=config.source_datasets,
+            carried=config.carried,
+            routed={source: route.field for source, route in config.routes.items()},
             dead_letter_bucket=self.storage.dead_letter_bucket,
             dead_letter_prefix=self.storage.dead_letter_prefix,
             dead_letter_retention_days=config.storage.dead_letter_expiration_days,
@@ -105,8 +114,9 @@ class StreamingLakeStack(cdk.Stack):
             dead_letter_bucket=self.storage.dead_letter_bucket, access_log_bucket=self.storage.access_log_bucket,
             datasets={name: DatasetTables(
                 dataset=dataset, lake_table=self.catalog.lake_table_names[name], lake_prefix=lake_prefix_of(name),
-                dead_letter_tables={s: self.catalog.dead_letter_table_names[s] for s, d in config.source_datasets.items() if d == name},
-                dead_letter_prefixes={s: f"{self.storage.dead_letter_prefix}/{s}" for s, d in config.source_datasets.items() if d == name},
+                dead_letter_tables=self.catalog.dead_letter_tables_of(name),
+                dead_letter_prefixes={folder: f"{self.storage.dead_letter_prefix}/{folder}"
+                                      for folder in self.catalog.dead_letter_tables_of(name)},
             ) for name, dataset in self.datasets.items()},
             removal_policy=self.removal_policy,
         )
@@ -155,7 +165,8 @@ class StreamingLakeStack(cdk.Stack):
                 )
                 for source, job in self.streaming_jobs.items()
             ],
-            datasets={d: tuple(s for s, bound in config.source_datasets.items() if bound == d) for d in config.datasets},
+            datasets={d: config.sources_of(d) for d in config.datasets},
+            routed_sources=tuple(config.routes),
             compaction_job_name=self.compaction.job.job_name,
             msk=(
                 MskSignals(self.msk.cluster_name, config.msk.broker_count)
@@ -203,7 +214,8 @@ class StreamingLakeStack(cdk.Stack):
         ) for name in self.datasets}
 
         def job_source(source: str, settings) -> JobSource:
-            dataset = self.datasets[config.source_datasets[source]]
+            route = config.routes.get(source)
+            dataset = None if route is not None else self.datasets[config.carried[source][0]]
             reads = {"stream": self.streams.streams[source]} if source in self.streams.streams else {
                 "kafka": KafkaSource(
                     cluster_arn=self.msk.cluster_arn,
@@ -220,9 +232,16 @@ class StreamingLakeStack(cdk.Stack):
                     partitions=config.msk.partitions_of(source),
                     min_partitions=config.msk.min_partitions_for(source, settings.worker_type, settings.max_workers),
                 )}
-            return JobSource(source, dataset, locations[dataset.name],
+            if route is None:
+                return JobSource(source, dataset, locations[dataset.name],
+                                 CatalogNames(catalog.database_name, catalog.source_table_names.get(source),
+                                              catalog.lake_table_names[dataset.name]), **reads)
+            carried = tuple(CarriedDataset(self.datasets[name], lake_prefix_of(name), catalog.lake_table_names[name])
+                            for name in route.datasets)
+            return JobSource(source, None, locations[route.datasets[0]],
                              CatalogNames(catalog.database_name, catalog.source_table_names.get(source),
-                                          catalog.lake_table_names[dataset.name]), **reads)
+                                          catalog.lake_table_names[route.datasets[0]]),
+                             route=SourceRoute(route.field, route.values, carried), **reads)
 
         for group in config.job_groups:
             # A job of one source keeps the id it had before jobs were declared (StreamingJob<Source>), so it is
@@ -268,9 +287,9 @@ class StreamingLakeStack(cdk.Stack):
             datasets={name: DatasetGrants(
                 table_format=dataset.table_format, lake_table=catalog.lake_table_names[name],
                 lake_prefix=lake_prefix_of(name),
-                source_tables={s: t for s, t in catalog.source_table_names.items() if config.source_datasets[s] == name},
-                dead_letter_tables={s: catalog.dead_letter_table_names[s] for s, d in config.source_datasets.items() if d == name},
-                job_roles={s: job.role for s, job in self.streaming_jobs.items() if config.source_datasets[s] == name},
+                source_tables={s: t for s, t in catalog.source_table_names.items() if name in config.carried[s]},
+                dead_letter_tables=catalog.dead_letter_tables_of(name),
+                job_roles={s: job.role for s, job in self.streaming_jobs.items() if name in config.carried[s]},
                 reader_policy=self.readers.policies[name],
             ) for name, dataset in self.datasets.items()},
         )
@@ -314,8 +333,8 @@ class StreamingLakeStack(cdk.Stack):
             )
         for source, table in catalog.source_table_names.items():
             outputs[f"SourceTableName{pascal(source)}"] = (table, f"catalog source table of {source}")
-        for source, table in catalog.dead_letter_table_names.items():
-            outputs[f"DeadLetterTableName{pascal(source)}"] = (table, f"dead-letter table of {source}")
+        for folder, table in catalog.dead_letter_table_names.items():
+            outputs[f"DeadLetterTableName{pascal(folder.replace('/', '-'))}"] = (table, f"dead-letter table of {folder}")
         if self.network is not None:
             outputs["VpcId"] = (self.network.vpc.vpc_id, "VPC of the Glue connections")
             outputs["GlueSecurityGroupId"] = (self.network.glue_security_group.security_group_id, "security group of Glue workers")

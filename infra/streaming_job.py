@@ -91,24 +91,57 @@ class CatalogNames:
 
 
 @dataclass(frozen=True)
+class CarriedDataset:
+    """One dataset a source carries: its files, its lake prefix and its lake table."""
+
+    dataset: Dataset
+    lake_prefix: str
+    lake_table_name: str
+
+
+@dataclass(frozen=True)
+class SourceRoute:
+    """A routed source's route (infra.config RouteConfig): the field, (value, dataset) pairs, and each dataset's
+    lake (glue_jobs/routed_batch.py writes each dataset's rows to its own lake)."""
+
+    field: str
+    values: tuple[tuple[str, str], ...]
+    datasets: tuple[CarriedDataset, ...]
+
+
+@dataclass(frozen=True)
 class JobSource:
-    """One source a streaming job runs: what it reads (a Kinesis stream or a Kafka topic), the dataset it carries,
-    where that dataset's rows, the source's dead letters and checkpoint go, and its catalog tables."""
+    """One source a streaming job runs: what it reads (a Kinesis stream or a Kafka topic), the dataset it carries
+    (or, routed, the datasets its route names), where the rows, the source's dead letters and checkpoint go, and its
+    catalog tables."""
 
     name: str
-    dataset: Dataset
+    dataset: Dataset | None
     locations: LakeLocations
     catalog: CatalogNames
     stream: kinesis.IStream | None = None
     kafka: KafkaSource | None = None
+    route: SourceRoute | None = None
 
     @property
     def source_type(self) -> str:
         return "kinesis" if self.stream is not None else "kafka"
 
     @property
+    def carried(self) -> tuple[CarriedDataset, ...]:
+        """Every dataset the source writes: its one, or its route's."""
+        if self.route is not None:
+            return self.route.datasets
+        return (CarriedDataset(self.dataset, self.locations.lake_prefix, self.catalog.lake_table_name),)
+
+    def lake_path_of(self, carried: CarriedDataset) -> str:
+        return f"s3://{self.locations.lake_bucket.bucket_name}/{carried.lake_prefix}"
+
+    @property
     def lake_path(self) -> str:
-        return f"s3://{self.locations.lake_bucket.bucket_name}/{self.locations.lake_prefix}"
+        if self.route is not None:
+            raise ValueError(f"source {self.name} is routed: each of its datasets has its own lake path")
+        return self.lake_path_of(self.carried[0])
 
     @property
     def dead_letter_path(self) -> str:
@@ -141,6 +174,14 @@ class StreamingJob(Construct):
         for source in sources:
             if (source.stream is None) == (source.kafka is None):
                 raise ValueError(f"streaming job {name}, source {source.name}: give exactly one of stream or kafka")
+            if (source.dataset is None) == (source.route is None):
+                raise ValueError(f"streaming job {name}, source {source.name}: give exactly one of dataset or route")
+            if source.route is not None and source.kafka is not None:
+                raise ValueError(f"streaming job {name}, source {source.name}: a Kafka source is not routed by a field")
+            iceberg = [c.dataset.name for c in source.carried if c.dataset.table_format == "iceberg"]
+            if source.route is not None and iceberg:
+                raise ValueError(f"streaming job {name}, source {source.name}: a routed source's datasets are Parquet "
+                                 f"datasets; {', '.join(iceberg)} is Iceberg here")
         stack = cdk.Stack.of(self)
         self.name = name
         self.source_types = {source.name: source.source_type for source in sources}
@@ -167,17 +208,13 @@ class StreamingJob(Construct):
         self.sources = tuple({
             "source_name": source.name,
             "source_type": source.source_type,
-            # The dataset the source carries, and its files' digest: the entrypoint refuses a zip whose files
-            # differ, and a dataset.json or schema change shows in the diff of every job that carries it.
-            "dataset": source.dataset.name,
-            "dataset_digest": source.dataset.digest,
-            "lake_path": source.lake_path,
+            **self._dataset_keys(source),
             "dead_letter_path": source.dead_letter_path,
             "checkpoint_path": source.checkpoint_path,
             **self._source_options(settings, source),
             **self._iceberg_keys(source),
         } for source in sources)
-        iceberg = any(source.dataset.table_format == "iceberg" for source in sources)
+        iceberg = any(c.dataset.table_format == "iceberg" for source in sources for c in source.carried)
         self.default_arguments = {
             "--environment": environment,
             "--catalog_database": first.catalog.database_name,
@@ -228,13 +265,29 @@ class StreamingJob(Construct):
             cfn_job = self.job.node.default_child
             cfn_job.maintenance_window = _maintenance_window(settings.maintenance_window)  # the L2 has no prop for it
 
+    @staticmethod
+    def _dataset_keys(source: JobSource) -> dict[str, str]:
+        """The dataset a source carries, and its files' digest: the entrypoint refuses a zip whose files differ, and a
+        dataset.json or schema change shows in the diff of every job that carries it. A routed source
+        (glue_jobs/glue_entry.py ROUTED_KEYS) names its field, its routes, and each dataset's digest and lake path
+        under keys of their own, so a change to one dataset shows as that key's change."""
+        if source.route is None:
+            return {"dataset": source.dataset.name, "dataset_digest": source.dataset.digest, "lake_path": source.lake_path}
+        keys = {"route_field": source.route.field,
+                "routes": json.dumps(dict(source.route.values), sort_keys=True, separators=(",", ":")),
+                "datasets": ",".join(c.dataset.name for c in source.route.datasets)}
+        for carried in source.route.datasets:
+            keys[f"dataset_digest.{carried.dataset.name}"] = carried.dataset.digest
+            keys[f"lake_path.{carried.dataset.name}"] = source.lake_path_of(carried)
+        return keys
+
     def _grant_storage(self, sources: Sequence[JobSource], glue_version: str) -> None:
         # Replays delete a batch's earlier partial output, so the job may delete under its prefixes.
         granted = set()
         for source in sources:
             where = source.locations
             for bucket, prefix in (
-                (where.lake_bucket, where.lake_prefix),
+                *((where.lake_bucket, carried.lake_prefix) for carried in source.carried),
                 (where.dead_letter_bucket, f"{where.dead_letter_prefix}/{source.name}"),
                 (where.checkpoint_bucket, f"{where.checkpoint_prefix}/{source.name}"),
             ):
@@ -271,7 +324,7 @@ class StreamingJob(Construct):
     def _iceberg_keys(source: JobSource) -> dict[str, str]:
         """An Iceberg dataset's source (glue_jobs/glue_entry.py ICEBERG_KEYS): the table it creates and commits to, and
         its location, a folder of the dataset's lake prefix (glue_jobs/schema.ICEBERG_TABLE_FOLDER)."""
-        if source.dataset.table_format != "iceberg":
+        if source.route is not None or source.dataset.table_format != "iceberg":
             return {}
         return {"lake_table": source.catalog.lake_table_name,
                 "lake_table_location": f"{source.lake_path}/{ICEBERG_TABLE_FOLDER}"}
@@ -283,7 +336,7 @@ class StreamingJob(Construct):
         def table(name: str) -> str:
             return f"{arn}:table/{database}/{name}"
 
-        iceberg = sorted({s.catalog.lake_table_name for s in sources if s.dataset.table_format == "iceberg"})
+        iceberg = sorted({c.lake_table_name for s in sources for c in s.carried if c.dataset.table_format == "iceberg"})
         if iceberg:
             # Iceberg's GlueCatalog creates the table on the job's first start (CREATE TABLE IF NOT EXISTS) and
             # commits each append as an UpdateTable of its metadata location (optimistic, on the table's version).
@@ -295,7 +348,7 @@ class StreamingJob(Construct):
                 resources=[f"{arn}:catalog", f"{arn}:database/{database}", *map(table, iceberg)],
             ))
         tables = [s.catalog.source_table_name for s in sources if s.catalog.source_table_name]
-        tables += [s.catalog.lake_table_name for s in sources]
+        tables += [c.lake_table_name for s in sources for c in s.carried]
         self.role.add_to_principal_policy(
             iam.PolicyStatement(
                 sid="ReadOwnCatalogTables",

@@ -349,7 +349,7 @@ def _produce_source(args, env) -> str:
     """--source as given (checked), or the one source of --dataset in the environment."""
     if args.source is not None:
         return env.check_source(args.source)
-    carrying = [source for source, dataset in env.config.source_datasets.items() if dataset == args.dataset]
+    carrying = list(env.config.sources_of(args.dataset))
     if len(carrying) > 1 and set(carrying) <= set(env.config.msk.source_names):
         return carrying[0]  # the partition groups' jobs of one topic: the records go to that topic either way
     if len(carrying) != 1:
@@ -427,7 +427,8 @@ def _produce_kafka(args, env, clients, outputs, items, stamp: str) -> int:
     from operations import kafka_producer
     from operations.producer import DeadLetters
 
-    dataset = datasets.load(env.config.source_datasets[args.source])
+    (name,) = env.config.carried[args.source]  # a Kafka source carries one dataset
+    dataset = datasets.load(name)
     version_id = kafka_producer.newest_registered(
         clients.glue, registry_name=outputs.schema_registry(), schema_name=outputs.dataset_schema(dataset.name),
         dataset=dataset)
@@ -466,7 +467,7 @@ def _schema_evolve(args) -> int:
     from operations.resources import load_environment
 
     env = load_environment(args.environment, args.config)
-    bound = sorted(set(env.config.source_datasets.values()))
+    bound = list(env.config.datasets)
     name = args.dataset
     if name is None:
         if len(bound) != 1:
@@ -483,13 +484,14 @@ def _schema_evolve(args) -> int:
     schema_file = args.schema_file or str(repo / schema_evolution.newest_file(dataset))
     schema_evolution.read_schema_file(schema_file)  # a bad file fails before any AWS call
     env, clients, outputs = _context(args)
-    sources = [s for s, bound_to in env.config.source_datasets.items() if bound_to == name]
+    sources = list(env.config.sources_of(name))
     targets = schema_evolution.Targets(
         dataset=dataset,
         registry=outputs.schema_registry(),
         schema_name=outputs.dataset_schema(name),
         database=outputs.catalog_database(),
-        source_tables={s: outputs.source_table(s) for s in sources if s in env.kinesis_sources()},
+        # a routed stream's table holds its route field only (infra/catalog.py): no dataset's schema to evolve there
+        source_tables={s: outputs.source_table(s) for s in sources if s in env.kinesis_sources() and s not in env.config.routes},
         lake_table=outputs.dataset_lake_table(name),
         streaming_jobs={s: outputs.streaming_job(s) for s in sources},
     )

@@ -98,12 +98,33 @@ class StorageConfig:
 
 
 @dataclass(frozen=True)
+class RouteConfig:
+    """A routed stream's `route` (docs/datasets.md "One stream, several datasets"): the field read from each record
+    (a path, `type` or `meta.type`) and, per value, the dataset records with that value belong to."""
+
+    field: str
+    values: tuple[tuple[str, str], ...]  # (value, dataset), sorted by value
+
+    @property
+    def datasets(self) -> tuple[str, ...]:
+        return tuple(sorted({dataset for _, dataset in self.values}))
+
+
+@dataclass(frozen=True)
 class KinesisStreamConfig:
     name: str
     capacity_mode: str
     shard_count: int | None
     retention_hours: int
-    dataset: str  # the dataset its records are (datasets/<dataset>/)
+    dataset: str | None  # the dataset its records are (datasets/<dataset>/); None for a routed stream
+    route: RouteConfig | None = None  # a routed stream: its records are several datasets, routed by a field
+
+    @property
+    def datasets(self) -> tuple[str, ...]:
+        """The datasets the stream carries: its `dataset`, or its route's."""
+        if self.route is not None:
+            return self.route.datasets
+        return (self.dataset,) if self.dataset else ()
 
 
 @dataclass(frozen=True)
@@ -295,15 +316,25 @@ class EnvironmentConfig:
         return next(job for job in self.job_groups if source in job.sources)
 
     @property
-    def source_datasets(self) -> dict[str, str]:
-        """{source name: the dataset it carries} for every source with a streaming job."""
-        datasets = {s.name: s.dataset for s in self.kinesis_streams}
-        return datasets | {source: self.msk.dataset for source in self.msk.source_names}
+    def carried(self) -> dict[str, tuple[str, ...]]:
+        """{source name: the datasets it carries} for every source with a streaming job: one, or a routed stream's
+        several (`routes`)."""
+        datasets = {s.name: s.datasets for s in self.kinesis_streams}
+        return datasets | {source: (self.msk.dataset,) for source in self.msk.source_names}
+
+    @property
+    def routes(self) -> dict[str, RouteConfig]:
+        """{source name: its route} for every routed source."""
+        return {s.name: s.route for s in self.kinesis_streams if s.route is not None}
+
+    def sources_of(self, dataset: str) -> tuple[str, ...]:
+        """The sources that carry `dataset`, in source order."""
+        return tuple(source for source, datasets in self.carried.items() if dataset in datasets)
 
     @property
     def datasets(self) -> tuple[str, ...]:
         """The datasets some source of the environment carries, sorted: each gets its lake table."""
-        return tuple(sorted(set(self.source_datasets.values())))
+        return tuple(sorted({d for datasets in self.carried.values() for d in datasets}))
 
 
 @dataclass(frozen=True)

@@ -90,6 +90,7 @@ def _cross_checks(env: EnvironmentConfig, problems: list[str]) -> None:
                 f"{n}.table_formats: {dataset!r} is no dataset of this environment (its sources carry: "
                 f"{', '.join(env.datasets)})"
             )
+    _routed_stream_checks(n, env, problems)
     created = env.lake_formation.iceberg_tables_created
     for dataset in created:
         if dataset not in env.datasets:
@@ -180,3 +181,18 @@ def _compaction_schedule_checks(n: str, c: CompactionConfig, problems: list[str]
             f"most {interval - wait - COMPACTION_SCHEDULE_MARGIN_MINUTES} (the next trigger would find it running "
             "and fail)"
         )
+
+
+def _routed_stream_checks(n: str, env: EnvironmentConfig, problems: list[str]) -> None:
+    """A routed stream's datasets are Parquet ones here (its job writes each with glue_jobs/routed_batch.py, which
+    the Glue entrypoint gives no Iceberg table yet)."""
+    from glue_jobs import datasets
+
+    known = datasets.names()
+    for i, stream in enumerate(env.kinesis_streams):
+        if stream.route is None:
+            continue
+        for dataset in stream.route.datasets:
+            if dataset in known and env.table_format(dataset, datasets.load(dataset).table_format) == "iceberg":
+                problems.append(f"{n}.kinesis_streams[{i}].route.values: dataset {dataset!r} is Iceberg in this "
+                                "environment; a routed stream carries Parquet datasets (route it from a stream of its own)")

@@ -42,6 +42,7 @@ from infra.config.model import (
     MskConfig,
     NetworkConfig,
     ReadersConfig,
+    RouteConfig,
     StorageConfig,
     StreamingJobConfig,
     StreamingJobGroup,
@@ -115,12 +116,45 @@ def _storage(r: _Reader) -> StorageConfig:
     return cfg
 
 
+def item_keys(item: Any) -> tuple[str, ...]:
+    return tuple(item) if isinstance(item, dict) else ()
+
+
 def _dataset(r: _Reader) -> str:
     """A source's `dataset`: the name of a folder under datasets/ (glue_jobs.datasets, which checks its files)."""
     from glue_jobs import datasets
 
     known = datasets.names()
     return r.string("dataset", choices=known)
+
+
+def _route(s: _Reader) -> RouteConfig | None:
+    """A stream's `route`: {"field": a path, "values": {value: dataset}} (docs/datasets.md "One stream, several
+    datasets"). The job's own route table checks the form (glue_jobs/decoding/routes.py RouteTable.of), and each
+    dataset's newest schema must declare the field as a string or an enum holding the values routed to it."""
+    from glue_jobs import datasets
+    from glue_jobs.decoding.routes import RouteError, RouteTable
+
+    found, value = s._take("route", None, required=False)
+    if not found or value is None:
+        return None
+    where = f"{s.path}.route"
+    if not isinstance(value, dict) or set(value) != {"field", "values"}:
+        s.problems.append(f"{where}: {value!r} must be an object of exactly `field` (a path such as type or meta.type) "
+                          "and `values` ({value: dataset})")
+        return None
+    try:
+        table = RouteTable.of(value["field"], value["values"], field_key=f"{where}.field", values_key=f"{where}.values")
+    except RouteError as error:
+        s.problems.append(str(error))
+        return None
+    known = datasets.names()
+    unknown = [d for d in table.datasets if d not in known]
+    for dataset in unknown:
+        s.problems.append(f"{where}.values: {dataset!r} is not a dataset (datasets/: {', '.join(known)})")
+    if not unknown:
+        s.problems.extend(f"{where}: {problem}" for problem in table.problems({d: datasets.load(d) for d in table.datasets}))
+    return RouteConfig(table.field, table.routes)
 
 
 def _kinesis_streams(r: _Reader) -> tuple[KinesisStreamConfig, ...]:
@@ -140,8 +174,12 @@ def _kinesis_streams(r: _Reader) -> tuple[KinesisStreamConfig, ...]:
             shard_count=s.integer("shard_count", minimum=1, maximum=10000, optional=True),
             # Kinesis retention: 24 hours to 365 days (8760 hours).
             retention_hours=s.integer("retention_hours", minimum=24, maximum=8760),
-            dataset=_dataset(s),
+            dataset=None if "route" in item_keys(item) else _dataset(s),
+            route=_route(s),
         )
+        if "route" in item_keys(item) and "dataset" in item_keys(item):
+            s.used.add("dataset")
+            s.fail("dataset", item["dataset"], "must be left out of a routed stream: its `route` names its datasets")
         if mode == "provisioned" and stream.shard_count is None:
             s.fail("shard_count", None, "is required when capacity_mode is 'provisioned'")
         if mode == "on_demand" and stream.shard_count is not None:

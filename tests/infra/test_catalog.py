@@ -26,7 +26,7 @@ def built():
     catalog = Catalog(
         stack, "Catalog", project="streamlake", environment="qa",
         lake_bucket=lake, datasets=[datasets.load("clickstream")],
-        source_datasets={"clickstream": "clickstream", "orders": "clickstream"}, dead_letter_bucket=dead, dead_letter_prefix="dead_letters",
+        carried={"clickstream": ("clickstream",), "orders": ("clickstream",)}, routed={}, dead_letter_bucket=dead, dead_letter_prefix="dead_letters",
         dead_letter_retention_days=365, streams={"clickstream": stream},
         removal_policy=cdk.RemovalPolicy.RETAIN,
     )
@@ -152,7 +152,7 @@ def orders_built():
     lake = s3.Bucket(stack, "Lake")
     catalog = Catalog(
         stack, "Catalog", project="streamlake", environment="qa", lake_bucket=lake,
-        datasets=[datasets.load("orders")], source_datasets={"orders": "orders"}, dead_letter_bucket=s3.Bucket(stack, "Dead"),
+        datasets=[datasets.load("orders")], carried={"orders": ("orders",)}, routed={}, dead_letter_bucket=s3.Bucket(stack, "Dead"),
         dead_letter_prefix="dead_letters", dead_letter_retention_days=365, streams={},
         removal_policy=cdk.RemovalPolicy.RETAIN,
     )

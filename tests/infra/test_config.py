@@ -32,7 +32,7 @@ def test_shipped_config_declares_dev_staging_prod_with_defaults_merged():
     assert prod.kinesis_streams[0].shard_count == 8 and dev.kinesis_streams[0].capacity_mode == "on_demand"
     assert dev.source_names == ("clickstream", "orders")  # orders as JSON on Kinesis in dev
     assert prod.source_names == ("clickstream", "orders")  # orders as Avro on MSK in staging and prod
-    assert dev.source_datasets == prod.source_datasets == {"clickstream": "clickstream", "orders": "orders"}
+    assert dev.carried == prod.carried == {"clickstream": ("clickstream",), "orders": ("orders",)}
 
 
 def _problems(raw: dict, env: str, dotted: str, value) -> list[str]:
@@ -103,7 +103,7 @@ def test_partition_groups_make_one_kafka_source_per_group_with_its_partitions_an
     Spark partition per executor core (prod: 10 G.1X workers, 9 executors x 4 vCPUs) when the job reads fewer."""
     prod = parse_config(update_raw(raw, "prod", "msk.partition_groups", [[0, 1, 2, 3], [4, 5, 6, 7, 8, 9, 10, 11]])).get("prod")
     assert prod.source_names == ("clickstream", "orders-p0", "orders-p1")
-    assert prod.source_datasets == {"clickstream": "clickstream", "orders-p0": "orders", "orders-p1": "orders"}
+    assert prod.carried == {"clickstream": ("clickstream",), "orders-p0": ("orders",), "orders-p1": ("orders",)}
     assert [prod.msk.partitions_of(s) for s in prod.msk.source_names] == [(0, 1, 2, 3), (4, 5, 6, 7, 8, 9, 10, 11)]
     assert [prod.msk.min_partitions_for(s, "G.1X", 10) for s in prod.msk.source_names] == [36, 36]
     assert prod.msk.min_partitions_for("orders-p0", "G.1X", 2) is None  # 4 cores, 4 partitions: nothing to raise

@@ -43,7 +43,7 @@ def test_three_named_queries_and_a_reader_policy_per_dataset(templates, environm
         assert all(q["WorkGroup"] == f"streamlake-{environment}-readers" for q in mine.values())
         table = "events" if dataset == "clickstream" else dataset
         assert f'"{table}"' in mine["rows per hour"]["QueryString"] and f'"{table}"' in mine["freshness"]["QueryString"]
-        sources = [s for s, d in config.source_datasets.items() if d == dataset]
+        sources = list(config.sources_of(dataset))
         assert all(f'"dead_letters_{s}"' in mine["dead letters by reason"]["QueryString"] for s in sources)
 
         (policy_id,) = [k for k in _of_type(template, "AWS::IAM::ManagedPolicy")

@@ -301,3 +301,59 @@ def test_a_source_bound_to_one_dataset_does_not_become_routed_on_its_checkpoint(
     with pytest.raises(OwnershipError, match=r"checkpoint .*/cp belongs to datasets page_views, source events, not to "
                                              r"routed_by kind, source events"):
         _writer(spark, tmp_path, routed)
+
+
+def test_the_glue_entrypoint_runs_a_routed_source_from_the_keys_the_stack_writes(spark, tmp_path, routed):
+    """The `--sources` entry of a routed Kinesis source (infra/streaming_job.py, glue_jobs/job_arguments.py ROUTED_KEYS):
+    accepted as the stack writes it, refused naming the key where it could not run; each dataset's digest checked
+    against the zip's files; the writer built from it puts each dataset's rows in the lake path its key names, the dead
+    letters under the source's folder, and publishes each dataset's share and the unroutable records."""
+    from glue_jobs import glue_entry
+    from glue_jobs.metrics import UNROUTABLE_RECORDS, metric_data
+
+    names = sorted(ROUTES.values())
+    source = {"source_name": "events", "source_type": "kinesis", "route_field": "kind", "routes": json.dumps(ROUTES),
+              "datasets": ",".join(names), "dead_letter_path": str(tmp_path / "dead"),
+              "checkpoint_path": str(tmp_path / "cp"), "starting_position": "TRIM_HORIZON",
+              "max_fetch_records_per_shard": "100000", "max_fetch_time_ms": "2000", "source_table": "source_events",
+              "min_partitions": "2",
+              **{f"dataset_digest.{n}": datasets.load(n).digest for n in names},
+              **{f"lake_path.{n}": str(tmp_path / "lakes" / f"{n}-lake") for n in names}}
+    (args,) = glue_entry.job_sources({"sources": json.dumps([source]), "environment": "dev"})
+    refused = {
+        r"missing key\(s\) \['lake_path.page_views'\]": {k: v for k, v in source.items() if k != "lake_path.page_views"},
+        r"unknown key\(s\) \['dataset'\]": {**source, "dataset": "page_views"},
+        "a routed source is a Kinesis one": {**source, "source_type": "kafka"},
+    }
+    for message, bad in refused.items():
+        with pytest.raises(ValueError, match=message):
+            glue_entry.job_sources({"sources": json.dumps([bad])})
+    with pytest.raises(ValueError, match="dataset checkouts: the job zip's files have digest"):
+        glue_entry.dataset_table({**args, "dataset_digest.checkouts": "0" * 64})
+    with pytest.raises(ValueError, match=r"routes name datasets \['checkouts', 'page_views'\], datasets says"):
+        glue_entry.dataset_table({**args, "routes": json.dumps({"checkout": "checkouts", "page_view": "page_views"})})
+    routes = glue_entry.dataset_table(args)
+    assert routes == routed
+
+    class Published:
+        def __init__(self):
+            self.data = []
+
+        def emit(self, stats):
+            self.data += metric_data(stats, "dev", routed=True)
+
+    published = Published()
+    (tmp_path / "cp").mkdir()  # what the query writes when it starts: the stream id the file names carry
+    (tmp_path / "cp" / "metadata").write_text('{"id":"abcd1234-0000-4000-8000-000000000000"}\n')
+    writer = glue_entry.routed_writer(spark, args, routes, published)
+    every = writer(json_envelope(spark, PAYLOADS, source="events", arrival_ms=int(NOW * 1000)), 0, frame_anomalies=1)
+    lakes = {n: sorted(r.event_id for r in spark.read.parquet(str(tmp_path / "lakes" / f"{n}-lake")).collect()) for n in names}
+    assert lakes == {"checkouts": ["c1"], "page_views": ["p1", "p2"], "sensor_readings": ["r1"]}
+    assert [r[1] for r in _dead(spark, tmp_path / "dead" / "checkouts")] == ["out_of_range"]
+    assert len(_dead(spark, tmp_path / "dead" / "unroutable")) == 4
+    parts = {d["Dimensions"][1]["Value"]: d["Value"] for d in published.data
+             if d["MetricName"] == "RecordsIn" and len(d["Dimensions"]) == 3}
+    (unroutable,) = [d["Value"] for d in published.data if d["MetricName"] == UNROUTABLE_RECORDS]
+    assert parts == {"checkouts": 2, "page_views": 3, "sensor_readings": 2} and unroutable == 4
+    assert sum(parts.values()) + unroutable == len(PAYLOADS)  # the parts and the unroutable reconcile with the batch
+    assert [s.frame_anomalies for s in every] == [0, 0, 0, 1]  # the frame's, counted once, with the part every batch has
