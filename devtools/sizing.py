@@ -495,9 +495,21 @@ def sized_streams(env, rec: Recommendation, stream: str | None, dataset: str | N
     entry = {"name": stream, "dataset": dataset or (old or {}).get("dataset") or "<dataset: --dataset>",
              "capacity_mode": "provisioned", "shard_count": rec.kinesis_shards,
              "retention_hours": retention_hours or (old or {}).get("retention_hours") or 24}
-    order = ("name", "dataset", "capacity_mode", "shard_count", "retention_hours")
-    listed = [entry if s["name"] == stream else {k: s[k] for k in order} for s in current]
+    if old is not None and old.get("route") and dataset is None:  # a routed stream keeps its route
+        entry = {**_as_config(old), "capacity_mode": "provisioned", "shard_count": rec.kinesis_shards,
+                 "retention_hours": entry["retention_hours"]}
+    listed = [entry if s["name"] == stream else _as_config(s) for s in current]
     return listed if old is not None else [*listed, entry]
+
+
+def _as_config(stream: dict) -> dict:
+    """A `kinesis_streams` entry as the config file spells it, from its dataclass's fields: a routed stream's `route`
+    (field and {value: dataset}) in place of `dataset`."""
+    entry = {k: stream[k] for k in ("name", "dataset", "capacity_mode", "shard_count", "retention_hours")}
+    if stream.get("route"):
+        del entry["dataset"]
+        entry["route"] = {"field": stream["route"]["field"], "values": dict(stream["route"]["values"])}
+    return entry
 
 
 def render_text(load: Load, rec: Recommendation, streams: list[dict] | None = None) -> str:

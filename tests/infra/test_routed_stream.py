@@ -160,3 +160,17 @@ def test_a_dataset_joining_the_route_is_added_in_the_diff_and_nothing_is_replace
     paths = [path for path, _, _ in job.changes]
     assert {"Properties.DefaultArguments.--sources.events.routes", "Properties.DefaultArguments.--sources.events.datasets",
             "Properties.DefaultArguments.--sources.events.dataset_digest.sensor_readings"} <= set(paths)
+
+
+def test_sizing_a_routed_stream_keeps_its_route_in_the_fragment_to_paste(team):
+    """`streamlake sizing --environment dev --stream events` prints the whole kinesis_streams list to paste: the routed
+    stream keeps its route (not a `dataset` of null), and the list, pasted, is a valid config."""
+    from devtools.sizing import Load, recommend, sized_streams
+
+    raw = routed_config()
+    rec = recommend(Load(events_per_second=500, record_kb=1, latency_seconds=60, records_per_core_per_second=2000))
+    streams = sized_streams(parse_config(raw).get("dev"), rec, "events", None, None)
+    (events,) = [s for s in streams if s["name"] == "events"]
+    assert "dataset" not in events and events["route"] == STREAM["route"] and events["shard_count"] == rec.kinesis_shards
+    raw["environments"]["dev"]["kinesis_streams"] = streams
+    assert parse_config(raw).get("dev").routes["events"].datasets == ("checkouts", "page_views")
