@@ -512,6 +512,42 @@ def _as_config(stream: dict) -> dict:
     return entry
 
 
+def dataset_shares(stream: str | None, rates: dict[str, float], env: EnvironmentConfig | None) -> list[str]:
+    """The lines that state a routed stream's load per dataset (`--dataset-rate`): its rate is their sum. Refuses
+    rates of a stream that carries one dataset, or of datasets other than its route's, naming the option."""
+    if not rates:
+        return []
+    if stream is None:
+        raise SizingError("--dataset-rate describes a routed stream's datasets: give --stream too")
+    route = env.routes.get(stream) if env is not None else None
+    if env is not None and route is None:
+        raise SizingError(f"--dataset-rate: stream {stream!r} of environment {env.name!r} is not routed (it carries "
+                          f"{', '.join(env.carried.get(stream, ())) or 'nothing yet'}); give --events-per-second")
+    if route is not None and set(rates) != set(route.datasets):
+        raise SizingError(f"--dataset-rate names {', '.join(sorted(rates))}; stream {stream!r} routes to "
+                          f"{', '.join(route.datasets)}: give each of them once")
+    total = sum(rates.values())
+    return [f"routed stream {stream}: {total:g} records/s, the sum of its datasets'"] + [
+        f"  {name:20} {rate:g} records/s ({rate / total:.0%})" for name, rate in sorted(rates.items())]
+
+
+def parse_dataset_rates(texts: list[str]) -> dict[str, float]:
+    """`--dataset-rate DATASET=RECORDS_PER_SECOND` values, each dataset once, each rate above 0."""
+    rates: dict[str, float] = {}
+    for text in texts:
+        name, _, value = text.partition("=")
+        try:
+            rate = float(value)
+        except ValueError:
+            rate = float("nan")
+        if not name or not rate > 0:
+            raise SizingError(f"--dataset-rate {text!r} is not DATASET=RECORDS_PER_SECOND with a rate above 0")
+        if name in rates:
+            raise SizingError(f"--dataset-rate names {name!r} twice")
+        rates[name] = rate
+    return rates
+
+
 def render_text(load: Load, rec: Recommendation, streams: list[dict] | None = None) -> str:
     lines = [
         f"load: {load.events_per_second:g} events/s x {load.record_kb:g} KB, latency target {load.latency_seconds:g} s, "
@@ -620,6 +656,9 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
                                          "whole (with --environment, the environment's whole kinesis_streams list)")
     parser.add_argument("--dataset", help="the dataset that stream carries (kept from the environment's config when the "
                                           "stream is there)")
+    parser.add_argument("--dataset-rate", action="append", default=[], metavar="DATASET=RECORDS_PER_SECOND",
+                        help="a routed stream's load per dataset (repeat per dataset its route names): the stream's "
+                             "rate is their sum, instead of --events-per-second, and each dataset's share is printed")
     parser.add_argument("--retention-hours", type=int, default=None,
                         help="the stream's retention in the fragment (default: the environment's for that stream, else "
                              "24, Kinesis' minimum)")
@@ -663,6 +702,14 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return 2
         return 0
+    try:
+        rates = parse_dataset_rates(args.dataset_rate)
+    except SizingError as exc:
+        parser.error(str(exc))
+    if rates and args.events_per_second is not None:
+        parser.error("--events-per-second and --dataset-rate: give one (a routed stream's rate is its datasets' sum)")
+    if rates:
+        args.events_per_second = sum(rates.values())
     missing = [f"--{name.replace('_', '-')}" for name in ("events_per_second", "record_kb", "latency_seconds")
                if getattr(args, name) is None]
     if missing:
@@ -679,11 +726,15 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
             rec.warnings = check_environment(env, load, rec)
         else:
             rec = recommend(load, glue_version=args.glue_version)
+        shares = dataset_shares(args.stream, rates, env)
     except (SizingError, ConfigError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     streams = sized_streams(env, rec, args.stream, args.dataset, args.retention_hours)
-    print(json.dumps(asdict(rec), indent=2) if args.json else render_text(load, rec, streams))
+    if args.json:
+        print(json.dumps({**asdict(rec), **({"dataset_rates": rates} if rates else {})}, indent=2))
+    else:
+        print("\n".join([*shares, render_text(load, rec, streams)]))
     return 1 if rec.warnings else 0
 
 

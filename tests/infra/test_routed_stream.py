@@ -174,3 +174,26 @@ def test_sizing_a_routed_stream_keeps_its_route_in_the_fragment_to_paste(team):
     assert "dataset" not in events and events["route"] == STREAM["route"] and events["shard_count"] == rec.kinesis_shards
     raw["environments"]["dev"]["kinesis_streams"] = streams
     assert parse_config(raw).get("dev").routes["events"].datasets == ("checkouts", "page_views")
+
+
+def test_sizing_a_routed_stream_sums_its_datasets_rates_and_states_each_share(team, monkeypatch, capsys):
+    from devtools import sizing
+
+    monkeypatch.setattr(sizing, "load_config", lambda: parse_config(routed_config()))
+    common = ["--environment", "dev", "--stream", "events", "--record-kb", "1", "--latency-seconds", "60",
+              "--records-per-core-per-second", "2000"]
+    sizing.main([*common, "--dataset-rate", "page_views=400", "--dataset-rate", "checkouts=100"])
+    out = capsys.readouterr().out
+    assert "routed stream events: 500 records/s, the sum of its datasets'" in out
+    assert "page_views           400 records/s (80%)" in out and "checkouts            100 records/s (20%)" in out
+    assert "load: 500 events/s x 1 KB" in out  # sized on the sum
+    assert sizing.main([*common, "--dataset-rate", "page_views=400"]) == 2
+    assert "--dataset-rate names page_views; stream 'events' routes to checkouts, page_views" in capsys.readouterr().err
+    clicks = [*common[:3], "clickstream", *common[4:], "--dataset-rate", "clickstream=10"]
+    assert sizing.main(clicks) == 2
+    assert "stream 'clickstream' of environment 'dev' is not routed (it carries clickstream)" in capsys.readouterr().err
+    for bad, message in ((["--dataset-rate", "page_views"], "is not DATASET=RECORDS_PER_SECOND"),
+                         (["--dataset-rate", "page_views=1", "--events-per-second", "5"], "give one")):
+        with pytest.raises(SystemExit):
+            sizing.main([*common, *bad])
+        assert message in capsys.readouterr().err
