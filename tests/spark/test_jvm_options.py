@@ -3,6 +3,10 @@ as subprocesses get SUBPROCESS_JVM_OPTIONS, both through Spark's launcher (SPARK
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from tests.spark_session import (
     DEVELOPERS_JVM_OPTIONS,
     SESSION_JVM_OPTIONS,
@@ -12,8 +16,13 @@ from tests.spark_session import (
 
 
 def _jvm_arguments(spark) -> list[str]:
-    bean = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
-    return list(bean.getInputArguments())
+    """The JVM's command line, read from /proc (the RuntimeMXBean's implementation class is not reachable through
+    py4j on every line: Spark 3.3's refused it)."""
+    pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+    cmdline = Path(f"/proc/{pid}/cmdline")
+    if not cmdline.exists():
+        pytest.skip("no /proc here to read the JVM's command line from")
+    return cmdline.read_bytes().decode().split("\0")
 
 
 def test_the_shared_session_keeps_the_default_jit_and_subprocesses_get_the_short_lived_options(spark):
