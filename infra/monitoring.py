@@ -384,44 +384,36 @@ class Monitoring(Construct):
     def _unroutable_alarm(self, source: str) -> None:
         """The share of a routed source's records no route took (its unroutable dead letters: a producer's new type
         no dataset claims, a record without the field), over the dead-letter threshold for 10 minutes."""
-        s = self.settings
-        rate = cw.MathExpression(
-            expression="IF(FILL(records, 0) > 0, 100 * FILL(unroutable, 0) / records, 0)",
-            using_metrics={"records": self._app_metric(RECORDS_IN, source, period=FIVE_MINUTES),
-                           "unroutable": self._app_metric(UNROUTABLE_RECORDS, source, period=FIVE_MINUTES)},
-            label=f"{source} unroutable %",
-            period=FIVE_MINUTES,
-        )
-        self._alarm(
+        self._percent_alarm(
             f"UnroutableShare{pascal(source)}",
-            metric=rate,
-            threshold=s.dead_letter_percent,
-            periods=2,
-            description=f"Routed source {source}: more than {s.dead_letter_percent}% of records went to no dataset for 10 "
-                        "minutes (its dead letters, reason unroutable, say which values).",
+            expression="IF(FILL(records, 0) > 0, 100 * FILL(unroutable, 0) / records, 0)",
+            using={"records": self._app_metric(RECORDS_IN, source, period=FIVE_MINUTES),
+                   "unroutable": self._app_metric(UNROUTABLE_RECORDS, source, period=FIVE_MINUTES)},
+            label=f"{source} unroutable %",
+            description=f"Routed source {source}: more than {self.settings.dead_letter_percent}% of records went to no "
+                        "dataset for 10 minutes (its dead letters, reason unroutable, say which values).",
         )
+
+    def _percent_alarm(self, key: str, *, expression: str, using: dict[str, cw.IMetric], label: str,
+                       description: str) -> None:
+        """A share in percent over 5 minutes, above `dead_letter_percent` for two periods."""
+        rate = cw.MathExpression(expression=expression, using_metrics=using, label=label, period=FIVE_MINUTES)
+        self._alarm(key, metric=rate, threshold=self.settings.dead_letter_percent, periods=2, description=description)
 
     def _dead_letter_alarm(self, dataset: str, sources: tuple[str, ...]) -> None:
         """The share of the dataset's records dead-lettered, over all its sources (one source: that source's share,
         with the expression and ids this alarm had when it was per source)."""
-        s = self.settings
         records, using = self._sum_of(RECORDS_IN, sources, "records", FIVE_MINUTES, dataset)
         dead, dead_using = self._sum_of(DEAD_LETTERS, sources, "dead", FIVE_MINUTES, dataset)
         filled = f"FILL({records}, 0)" if len(sources) == 1 else records
         dead_filled = f"FILL({dead}, 0)" if len(sources) == 1 else dead
-        rate = cw.MathExpression(
-            expression=f"IF({filled} > 0, 100 * {dead_filled} / {records}, 0)",
-            using_metrics={**using, **dead_using},
-            label=f"{dataset} dead-letter %",
-            period=FIVE_MINUTES,
-        )
-        self._alarm(
+        self._percent_alarm(
             f"DeadLetterRate{pascal(dataset)}",
-            metric=rate,
-            threshold=s.dead_letter_percent,
-            periods=2,
-            description=f"Dataset {dataset} ({', '.join(sources)}): more than {s.dead_letter_percent}% of records "
-                        "dead-lettered for 10 minutes.",
+            expression=f"IF({filled} > 0, 100 * {dead_filled} / {records}, 0)",
+            using={**using, **dead_using},
+            label=f"{dataset} dead-letter %",
+            description=f"Dataset {dataset} ({', '.join(sources)}): more than {self.settings.dead_letter_percent}% of "
+                        "records dead-lettered for 10 minutes.",
         )
 
     def _no_data_alarm(self, dataset: str, sources: tuple[str, ...]) -> None:
