@@ -1,5 +1,5 @@
 """The sources of a streaming Glue job as a synthesized template holds them, for readers of the template (make diff,
-the tests): `--sources` is one JSON string (glue_jobs/glue_entry.py SOURCE_KEYS), which CloudFormation joins from text
+the tests): `--sources` is one JSON string (glue_jobs/job_arguments.py SOURCE_KEYS), which CloudFormation joins from text
 and references (bucket names, bootstrap brokers) with Fn::Join. Read back, each value is the text it was, or the
 reference itself where a value is one reference, or an Fn::Join of its text and references.
 """

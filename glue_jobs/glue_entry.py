@@ -103,7 +103,8 @@ def dataset_table(args: dict[str, str]):
     from glue_jobs.lake.lake_table import LakeTable
 
     routed = routed_datasets(args)
-    for name, digest in ((name, args[f"dataset_digest.{name}"]) for name in routed) if routed else [(args["dataset"], args["dataset_digest"])]:
+    digests = {name: args[f"dataset_digest.{name}"] for name in routed} if routed else {args["dataset"]: args["dataset_digest"]}
+    for name, digest in digests.items():
         table = LakeTable.of(name)
         if table.dataset.digest != digest:
             raise ValueError(f"dataset {table.name}: the job zip's files have digest {table.dataset.digest}, the job "

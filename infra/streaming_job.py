@@ -222,7 +222,7 @@ class StreamingJob(Construct):
             "--batch_max_retries": str(settings.batch_max_retries),
             "--metrics_namespace": METRICS_NAMESPACE,
             "--metrics_region": cdk.Aws.REGION,
-            # Each source the job runs, one JSON object each (glue_jobs/glue_entry.py SOURCE_KEYS); the bucket names
+            # Each source the job runs, one JSON object each (glue_jobs/job_arguments.py SOURCE_KEYS); the bucket names
             # and bootstrap brokers in it are CloudFormation references, joined into the string at deploy time.
             "--sources": json.dumps(list(self.sources), separators=(",", ":")),
             # Glue's Iceberg jars ("Using the Iceberg framework in AWS Glue") for a job with an Iceberg dataset.
@@ -269,7 +269,7 @@ class StreamingJob(Construct):
     def _dataset_keys(source: JobSource) -> dict[str, str]:
         """The dataset a source carries, and its files' digest: the entrypoint refuses a zip whose files differ, and a
         dataset.json or schema change shows in the diff of every job that carries it. A routed source
-        (glue_jobs/glue_entry.py ROUTED_KEYS) names its field, its routes, and each dataset's digest and lake path
+        (glue_jobs/job_arguments.py ROUTED_KEYS) names its field, its routes, and each dataset's digest and lake path
         under keys of their own, so a change to one dataset shows as that key's change."""
         if source.route is None:
             return {"dataset": source.dataset.name, "dataset_digest": source.dataset.digest, "lake_path": source.lake_path}
@@ -322,7 +322,7 @@ class StreamingJob(Construct):
 
     @staticmethod
     def _iceberg_keys(source: JobSource) -> dict[str, str]:
-        """An Iceberg dataset's source (glue_jobs/glue_entry.py ICEBERG_KEYS): the table it creates and commits to, and
+        """An Iceberg dataset's source (glue_jobs/job_arguments.py ICEBERG_KEYS): the table it creates and commits to, and
         its location, a folder of the dataset's lake prefix (glue_jobs/schema.ICEBERG_TABLE_FOLDER)."""
         if source.route is not None or source.dataset.table_format != "iceberg":
             return {}

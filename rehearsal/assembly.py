@@ -47,7 +47,7 @@ class GlueJob:
 
     @property
     def sources(self) -> list[JobSource]:
-        """A streaming job's sources (`--sources`, glue_jobs/glue_entry.py job_sources), in order; none for a batch job."""
+        """A streaming job's sources (`--sources`, glue_jobs/job_arguments.py job_sources), in order; none for a batch job."""
         if "--sources" not in self.arguments:
             return []
         job = {name: value for name, value in self.arguments.items() if name != "--sources"}
