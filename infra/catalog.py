@@ -128,7 +128,7 @@ class Catalog(Construct):
         self.tables: dict[str, glue.CfnTable] = {}
         by_name = {d.name: d for d in datasets}
         for source_name, stream in streams.items():
-            self._kinesis_table(source_name, stream, [by_name[d] for d in carried[source_name]], routed.get(source_name))
+            self._kinesis_table(source_name, stream, by_name[carried[source_name][0]], routed.get(source_name))
 
         # One lake table per dataset some source carries, under the dataset's own prefix.
         self.lake_table_names: dict[str, str] = {}
@@ -258,8 +258,7 @@ class Catalog(Construct):
         self.lake_table_names[dataset.name] = name
         self.lake_locations[dataset.name] = location
 
-    def _kinesis_table(self, source_name: str, stream: kinesis.IStream, datasets: Sequence[Dataset],
-                       route_field: str | None) -> None:
+    def _kinesis_table(self, source_name: str, stream: kinesis.IStream, dataset: Dataset, route_field: str | None) -> None:
         """The stream's source table. Its columns: the dataset's; a routed stream's, its route field (a string along
         its path: the field is a string or an enum in every dataset it routes to). The job reads the stream with
         inferSchema (infra/streaming_job.py), so the columns do not shape its frame; whether Glue reads them at all
@@ -280,7 +279,7 @@ class Catalog(Construct):
             description=f"Kinesis stream of source {source_name} (JSON, one event per record)" if route_field is None else
             f"Kinesis stream of routed source {source_name} (JSON, one event per record; datasets by {route_field})",
             columns=_route_columns(route_field) if route_field is not None else
-            schema.source_columns() if datasets[0].name == "clickstream" else datasets[0].source_columns(),
+            schema.source_columns() if dataset.name == "clickstream" else dataset.source_columns(),
             location=stream.stream_name,
             storage=JSON_STORAGE,
             parameters=params,

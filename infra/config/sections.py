@@ -116,10 +116,6 @@ def _storage(r: _Reader) -> StorageConfig:
     return cfg
 
 
-def item_keys(item: Any) -> tuple[str, ...]:
-    return tuple(item) if isinstance(item, dict) else ()
-
-
 def _dataset(r: _Reader) -> str:
     """A source's `dataset`: the name of a folder under datasets/ (glue_jobs.datasets, which checks its files)."""
     from glue_jobs import datasets
@@ -174,12 +170,12 @@ def _kinesis_streams(r: _Reader) -> tuple[KinesisStreamConfig, ...]:
             shard_count=s.integer("shard_count", minimum=1, maximum=10000, optional=True),
             # Kinesis retention: 24 hours to 365 days (8760 hours).
             retention_hours=s.integer("retention_hours", minimum=24, maximum=8760),
-            dataset=None if "route" in item_keys(item) else _dataset(s),
+            dataset=None if "route" in s.data else _dataset(s),
             route=_route(s),
         )
-        if "route" in item_keys(item) and "dataset" in item_keys(item):
+        if "route" in s.data and "dataset" in s.data:
             s.used.add("dataset")
-            s.fail("dataset", item["dataset"], "must be left out of a routed stream: its `route` names its datasets")
+            s.fail("dataset", s.data["dataset"], "must be left out of a routed stream: its `route` names its datasets")
         if mode == "provisioned" and stream.shard_count is None:
             s.fail("shard_count", None, "is required when capacity_mode is 'provisioned'")
         if mode == "on_demand" and stream.shard_count is not None:
