@@ -272,13 +272,22 @@ def run_job(
     **start_options,
 ) -> JobRun:
     """Run the job's script as deployed. A batch job runs to its end; a streaming job runs until `until()`
-    holds and is then stopped (SIGTERM to its process group), or is SIGKILLed when `kill_when()` holds."""
+    holds and is then stopped (SIGTERM to its process group), or is SIGKILLed when `kill_when()` holds.
+
+    Neither condition is asked before the run has reported its Job.init: a condition already true when the run
+    starts (its predecessor committed every record, or overshot the kill's batch count) stopped a run before it did
+    anything, and the environment's checks then found "the streaming job never called Job.init" (a CI at cda6fd0)."""
     started = start_job(job, **start_options)
     stop_signal = None
+    initialised = False
     try:
         while started.process.poll() is None:
             if time.time() - started.started > timeout:
                 raise RehearsalError(f"{job.logical_id}: still running after {timeout:.0f} s; log {started.log_err}")
+            initialised = initialised or any(e.get("event") == "job_init" for e in started.report())
+            if not initialised:
+                time.sleep(0.2)
+                continue
             if kill_when is not None and kill_when():
                 stop_signal = signal.SIGKILL
                 break
