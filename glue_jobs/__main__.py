@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from glue_jobs.datasets import dataset_name
@@ -136,6 +135,11 @@ def build_parser(prog: str = "python -m glue_jobs") -> argparse.ArgumentParser:
     gen.add_argument("--dataset", type=dataset_name,
                      help="whose records (datasets/<name>/; required where there are several datasets); clickstream has "
                           "its own realistic generator")
+    gen.add_argument("--route-field", default=None,
+                     help="a routed stream's mix instead of one dataset: each record carries this field (a path such as "
+                          "type or meta.type) with its --route value, and about 2%% no route takes; with --route")
+    gen.add_argument("--route", type=_route, action="append", default=None, metavar="VALUE=DATASET",
+                     help="with --route-field: records of DATASET carry VALUE; repeat per dataset, in about equal shares")
     return parser
 
 
@@ -152,7 +156,9 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
 
 
 def _run(parser, args) -> int:
-    routed = args.command == "run-local" and (args.route_field is not None or args.route)
+    from glue_jobs.decoding.routes import RouteError
+
+    routed = args.command in ("run-local", "generate") and (args.route_field is not None or args.route)
     if args.command in ("generate", "run-local") and not routed:  # a routed run's datasets are its --route targets
         from glue_jobs import datasets
 
@@ -161,30 +167,13 @@ def _run(parser, args) -> int:
         except datasets.DatasetError as error:
             parser.error("; ".join(error.problems))
     if args.command == "generate":
-        sizes = dict(records=args.records, files=args.files, bad_ratio=args.bad_ratio, duplicate_ratio=args.duplicate_ratio,
-                     seed=args.seed)
-        if args.shape != "generated" and args.dataset != "clickstream":
-            parser.error(f"--shape {args.shape} is clickstream's generator only, not {args.dataset}'s")
-        if args.dataset == "clickstream":  # its own generator: realistic sessions and every kind of bad record
-            from glue_jobs.generate import generate
+        from glue_jobs.generate_command import run_generate
 
-            expect = generate(args.out, **sizes, shape=args.shape)
-            valid = len(expect.valid_event_ids)
-        else:
-            from glue_jobs import datasets
-            from glue_jobs.dataset_generate import generate_dataset
-
-            expect = generate_dataset(datasets.load(args.dataset), args.out, **sizes)
-            valid = len(expect.valid_keys)
-        if args.expect:
-            with open(args.expect, "w", encoding="utf-8") as handle:
-                json.dump(expect.__dict__, handle)
-        print(f"wrote {expect.records} {args.dataset} records in {args.files} files to {args.out}: {valid} valid, "
-              f"{sum(expect.bad_by_reason.values())} bad {expect.bad_by_reason}, {expect.duplicates} duplicates")
-        return 0
-
+        try:
+            return run_generate(parser, args, _routes(parser, args))
+        except RouteError as error:
+            parser.error(str(error))
     from glue_jobs.commit.ownership import OwnershipError
-    from glue_jobs.decoding.routes import RouteError
     from glue_jobs.local_runner import configure_logging, run_local
 
     configure_logging()

@@ -87,10 +87,12 @@ def _from_class(items, rng: random.Random) -> str:
 
 
 class RecordMaker:
-    def __init__(self, dataset: Dataset, seed: int = 7) -> None:
+    def __init__(self, dataset: Dataset, seed: int = 7, pinned: dict[str, str] | None = None) -> None:
+        """`pinned`: {field path: value} every record carries (a routed stream's route field, `meta.type` nested)."""
         self.dataset = dataset
         self.rng = random.Random(seed)
         self.rules = {r.path: r for r in dataset.rules}
+        self.pinned = dict(pinned or {})
 
     def valid(self, n: int, event_time: datetime) -> dict:
         record = {}
@@ -103,6 +105,8 @@ class RecordMaker:
                 record[f.name] = {"page": f"/p/{self.rng.randint(1, 50)}", "ab": self.rng.random() < 0.5}
             elif f.type.required or self.rng.random() < 0.75:
                 record[f.name] = self._value(f.type, f.name)
+        for path, value in self.pinned.items():
+            put(record, path, value)
         return record
 
     def _event_time(self, at: datetime):
@@ -208,3 +212,11 @@ def generate_dataset(dataset: Dataset, out_dir: str | Path, *, records: int, fil
         (out / f"{dataset.name}-{i:05d}.json").write_text("\n".join(chunk) + ("\n" if chunk else ""), encoding="utf-8")
     expect.records = records
     return expect
+
+
+def put(record: dict, path: str, value) -> None:
+    """`value` at the field path (`meta.type`: the record `meta`'s field `type`, the record made when absent)."""
+    *parents, last = path.split(".")
+    for name in parents:
+        record = record.setdefault(name, {})
+    record[last] = value

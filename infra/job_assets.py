@@ -39,7 +39,7 @@ PACKAGE_DATA = ("*.py",)
 # Not job code: the entrypoint scripts (uploaded as the job's script), the command lines and local tools.
 LOCAL_ONLY = frozenset({
     "glue_jobs/__main__.py", "glue_jobs/glue_entry.py", "glue_jobs/generate.py", "glue_jobs/local_runner.py",
-    "glue_jobs/local_kafka.py", "glue_jobs/dataset_generate.py",
+    "glue_jobs/local_kafka.py", "glue_jobs/dataset_generate.py", "glue_jobs/generate_command.py",
     "compaction/__main__.py", "compaction/glue_entry.py", "compaction/environments.py",
 })
 PACKAGE_ZIP = REPO_ROOT / "build" / "glue_package.zip"

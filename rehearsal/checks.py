@@ -5,10 +5,11 @@ from __future__ import annotations
 import calendar
 import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 from rehearsal.run import LocalS3
-from rehearsal.scenario import EnvironmentResult
+from rehearsal.scenario import ROUTED_UNROUTABLE_PART, EnvironmentResult, HeldInput, committed_stats
 
 
 def problems(result: EnvironmentResult, spark, s3: LocalS3) -> list[str]:
@@ -19,51 +20,36 @@ def problems(result: EnvironmentResult, spark, s3: LocalS3) -> list[str]:
 
 def source_problems(sources: dict, spark, s3: LocalS3, iceberg_catalog: Path | None = None) -> list[str]:
     """Each source's: its records committed and reconciled, every valid event in its dataset's table exactly once,
-    every bad record one of its dead letters, Job.init called, JSON proven by the jar (`sources`: name -> SourceResult)."""
+    every bad record one of its dead letters, Job.init called, JSON proven by the jar (`sources`: name -> SourceResult).
+    A routed source's records are checked per part (`<source>/<dataset>` and `<source>/unroutable`), each part's
+    commit markers, lake and dead letters as a source of that one dataset's."""
     from pyspark.sql import functions as F
 
     from glue_jobs.lake.lake_table import LakeTable
-    from glue_jobs.schema import spark_dead_letter_schema
 
     found = []
     # {lake path: (its dataset, its Iceberg table or None)}: each source's rows are read from its dataset's table,
     # ids by the dataset's key; a Parquet lake with Spark, an Iceberg table with pyiceberg
-    lake_tables = {source.arguments["--lake_path"]: (source.arguments["--dataset"], iceberg_table(source.arguments))
-                   for source in sources.values()}
-    lake_ids: Counter = Counter()
+    lake_tables = {part.lake_path: (part.dataset, iceberg_table(source.arguments))
+                   for source in sources.values() for part in parts_of(source, s3) if part.lake_path}
+    lake_ids: Counter = Counter()  # (source, dataset, key)
     for path, (dataset, iceberg) in lake_tables.items():
         table = LakeTable.of(dataset)
         if iceberg is not None:
             rows, tags = iceberg_rows(iceberg_catalog, iceberg, table.key)
-            lake_ids.update(rows)
+            lake_ids.update((src, dataset, key) for src, key in rows)
             if len(tags) != len(set(tags)):
                 found.append(f"{dataset}: a batch tag on more than one Iceberg snapshot: {sorted(tags)}")
             continue
         lake = spark.read.schema(table.spark_schema()).parquet(s3.path(path))
         key = F.concat_ws("|", *(F.col(f"`{name}`").cast("string") for name in table.key)).alias("key")
-        lake_ids.update((r.source, r.key) for r in lake.select("source", key).collect())
+        lake_ids.update((r.source, dataset, r.key) for r in lake.select("source", key).collect())
     for name, source in sources.items():
         held, committed = source.held, source.committed
         if committed["records_in"] != held.records:
             found.append(f"{name}: {committed['records_in']} records committed, {held.records} held")
-        if committed["records_in"] != committed["records_written"] + committed["dead_letters"] + committed["duplicates_collapsed"]:
-            found.append(f"{name}: counts do not reconcile: {committed}")
-        written = Counter(event_id for (src, event_id) in lake_ids.elements() if src == name)
-        twice = sorted(event_id for event_id, n in written.items() if n > 1)
-        if twice:
-            found.append(f"{name}: {len(twice)} event(s) in the lake more than once, e.g. {twice[:3]}")
-        if set(written) != set(held.valid_event_ids):
-            missing = set(held.valid_event_ids) - set(written)
-            extra = set(written) - set(held.valid_event_ids)
-            found.append(f"{name}: lake holds {len(written)} ids; {len(missing)} valid id(s) missing, {len(extra)} unexpected")
-        dead_path = Path(s3.path(source.arguments["--dead_letter_path"]))
-        payloads = []
-        if dead_path.exists():
-            dead = spark.read.schema(spark_dead_letter_schema()).parquet(str(dead_path))
-            payloads = [r.payload for r in dead.select("payload").collect()]
-        if sorted(payloads) != sorted(held.bad_payloads):
-            found.append(f"{name}: {len(payloads)} dead letter(s), {len(held.bad_payloads)} bad record(s) held "
-                         f"(payloads differ: {sorted(set(payloads) ^ set(held.bad_payloads))[:2]})")
+        for part in parts_of(source, s3):
+            found += _part_problems(part, lake_ids, spark, s3)
         for run in source.runs:
             if not run.events("job_init"):
                 found.append(f"{name}: the streaming job never called Job.init")
@@ -77,10 +63,65 @@ def source_problems(sources: dict, spark, s3: LocalS3, iceberg_catalog: Path | N
     return found
 
 
+@dataclass
+class Part:
+    """What one dataset of a source (or a routed source's unroutable records, `dataset` None) must hold."""
+
+    label: str
+    source: str
+    dataset: str | None
+    lake_path: str | None
+    dead_letter_path: str
+    held: HeldInput
+    committed: dict
+
+
+def parts_of(source, s3: LocalS3) -> list[Part]:
+    """A source's parts: the source itself, or each dataset of a routed source and its unroutable records (the
+    folders glue_jobs/job_arguments.py ROUTED_KEYS names)."""
+    arguments, name = source.arguments, source.source
+    if "--route_field" not in arguments:
+        return [Part(name, name, arguments["--dataset"], arguments["--lake_path"], arguments["--dead_letter_path"],
+                     source.held, source.committed)]
+    dead = arguments["--dead_letter_path"].rstrip("/")
+    parts = [Part(f"{name}/{d}", name, d, arguments[f"--lake_path.{d}"], f"{dead}/{d}", source.held.parts[d],
+                  committed_stats(s3, arguments, d)) for d in arguments["--datasets"].split(",")]
+    unroutable = HeldInput(source.held.folder, len(source.held.bad_payloads), [], source.held.bad_payloads, 0)
+    return [*parts, Part(f"{name}/unroutable", name, None, None, f"{dead}/unroutable", unroutable,
+                         committed_stats(s3, arguments, ROUTED_UNROUTABLE_PART))]
+
+
+def _part_problems(part: Part, lake_ids: Counter, spark, s3: LocalS3) -> list[str]:
+    from glue_jobs.schema import spark_dead_letter_schema
+
+    found, held, committed, name = [], part.held, part.committed, part.label
+    if part.source != name and committed["records_in"] != held.records:
+        found.append(f"{name}: {committed['records_in']} records committed, {held.records} held")
+    if committed["records_in"] != committed["records_written"] + committed["dead_letters"] + committed["duplicates_collapsed"]:
+        found.append(f"{name}: counts do not reconcile: {committed}")
+    written = Counter({key: n for (src, dataset, key), n in lake_ids.items() if src == part.source and dataset == part.dataset})
+    twice = sorted(event_id for event_id, n in written.items() if n > 1)
+    if twice:
+        found.append(f"{name}: {len(twice)} event(s) in the lake more than once, e.g. {twice[:3]}")
+    if set(written) != set(held.valid_event_ids):
+        missing = set(held.valid_event_ids) - set(written)
+        extra = set(written) - set(held.valid_event_ids)
+        found.append(f"{name}: lake holds {len(written)} ids; {len(missing)} valid id(s) missing, {len(extra)} unexpected")
+    dead_path = Path(s3.path(part.dead_letter_path))
+    payloads = []
+    if dead_path.exists():
+        dead = spark.read.schema(spark_dead_letter_schema()).parquet(str(dead_path))
+        payloads = [r.payload for r in dead.select("payload").collect()]
+    if sorted(payloads) != sorted(held.bad_payloads):
+        found.append(f"{name}: {len(payloads)} dead letter(s), {len(held.bad_payloads)} bad record(s) held "
+                     f"(payloads differ: {sorted(set(payloads) ^ set(held.bad_payloads))[:2]})")
+    return found
+
+
 def _environment_problems(result: EnvironmentResult, s3: LocalS3) -> list[str]:
     found = []
-    lake_paths = {source.arguments["--lake_path"] for source in result.sources.values()
-                  if iceberg_table(source.arguments) is None}
+    lake_paths = {part.lake_path for source in result.sources.values() if iceberg_table(source.arguments) is None
+                  for part in parts_of(source, s3) if part.lake_path}
     if result.compaction is not None:
         events = [e["event"] for e in result.compaction.report]
         if events[:1] != ["job_init"] or events[-1:] != ["job_commit"]:

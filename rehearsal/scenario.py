@@ -30,6 +30,7 @@ HOUR_MS = 3_600_000
 # Every held event lies in a closed hour inside compaction's default lookback (48 h).
 HELD_EVENTS_END_HOURS_AGO = 1
 STATE_DIR = "_streamlake"  # glue_jobs.commit.STATE_DIR: where the commit markers are
+ROUTES_DIR, ROUTED_UNROUTABLE_PART = "_routes", "_unroutable"  # glue_jobs.routed_batch: a routed source's marker folders
 
 
 @dataclass
@@ -37,8 +38,9 @@ class HeldInput:
     folder: Path
     records: int
     valid_event_ids: list[str]
-    bad_payloads: list[str]  # the dead letters' payloads, as the job must keep them
+    bad_payloads: list[str]  # the dead letters' payloads, as the job must keep them (a routed source: its unroutable ones)
     duplicates: int
+    parts: dict[str, HeldInput] = field(default_factory=dict)  # a routed source's: each dataset's share of the records
 
 
 @dataclass
@@ -83,6 +85,22 @@ def kinesis_input(folder: Path, *, records: int, files: int, seed: int, dataset:
 
     expect = generate(folder, records=records, files=files, bad_ratio=0.05, seed=seed, base_time_ms=_end_ms())
     return HeldInput(folder, records, expect.valid_event_ids, expect.bad_lines, expect.duplicates)
+
+
+def routed_input(folder: Path, *, field_path: str, routes: dict[str, str], records: int, files: int, seed: int) -> HeldInput:
+    """NDJSON lines mixing the route's datasets (glue_jobs.generate_command.generate_routed), with records of a value no
+    route names, in the closed hours before _end_ms."""
+    from datetime import datetime, timezone
+
+    from glue_jobs import datasets
+    from glue_jobs.generate_command import generate_routed
+
+    end = datetime.fromtimestamp(_end_ms() / 1000, timezone.utc)
+    expect = generate_routed({name: datasets.load(name) for name in set(routes.values())}, field_path, routes, folder,
+                             records=records, files=files, bad_ratio=0.05, unroutable_ratio=0.03, seed=seed, hours=24, end=end)
+    parts = {name: HeldInput(folder, part.records, part.valid_keys, part.bad_payloads, part.duplicates)
+             for name, part in expect.parts.items()}
+    return HeldInput(folder, expect.records, [], expect.unroutable, sum(p.duplicates for p in parts.values()), parts)
 
 
 def bad_frames(good: bytes) -> dict[str, tuple[bytes, str]]:
@@ -210,15 +228,36 @@ def source_table(assembly: Assembly, job: JobSource, held: HeldInput) -> dict[st
     return {f"{database}.{name}": {"parameters": parameters, "columns": columns, "input": str(held.folder)}}
 
 
-def committed_stats(s3: LocalS3, job: JobSource) -> dict:
-    folder = Path(s3.path(job.arguments["--checkpoint_path"])) / STATE_DIR
-    totals = {"batches": 0, "records_in": 0, "records_written": 0, "dead_letters": 0, "duplicates_collapsed": 0}
+def routed(job: JobSource | Mapping[str, str]) -> bool:
+    return "--route_field" in getattr(job, "arguments", job)
+
+
+def committed_stats(s3: LocalS3, job: JobSource | Mapping[str, str], part: str | None = None) -> dict:
+    """The summed commit markers of the source (`job`: it or its arguments). A routed source's markers are in a folder
+    per part under `<checkpoint>/_routes/` (glue_jobs/routed_batch.py): its dataset's or `_unroutable`; with `part`
+    that part's, else every part's, `batches` then counting the batches every part committed."""
+    arguments = getattr(job, "arguments", job)
+    checkpoint = Path(s3.path(arguments["--checkpoint_path"]))
+    if routed(arguments):
+        parts = [part] if part else [*arguments["--datasets"].split(","), ROUTED_UNROUTABLE_PART]
+        each = [_marker_totals(checkpoint / ROUTES_DIR / name / STATE_DIR) for name in parts]
+        totals = {key: sum(t[key] for t in each) for key in each[0] if key != "ids"}
+        totals["batches"] = len(set.intersection(*(t["ids"] for t in each)))
+        return totals
+    totals = _marker_totals(checkpoint / STATE_DIR)
+    del totals["ids"]
+    return totals
+
+
+def _marker_totals(folder: Path) -> dict:
+    totals = {"batches": 0, "records_in": 0, "records_written": 0, "dead_letters": 0, "duplicates_collapsed": 0, "ids": set()}
     for marker in folder.glob("batch-*.committed.json") if folder.exists() else ():
         try:
             stats = json.loads(marker.read_text(encoding="utf-8"))
         except ValueError:
             continue  # being written (a local file is visible before it is closed): not committed yet
         totals["batches"] += 1
+        totals["ids"].add(marker.name)
         for key in ("records_in", "records_written", "dead_letters", "duplicates_collapsed"):
             totals[key] += stats[key]
     return totals
@@ -229,7 +268,11 @@ def hold_source(assembly: Assembly, source: JobSource, *, workdir: Path, records
     """A source's records held for its job: a Kinesis source's files in a folder of the stand-in's source table, a Kafka
     source's frames produced to the local broker's topic, framed with the newest registered version. Returns the held
     input and the stand-in tables to add ({} for Kafka)."""
-    name, dataset = source.name, source.arguments["--dataset"]
+    name, dataset = source.name, source.arguments.get("--dataset")
+    if routed(source):
+        held = routed_input(workdir / "held" / name, field_path=source.arguments["--route_field"],
+                            routes=json.loads(source.arguments["--routes"]), records=records, files=files, seed=seed)
+        return held, source_table(assembly, source, held)
     if source.arguments["--source_type"] == "kinesis":
         held = kinesis_input(workdir / "held" / name, records=records, files=files, seed=seed, dataset=dataset)
         return held, source_table(assembly, source, held)

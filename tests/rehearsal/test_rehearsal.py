@@ -228,25 +228,43 @@ def test_moving_a_kinesis_and_a_kafka_source_into_one_job_continues_each_from_it
 @pytest.mark.e2e
 def test_each_job_kind_rehearses_on_the_other_allowed_glue_version(swapped_lines_assembly, spark_lines, moto_endpoint,
                                                                    spark, tmp_path, monkeypatch):
-    """dev's shared job on Glue 5.0 with three datasets: clickstream (Parquet), orders (Iceberg, by its dataset.json)
-    and sensor_readings, added by a team with files only and bound in config: one Glue job, sized by its own block,
-    each table holding exactly its records and each source's dead letters its own (the checks of problems())."""
+    """dev's shared job on Glue 5.0 with five datasets: clickstream (Parquet), orders (Iceberg, by its dataset.json)
+    and a routed stream carrying page_views, checkouts and sensor_readings, added by a team with files only and bound
+    in config: one Glue job, sized by its own block, each table holding exactly its records, each dataset's dead
+    letters its own and the records no route takes the routed source's (the checks of problems())."""
     from glue_jobs import datasets
+    from rehearsal.checks import parts_of, source_problems
 
     cloud_assembly, team_datasets = swapped_lines_assembly
     monkeypatch.setenv(datasets.ROOT_VARIABLE, str(team_datasets))  # the held input and the checks; the job: its zip
     assembly = assembly_module.load(cloud_assembly, "dev")
     assert {j.command: j.glue_version for j in assembly.glue_jobs()} == {"gluestreaming": "5.0", "glueetl": "4.0"}
     (shared,) = [j for j in assembly.glue_jobs() if j.command == "gluestreaming"]
-    assert [(s.name, s.arguments["--dataset"]) for s in shared.sources] == [
-        ("clickstream", "clickstream"), ("orders", "orders"), ("sensors", "sensor_readings")]
+    assert [(s.name, s.arguments.get("--dataset"), s.arguments.get("--datasets")) for s in shared.sources] == [
+        ("clickstream", "clickstream", None), ("orders", "orders", None),
+        ("events", None, "checkouts,page_views,sensor_readings")]
     assert shared.arguments["--window_size_seconds"] == "60"  # its own block (dev.streaming_jobs[0].streaming)
     result = rehearse_environment(assembly, lines=spark_lines, workdir=tmp_path, moto_endpoint=moto_endpoint,
                                   records=RECORDS)
-    assert problems(result, spark, LocalS3(tmp_path / "s3")) == []
-    sensors = result.sources["sensors"]
-    assert sensors.committed["records_in"] == RECORDS and sensors.held.bad_payloads
-    assert sensors.committed["dead_letters"] == len(sensors.held.bad_payloads)  # its own bad records, none of another's
+    s3 = LocalS3(tmp_path / "s3")
+    assert problems(result, spark, s3) == []
+    # The routed source as deployed: each part's records as the mix held them, counted by its own commit markers, the
+    # unroutable ones the source's own dead letters. (Not killed here: the deployed job's replay is the moving test's
+    # below, the routed writer's tests/spark/test_routed_batch.py's; a kill here cost about three minutes of CI.)
+    events = result.sources["events"]
+    assert events.committed["records_in"] == RECORDS and events.committed["batches"] == 3
+    parts = {part.label: part for part in parts_of(events, s3)}
+    assert sorted(parts) == ["events/checkouts", "events/page_views", "events/sensor_readings", "events/unroutable"]
+    for part in parts.values():
+        assert part.held.records and part.committed["records_in"] == part.held.records, part.label
+        assert part.committed["dead_letters"] == len(part.held.bad_payloads), part.label
+    assert sum(part.committed["records_in"] for part in parts.values()) == RECORDS
+    # The checks notice a record in the wrong dataset: with two datasets' shares swapped they fail, naming both.
+    held = events.held.parts
+    held["page_views"], held["checkouts"] = held["checkouts"], held["page_views"]
+    swapped = source_problems({"events": events}, spark, s3)
+    assert any(p.startswith("events/page_views: lake holds") for p in swapped), swapped
+    assert any(p.startswith("events/checkouts: lake holds") for p in swapped), swapped
     # orders is Iceberg here: its job committed through the catalog the deployed settings name (stood in), and the
     # checks above read its rows with pyiceberg: every valid order once, every batch tag on one snapshot
     orders = result.sources["orders"].runs[0]

@@ -202,6 +202,38 @@ def test_every_routed_dataset_must_declare_the_field_as_a_string_or_an_enum_hold
         _writer(spark, tmp_path, RouteTable.of("url", {"x": "page_views", "y": "checkouts"}))
 
 
+def test_generate_writes_a_routed_mix_the_writer_splits_as_it_says(spark, tmp_path, routed, capsys):
+    """`streamlake generate --route-field --route` (what a team sends to try a routed stream end to end): one batch of
+    its mix through the routed writer gives each dataset exactly the records, bad ones and copies --expect names, and
+    the source the unroutable ones; a route the datasets cannot take is refused before a record is written."""
+    from glue_jobs.__main__ import main
+
+    routes = [arg for value, dataset in ROUTES.items() for arg in ("--route", f"{value}={dataset}")]
+    assert main(["generate", "--out", str(tmp_path / "in"), "--records", "400", "--files", "2", "--bad-ratio", "0.05",
+                 "--duplicate-ratio", "0.02", "--seed", "5", "--expect", str(tmp_path / "expect.json"),
+                 "--route-field", "kind", *routes]) == 0
+    expect = json.loads((tmp_path / "expect.json").read_text())
+    assert capsys.readouterr().out.startswith(f"wrote 400 records routed by kind in 2 files to {tmp_path / 'in'}: checkouts ")
+    lines = [line for path in sorted((tmp_path / "in").glob("*.json")) for line in path.read_text().splitlines()]
+    writer = RoutedWriter(spark, source_name="events", routes=routed, targets={
+        name: DatasetTarget(str(tmp_path / "lake" / name), str(tmp_path / "dead" / name)) for name in routed.datasets},
+        dead_letter_path=str(tmp_path / "dead" / "unroutable"), checkpoint_path=str(tmp_path / "cp"), stream_id="abcd1234")
+    by = {s.dataset: s for s in writer(json_envelope(spark, lines, source="events", arrival_ms=int(time.time() * 1000)), 0)}
+    assert by[""].records_in == by[""].dead_letters == len(expect["unroutable"]) > 0
+    for name, part in expect["parts"].items():
+        stats = by[name]
+        assert (stats.records_in, stats.records_written, stats.duplicates_collapsed, stats.dead_letters_by_reason) == (
+            part["records"], len(part["valid_keys"]), part["duplicates"], part["bad_by_reason"]), name
+        assert part["valid_keys"] and part["bad_payloads"] and part["duplicates"], name  # every kind of record, each dataset
+        lake = [r.event_id for r in spark.read.parquet(str(tmp_path / "lake" / name)).select("event_id").collect()]
+        assert sorted(lake) == sorted(part["valid_keys"]), name
+    assert sorted(r[0] for r in _dead(spark, tmp_path / "dead" / "unroutable")) == sorted(expect["unroutable"])
+    with pytest.raises(SystemExit) as refused:
+        main(["generate", "--out", str(tmp_path / "never"), "--records", "5", "--route-field", "url", *routes])
+    assert refused.value.code == 2 and "the route field url must be a string or enum field" in capsys.readouterr().err
+    assert not (tmp_path / "never").exists()
+
+
 def _routed_command(tmp_path: Path, *extra: str) -> list[str]:
     routes = [arg for value, dataset in ROUTES.items() for arg in ("--route", f"{value}={dataset}")]
     return [sys.executable, "-m", "glue_jobs", "run-local", "--input", str(tmp_path / "in"), "--lake", str(tmp_path / "lake"),
