@@ -17,7 +17,7 @@ the table as its last commit left it and the next run starts over.
    job's current batch), for instance the data files of a batch killed before its commit.
 
 Appends of the streaming job and this maintenance commit to the same table concurrently: appends add files, the
-rewrite replaces files, and Iceberg's optimistic commits keep both (tests/spark/test_iceberg_maintenance.py runs
+rewrite replaces files, and Iceberg's optimistic commits keep both (tests/spark/test_iceberg_lake.py runs
 maintenance between micro-batches).
 """
 

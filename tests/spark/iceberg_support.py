@@ -1,4 +1,4 @@
-"""Helpers of the Iceberg tests (tests/spark/test_iceberg_lake.py, test_iceberg_maintenance.py): a datasets folder
+"""Helpers of the Iceberg tests (tests/spark/test_iceberg_lake.py, test_unknown_fields.py): a datasets folder
 whose orders dataset says iceberg, the local runner and generator as subprocesses, and pyiceberg over the local
 catalog."""
 
@@ -59,10 +59,11 @@ def _tags(table) -> list[str]:
     return [s.summary.additional_properties.get(BATCH_PROPERTY) for s in table.snapshots()]
 
 
-def _spark_read(tmp_path: Path, datasets: Path) -> dict:
-    """The table as Spark reads it through the Iceberg catalog (a session of its own, with the runtime)."""
+def _spark_read(tmp_path: Path, datasets: Path, before: str = "") -> dict:
+    """The table as Spark reads it through the Iceberg catalog (a session of its own, with the runtime, `s`), after
+    the Python of `before` ran in that session; its printed lines are `stdout`."""
     script = ("import json,sys\nfrom glue_jobs.local_runner import local_spark_session\n"
-              f"s = local_spark_session(iceberg_warehouse={str(tmp_path / 'lake')!r})\n"
+              f"s = local_spark_session(iceberg_warehouse={str(tmp_path / 'lake')!r})\n" + before +
               f"t = s.table('lake.{LOCAL_ICEBERG_NAMESPACE}.{DATASET}')\n"
               "from glue_jobs.lake.iceberg_lake import IcebergTarget, existing_keys\n"
               "from glue_jobs.lake.lake_table import LakeTable\n"
@@ -73,7 +74,8 @@ def _spark_read(tmp_path: Path, datasets: Path) -> dict:
     done = subprocess.run([sys.executable, "-c", script], env=_env(datasets), capture_output=True, text=True, timeout=300,
                           cwd=REPO)
     assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    *printed, last = done.stdout.strip().splitlines()
+    return {**json.loads(last), "stdout": "\n".join(printed)}
 
 
 def _data_files(tmp_path: Path) -> set[Path]:

@@ -1,15 +1,19 @@
 """A dataset switched to Apache Iceberg through its dataset.json only (`"table_format": "iceberg"`), run by the local
 runner (subprocesses: the Iceberg runtime is a static setting of their own sessions) and read back by a reader the
 project did not write (pyiceberg's SQL catalog over the same SQLite file the runner's JDBC catalog writes) and by
-Spark. Kill tests: SIGKILL while the batch's data files exist but its commit cannot happen, right after the commit,
+Spark, and maintained by the hourly job between and after its micro-batches. Kill tests: SIGKILL while the batch's data files exist but its commit cannot happen, right after the commit,
 and after the dead letters are published; every valid record once, every dead letter once, every batch tag once."""
 
 from __future__ import annotations
 
 import json
+import os
+import re
+import shutil
 import signal
 import sqlite3
 import subprocess
+import sys
 import time
 from collections import Counter
 from datetime import date, datetime, timedelta, timezone
@@ -70,44 +74,86 @@ def _assert_every_record_once(spark, tmp_path: Path, expect: dict) -> list[str]:
     return tags
 
 
-@pytest.mark.e2e
-def test_an_iceberg_dataset_runs_locally_every_valid_record_once_read_back_by_pyiceberg_and_spark(spark, tmp_path, iceberg_orders):
-    expect = _generate(iceberg_orders, tmp_path / "in", records=1500, files=3, seed=11)
-    assert expect["duplicates"] > 0  # copies across batches: the anti join must collapse them
-    done = subprocess.run(_runner(tmp_path, "--once"), env=_env(iceberg_orders), capture_output=True, text=True,
-                          timeout=600, cwd=REPO)
+def _counts(tmp_path: Path) -> dict[str, int]:
+    table = _pyiceberg_table(tmp_path)
+    return {"data_files": len(list(table.scan().plan_files())), "snapshots": len(table.snapshots()),
+            "manifests": len(table.inspect.manifests()), "rows": table.scan().to_arrow().num_rows}
+
+
+def _run(command: list[str], datasets: Path, **env: str) -> str:
+    done = subprocess.run(command, env=_env(datasets, **env), capture_output=True, text=True, timeout=600, cwd=REPO)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert f"duplicates={expect['duplicates']} batches=3" in done.stdout
-    tags = _assert_every_record_once(spark, tmp_path, expect)
-    stream = tags[0].split(":")[1]
-    assert tags == [batch_tag("local", stream, b) for b in range(3)]  # one append per batch, its id in the summary
+    return done.stdout
+
+
+def _maintain(tmp_path: Path, datasets: Path, *extra: str) -> str:
+    return _run([sys.executable, "-m", "compaction", "run-local", "--dataset", DATASET, "--lake", str(tmp_path / "lake"),
+                 "--target-file-mb", "64", *extra], datasets)
+
+
+def _summary(stdout: str) -> tuple[int, int]:
+    """(duplicates, batches) of a runner's summary line."""
+    found = re.search(r"^summary: .*duplicates=(\d+).* batches=(\d+)", stdout, re.MULTILINE)
+    assert found, stdout[-2000:]
+    return int(found.group(1)), int(found.group(2))
+
+
+@pytest.mark.e2e
+def test_an_iceberg_dataset_runs_locally_is_maintained_and_evolves_read_back_by_pyiceberg_and_spark(tmp_path, spark, iceberg_orders):
+    """The local runner's micro-batches on an Iceberg table, read back by pyiceberg and Spark; the hourly maintenance
+    (compaction/iceberg_maintenance.py, through `python -m compaction run-local --dataset`) between micro-batches and
+    after them, counted by pyiceberg: live data files, snapshots, manifests, orphan files older than a day removed and
+    younger kept, snapshots past the retention expired down to the last ten; a schema version committed as files and
+    a run over the same checkpoint on the rewritten table; every valid record once throughout. (One table for the local
+    run and its maintenance: each was a test of its own starting the same JVMs.)"""
+    expect = _generate(iceberg_orders, tmp_path / "all", records=2400, files=12, seed=31)
+    assert expect["duplicates"] > 0  # copies across batches: the anti join must collapse them
+    (tmp_path / "in").mkdir()
+    files = sorted((tmp_path / "all").glob("*.json"))
+    for path in files[:6]:
+        shutil.copy(path, tmp_path / "in")
+    first_duplicates, batches = _summary(_run(_runner(tmp_path, "--once"), iceberg_orders))  # one file per micro-batch
+    assert batches == 6
+    before = _counts(tmp_path)
+    assert before["snapshots"] == 6 and before["manifests"] == 6
     table = _pyiceberg_table(tmp_path)
     assert [f.name for f in table.spec().fields] == ["ordered_at_hour"]
     assert table.properties["write.metadata.previous-versions-max"] == "100"  # metadata.json files bounded
     schema = table.schema()
     assert str(schema.find_field("items.element.unit_price").field_type) == "decimal(10, 2)"
     assert str(schema.find_field("items.element.quantity").field_type) == "int"
-    read = _spark_read(tmp_path, iceberg_orders)
-    assert read["rows"] == read["keys"] == len(expect["valid_keys"]) and read["items"] > read["rows"]
-    # The duplicate check reads only the batch's hours: the bounds reach Iceberg's scan as filters on the column.
-    assert "filters=ordered_at IS NOT NULL, ordered_at >= 1763596800000000, ordered_at < 1763600400000000" in read["plan"]
+
+    out = _maintain(tmp_path, iceberg_orders)
+    first = _counts(tmp_path)
+    assert "maintained table=lake.streamlake_local.orders" in out
+    assert first["rows"] == before["rows"] and first["data_files"] < before["data_files"]
+    assert first["manifests"] <= 2  # one per batch became one (the rewrite's own may add one)
+
+    # The stream goes on after maintenance committed: 6 more micro-batches on the rewritten table.
+    for path in files[6:]:
+        shutil.copy(path, tmp_path / "in")
+    duplicates, batches = _summary(_run(_runner(tmp_path, "--once"), iceberg_orders))
+    assert batches == 6 and first_duplicates + duplicates == expect["duplicates"]
+    tags = _assert_every_record_once(spark, tmp_path, expect)
+    stream = tags[0].split(":")[1]
+    assert tags == [batch_tag("local", stream, b) for b in range(12)]  # one append per batch, its id in the summary
+
     # Schema evolution, then a run over the same checkpoint: version 2 adds `items[].discount` (optional decimal) and
     # a top-level `channel`, committed as files only, and one new input file carries them. The run commits that file's
-    # batch alone (none of the first three again), and the new fields are in the table's schema after it; the rows
+    # batch alone (none of the first twelve again), and the new fields are in the table's schema after it; the rows
     # written before read them as null.
     _evolve(tmp_path, iceberg_orders, expect["valid_keys"][0])
-    again = subprocess.run(_runner(tmp_path, "--once"), env=_env(iceberg_orders), capture_output=True, text=True,
-                           timeout=600, cwd=REPO)
-    assert again.returncode == 0, again.stderr[-3000:]
-    assert "dead_letters=0" in again.stdout.splitlines()[-2]
+    again = _run(_runner(tmp_path, "--once"), iceberg_orders)
+    assert "dead_letters=0" in again.splitlines()[-2]
     # Three copies dropped: one within the batch and two by the append; the two whose content differs are counted.
-    assert "duplicates=3 (2 differing from the copy kept) batches=1" in again.stdout, again.stdout[-2000:]
+    assert "duplicates=3 (2 differing from the copy kept) batches=1" in again, again[-2000:]
     table = _pyiceberg_table(tmp_path)
-    assert _tags(table) == [*tags, batch_tag("local", stream, 3)]
+    assert [t for t in _tags(table) if t] == [*tags, batch_tag("local", stream, 12)]
     assert str(table.schema().find_field("items.element.discount").field_type) == "decimal(10, 2)"
     assert str(table.schema().find_field("channel").field_type) == "string"
     rows = {r["order_id"]: r for r in table.scan().to_arrow().to_pylist()}
-    assert len(rows) == len(expect["valid_keys"]) + 2 + len(EXTREMES)
+    valid = len(expect["valid_keys"]) + 2 + len(EXTREMES)
+    assert len(rows) == valid
     assert rows["evolved-2"]["status"] == "paid" and rows[expect["valid_keys"][0]]["customer_id"] != "c-changed"
     assert [(rows[f"extreme-{n}"]["delivered_by"], rows[f"extreme-{n}"]["shipping"]["eta"]) for n in range(len(EXTREMES))] == [
         (datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(microseconds=micros), date.fromisoformat(day))
@@ -116,6 +162,41 @@ def test_an_iceberg_dataset_runs_locally_every_valid_record_once_read_back_by_py
     assert rows["evolved-1"]["source"] == "local" and rows["evolved-1"]["currency"] == "EUR"  # by name, not position
     old = rows[expect["valid_keys"][0]]
     assert old["channel"] is None and all(item["discount"] is None for item in old["items"])
+
+    # An orphan two days old (a batch's files left by a kill before its commit) and one written a minute ago.
+    (live,) = list(_data_files(tmp_path))[:1]
+    old_orphan = live.with_name("00000-orphan-old.parquet")
+    young_orphan = live.with_name("00000-orphan-young.parquet")
+    shutil.copy(live, old_orphan)
+    shutil.copy(live, young_orphan)
+    two_days_ago = time.time() - 2 * 86400
+    os.utime(old_orphan, (two_days_ago, two_days_ago))
+    after_stream = _counts(tmp_path)
+    out = _maintain(tmp_path, iceberg_orders, "--snapshot-retention-hours", "1")
+    final = _counts(tmp_path)
+    assert "orphan_files_removed=1" in out and not old_orphan.exists() and young_orphan.exists()
+    assert final["rows"] == valid and final["data_files"] < after_stream["data_files"]
+    assert final["manifests"] <= 2
+    # Snapshots are all younger than an hour: retention keeps them.
+    assert final["snapshots"] >= after_stream["snapshots"] > 10
+
+    # The same maintenance as of eight days later (its `now`): every snapshot is past the 7-day retention, the last
+    # ten are kept, and the table still reads every row; then the table as Spark reads it through the Iceberg catalog.
+    out = _spark_read(tmp_path, iceberg_orders, before=(
+        "from datetime import datetime, timedelta, timezone\n"
+        "from compaction.iceberg_maintenance import MaintenanceSettings, maintain\n"
+        "from glue_jobs.local_runner import local_iceberg_target\n"
+        f"result = maintain(s, local_iceberg_target({DATASET!r}), MaintenanceSettings(64, 168),"
+        " now=datetime.now(timezone.utc) + timedelta(days=8))\n"
+        "print(result.render())\n"))
+    expired = _counts(tmp_path)
+    assert expired["snapshots"] == 10 and expired["rows"] == valid
+    assert "manifest_lists_expired=" in out["stdout"] and "manifest_lists_expired=0 " not in out["stdout"]
+    assert out["rows"] == out["keys"] == valid and out["items"] > out["rows"]
+    # The duplicate check reads only the batch's hours: the bounds reach Iceberg's scan as filters on the column.
+    assert "filters=ordered_at IS NOT NULL, ordered_at >= 1763596800000000, ordered_at < 1763600400000000" in out["plan"]
+    print(f"counts: before {before}, after first maintenance {first}, after the stream {after_stream}, final {final}, "
+          f"eight days later {expired}")
 
 
 def _kill_when_files_appear_while_the_commit_is_blocked(tmp_path: Path, datasets: Path) -> int:

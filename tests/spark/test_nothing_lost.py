@@ -102,7 +102,7 @@ ROWS = [
         "test_typed_contract.py::test_extreme_valid_dates_and_timestamps_read_back_equal_with_pyarrow"),
     Row("the same values added as orders v2 fields through files only (Iceberg)", "the batch fails for good",
         "written and read back equal by pyiceberg",
-        "test_iceberg_lake.py::test_an_iceberg_dataset_runs_locally_every_valid_record_once_read_back_by_pyiceberg_and_spark"),
+        "test_iceberg_lake.py::test_an_iceberg_dataset_runs_locally_is_maintained_and_evolves_read_back_by_pyiceberg_and_spark"),
     Row("a valid record no write takes", "the batch fails on every retry: the source is stuck",
         "dead letter unwritable with the write's error; the source goes on (kill and restart included)",
         "test_streaming_runner.py::test_sigkill_mid_stream_three_times_then_finish_exactly_once"),
