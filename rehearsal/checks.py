@@ -30,8 +30,9 @@ def source_problems(sources: dict, spark, s3: LocalS3, iceberg_catalog: Path | N
     found = []
     # {lake path: (its dataset, its Iceberg table or None)}: each source's rows are read from its dataset's table,
     # ids by the dataset's key; a Parquet lake with Spark, an Iceberg table with pyiceberg
-    lake_tables = {part.lake_path: (part.dataset, iceberg_table(source.arguments))
-                   for source in sources.values() for part in parts_of(source, s3) if part.lake_path}
+    parts = {name: parts_of(source, s3) for name, source in sources.items()}
+    lake_tables = {part.lake_path: (part.dataset, iceberg_table(sources[name].arguments))
+                   for name, each in parts.items() for part in each if part.lake_path}
     lake_ids: Counter = Counter()  # (source, dataset, key)
     for path, (dataset, iceberg) in lake_tables.items():
         table = LakeTable.of(dataset)
@@ -48,7 +49,7 @@ def source_problems(sources: dict, spark, s3: LocalS3, iceberg_catalog: Path | N
         held, committed = source.held, source.committed
         if committed["records_in"] != held.records:
             found.append(f"{name}: {committed['records_in']} records committed, {held.records} held")
-        for part in parts_of(source, s3):
+        for part in parts[name]:
             found += _part_problems(part, lake_ids, spark, s3)
         for run in source.runs:
             if not run.events("job_init"):
