@@ -51,7 +51,7 @@ def generate_routed(datasets: dict[str, Dataset], field_path: str, routes: dict[
     out.mkdir(parents=True, exist_ok=True)
     values, rng = sorted(routes), random.Random(seed + 1)
     makers = {v: RecordMaker(datasets[routes[v]], seed + i, pinned={field_path: v}) for i, v in enumerate(values)}
-    expect = RoutedExpectation(records=records, parts={routes[v]: Expectation() for v in values})
+    expect = RoutedExpectation(parts={routes[v]: Expectation() for v in values})
     end = end or datetime.now(timezone.utc).replace(minute=0, second=0, microsecond=0)
     lines: list[str] = []
     valid_lines: dict[str, list[str]] = {name: [] for name in expect.parts}

@@ -96,7 +96,7 @@ def _part_problems(part: Part, lake_ids: Counter, spark, s3: LocalS3) -> list[st
     from glue_jobs.schema import spark_dead_letter_schema
 
     found, held, committed, name = [], part.held, part.committed, part.label
-    if part.source != name and committed["records_in"] != held.records:
+    if name != part.source and committed["records_in"] != held.records:  # a routed part (its source's total: above)
         found.append(f"{name}: {committed['records_in']} records committed, {held.records} held")
     if committed["records_in"] != committed["records_written"] + committed["dead_letters"] + committed["duplicates_collapsed"]:
         found.append(f"{name}: counts do not reconcile: {committed}")
@@ -109,10 +109,13 @@ def _part_problems(part: Part, lake_ids: Counter, spark, s3: LocalS3) -> list[st
         extra = set(written) - set(held.valid_event_ids)
         found.append(f"{name}: lake holds {len(written)} ids; {len(missing)} valid id(s) missing, {len(extra)} unexpected")
     dead_path = Path(s3.path(part.dead_letter_path))
-    payloads = []
+    payloads, reasons = [], set()
     if dead_path.exists():
         dead = spark.read.schema(spark_dead_letter_schema()).parquet(str(dead_path))
-        payloads = [r.payload for r in dead.select("payload").collect()]
+        rows = dead.select("payload", "reason").collect()
+        payloads, reasons = [r.payload for r in rows], {r.reason for r in rows}
+    if part.dataset is None and reasons - {"unroutable"}:  # what no route takes is `unroutable` (glue_jobs/routed_batch.py)
+        found.append(f"{name}: dead letters with reason(s) {sorted(reasons - {'unroutable'})}, not unroutable")
     if sorted(payloads) != sorted(held.bad_payloads):
         found.append(f"{name}: {len(payloads)} dead letter(s), {len(held.bad_payloads)} bad record(s) held "
                      f"(payloads differ: {sorted(set(payloads) ^ set(held.bad_payloads))[:2]})")
