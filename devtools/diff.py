@@ -16,7 +16,8 @@ deletes the old one, and the name is taken), and the command exits 3 after writi
 replacement or removal of a stateful resource is labelled "data loss" and the command exits 4 unless
 --allow-data-loss (an MSK cluster replaced loses the records no job has read yet and strands the jobs' offsets).
 A replaced Lake Formation grant is labelled "grant replaced" (every property of AWS::LakeFormation::PrincipalPermissions
-is create-only), and one replaced on the same principal and resource "deploy will fail" (docs/lake-formation.md).
+is create-only), and one replaced on the same principal and resource, or moved to a new logical id on them, "deploy
+will fail" (docs/lake-formation.md).
 Catalog table columns are compared by name.
 
 IAM policy statements (any `Statement` list of a policy document: IAM policies, roles' trust policies, bucket, key,
@@ -95,6 +96,7 @@ class ResourceChange:
     fixed_name: str | None = None  # "Name=value" when a replaced resource keeps the name it sets
     columns: list[str] = field(default_factory=list)  # catalog table columns added / removed / retyped
     same_grantee: bool = False  # a replaced grant keeps its principal and resource (its identifier)
+    moved_from: str | None = None  # an added grant on the principal and resource of a removed one: its logical id
     prices: dict[str, str] = field(default_factory=dict)  # changed path -> its price tag (price_setting)
     price: str | None = None  # the resource's own price tag: added / removed, or its total change
 
@@ -108,7 +110,8 @@ class ResourceChange:
 
     @property
     def deploy_fails(self) -> bool:
-        return self.kind == "replaced" and (self.fixed_name is not None or self.same_grantee)
+        return (self.kind == "replaced" and (self.fixed_name is not None or self.same_grantee)) or (
+            self.kind == "added" and self.moved_from is not None)
 
     @property
     def data_loss(self) -> bool:
@@ -418,6 +421,14 @@ def _cascade_replacements(old_r: dict, new_r: dict, changes: list[ResourceChange
         if change.kind == "replaced":
             change.fixed_name = _keeps_name(change.type, old_r[change.logical_id], new_r[change.logical_id], replaced)
             change.same_grantee = _keeps_grantee(change.type, old_r[change.logical_id], new_r[change.logical_id], replaced)
+    # A grant that moves to a new logical id on the same principal and resource is the same hazard as one replaced in
+    # place: CloudFormation creates the new resource under the identifier the old one still holds, then deletes the
+    # old one, revoking the pair (GRANT_IDENTITY).
+    removed = [c for c in changes if c.kind == "removed" and c.type in GRANT_IDENTITY]
+    for change in changes:
+        if change.kind == "added" and change.type in GRANT_IDENTITY:
+            change.moved_from = next((r.logical_id for r in removed if r.type == change.type and _keeps_grantee(
+                change.type, old_r[r.logical_id], new_r[change.logical_id], replaced)), None)
     changes.sort(key=lambda c: (c.kind != "added", c.kind != "removed", c.logical_id))
 
 
@@ -668,6 +679,10 @@ def _change_lines(change: ResourceChange) -> list[str]:
                  "old one's identifier (principal + resource), so CloudFormation's create is expected to report "
                  "AlreadyExists; were it to succeed, deleting the old grant would revoke the permissions both hold. "
                  "Deploy it in two steps (docs/lake-formation.md \"Changing a grant\")")
+    elif change.moved_from is not None:
+        head += (f" — ⛔ **deploy will fail: grant moved from `{change.moved_from}` on the same principal and resource**: "
+                 "the new grant has the old one's identifier, and deleting the old one would revoke the permissions "
+                 "both hold. Deploy it in two steps (docs/lake-formation.md \"Changing a grant\")")
     elif change.grant_replaced:
         head += (" — 🔑 **grant replaced**: CloudFormation makes the new grant, then deletes the old one, which revokes "
                  "the old principal's permissions on the old resource")

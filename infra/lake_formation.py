@@ -57,7 +57,9 @@ class DatasetGrants:
     source_tables: Mapping[str, str]  # source -> Kinesis source table (a Kafka source has none)
     dead_letter_tables: Mapping[str, str]  # folder under the dead-letter prefix (a source's) -> dead-letter table
     job_roles: Mapping[str, iam.IRole]  # source -> its streaming job's role
+    job_names: Mapping[str, str]  # source -> its streaming job's name (a job of one source is named after it)
     reader_policy: iam.IManagedPolicy
+    routed_sources: frozenset[str] = frozenset()  # those of job_roles' sources that are routed (carry several datasets)
 
 
 class LakeFormation(Construct):
@@ -85,15 +87,20 @@ class LakeFormation(Construct):
             location = lake_bucket.arn_for_objects(grants.lake_prefix)
             for source, role in sorted(grants.job_roles.items()):
                 who = f"Job{pascal(source)}"
-                self._grant(f"{who}Database", role, self._database_resource(),
+                # The database grant is the job role's, whichever of its sources asks first: named by the job, so a
+                # source or dataset added later does not rename, so replace, it (a rename revokes the pair, see _grant).
+                self._grant(f"Job{pascal(grants.job_names[source])}Database", role, self._database_resource(),
                             ("DESCRIBE", "CREATE_TABLE") if iceberg else ("DESCRIBE",))
                 if source in grants.source_tables:
                     self._grant(f"{who}SourceTable", role, self._table_resource(grants.source_tables[source]), READ)
                 if iceberg:
                     self._grant(f"{who}Location", role, self._location_resource(location), ("DATA_LOCATION_ACCESS",))
                 else:
-                    self._grant(f"{who}LakeTable", role, self._table_resource(grants.lake_table),
-                                ("SELECT", "INSERT", "DESCRIBE"))
+                    # A routed source's role writes each of its datasets' tables: one grant each, named by the dataset
+                    # from the start (a dataset joining the route later must not rename, so replace, another's grant:
+                    # the replacement's delete would revoke the pair the new resource had just granted, see _grant).
+                    table_id = f"{who}LakeTable{pascal(dataset)}" if source in grants.routed_sources else f"{who}LakeTable"
+                    self._grant(table_id, role, self._table_resource(grants.lake_table), ("SELECT", "INSERT", "DESCRIBE"))
             readable = [grants.lake_table] if not iceberg or dataset in created else []
             if iceberg and dataset in created:
                 maintained.append((dataset, grants.lake_table, location))

@@ -290,7 +290,9 @@ class StreamingLakeStack(cdk.Stack):
                 source_tables={s: t for s, t in catalog.source_table_names.items() if name in config.carried[s]},
                 dead_letter_tables=catalog.dead_letter_tables_of(name),
                 job_roles={s: job.role for s, job in self.streaming_jobs.items() if name in config.carried[s]},
+                job_names={s: job.name for s, job in self.streaming_jobs.items() if name in config.carried[s]},
                 reader_policy=self.readers.policies[name],
+                routed_sources=frozenset(s for s in config.routes if name in config.carried[s]),
             ) for name, dataset in self.datasets.items()},
         )
 

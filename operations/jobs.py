@@ -208,20 +208,32 @@ def status_lines(glue, cloudwatch, job_name: str) -> list[str]:
 
 def last_batch_line(s3, checkpoint_uri: str) -> str:
     """A source's last committed micro-batch, from the commit markers in its checkpoint
-    (`_streamlake/batch-<id>.committed.json`, glue_jobs/commit/__init__.py): its id and when it was written."""
-    import re
-
+    (`_streamlake/batch-<id>.committed.json`, glue_jobs/commit/__init__.py): its id and when it was written. A routed
+    source's markers are in a folder per part, `_routes/<dataset>/_streamlake/` and `_routes/_unroutable/_streamlake/`
+    (glue_jobs/routed_batch.py); its batch is committed once every part has committed it."""
     bucket, prefix = parse_s3_uri(checkpoint_uri, "checkpoint path")
-    prefix = (prefix if prefix.endswith("/") else prefix + "/") + "_streamlake/batch-"
-    newest = None
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
-        for obj in page.get("Contents", []):
-            match = re.search(r"batch-(\d+)\.committed\.json$", obj["Key"])
-            if match and (newest is None or int(match.group(1)) > newest[0]):
-                newest = (int(match.group(1)), obj["LastModified"])
-    if newest is None:
+    prefix = prefix if prefix.endswith("/") else prefix + "/"
+    single: dict[int, datetime] = {}
+    parts: dict[str, dict[int, datetime]] = {}
+    for listed in (prefix + "_streamlake/batch-", prefix + "_routes/"):
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=listed):
+            for obj in page.get("Contents", []):
+                key = obj["Key"][len(prefix):]
+                match = re.fullmatch(r"(?:_routes/([^/]+)/)?_streamlake/batch-(\d+)\.committed\.json", key)
+                if match:
+                    found = parts.setdefault(match.group(1), {}) if match.group(1) else single
+                    found[int(match.group(2))] = obj["LastModified"]
+    if parts:
+        every = set.intersection(*(set(batches) for batches in parts.values()))
+        if not every:
+            return f"no batch committed by every part yet ({', '.join(sorted(parts))})"
+        newest = max(every)
+        return f"last committed batch {newest} at {_fmt_time(max(p[newest] for p in parts.values()))} (by each of its " \
+               f"{len(parts)} parts)"
+    if not single:
         return "no committed batch yet"
-    return f"last committed batch {newest[0]} at {_fmt_time(newest[1])}"
+    newest = max(single)
+    return f"last committed batch {newest} at {_fmt_time(single[newest])}"
 
 
 def _fmt_time(value: datetime | None) -> str:
