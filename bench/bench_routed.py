@@ -4,8 +4,8 @@ one shared job.
     python bench/bench_routed.py [--records 4000] [--warmup 1] [--repeats 3] [--out bench-output/routed.json]
 
 One process, one local Spark application with fair scheduling (as the Glue entrypoint starts it), on the local file
-system `make bench` uses (bench/rows.py). The datasets are docs/examples/routed's (page views, checkouts, sensor
-readings, told apart by `kind`); each gets `--records` generated records (glue_jobs/dataset_generate.py, its seed,
+system `make bench` uses (bench/rows.py). The datasets are dev's routed stream's (page views and checkouts, in
+datasets/) and docs/examples/routed's sensor readings, told apart by `kind`, copied into one folder under `--work`; each gets `--records` generated records (glue_jobs/dataset_generate.py, its seed,
 bad and duplicate records included). Alternating, after `--warmup` unmeasured pairs:
   sources: three sources, each its dataset's records, their batches at once through run_sources (the shared job's
            own code: a thread and scheduler pool per source), timed until the last ends;
@@ -28,7 +28,6 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-os.environ["STREAMLAKE_DATASETS"] = str(REPO / "docs" / "examples" / "routed" / "datasets")  # before any dataset is read
 
 from bench.rows import alternate, at_least, local_fs, write_result  # noqa: E402
 
@@ -56,6 +55,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.records < 1 or args.repeats < 1 or args.warmup < 0:
         parser.error("--records and --repeats must be at least 1, --warmup 0 or more")
 
+    work = Path(args.work).resolve()
+    shutil.rmtree(work, ignore_errors=True)
+    for name in ("page_views", "checkouts", "sensor_readings"):  # one folder, set before any dataset is read
+        shipped = REPO / "datasets" / name
+        shutil.copytree(shipped if shipped.is_dir() else REPO / "docs" / "examples" / "routed" / "datasets" / name,
+                        work / "datasets" / name)
+    os.environ["STREAMLAKE_DATASETS"] = str(work / "datasets")
+
     from glue_jobs import datasets
     from glue_jobs.batch import MicroBatchWriter
     from glue_jobs.dataset_generate import generate_dataset
@@ -67,8 +74,6 @@ def main(argv: list[str] | None = None) -> int:
     from glue_jobs.sources import from_local_files
     from glue_jobs.sources.source_queries import FAIR_SCHEDULING, run_sources
 
-    work = Path(args.work).resolve()
-    shutil.rmtree(work, ignore_errors=True)
     routes = RouteTable.of("kind", ROUTES)
     names = routes.datasets
     lines = []

@@ -25,8 +25,8 @@ for package in (glue_jobs, compaction):
             importlib.import_module(f"{package.__name__}.{module.name}")
 import glue_jobs.contract.typed_contract, glue_jobs.lake.packed_batch, glue_jobs.glue_entry, compaction.glue_entry
 from glue_jobs import datasets, schema
-assert datasets.names() == ("orders",), datasets.names()
-assert sorted(datasets.load_all()) == ["orders"]
+assert datasets.names() == ("checkouts", "orders", "page_views"), datasets.names()
+assert sorted(datasets.load_all()) == ["checkouts", "orders", "page_views"]
 for ask in (schema.contract_fields, schema.avro_full_name):
     try:
         ask()
@@ -62,7 +62,7 @@ def test_every_job_module_imports_and_orders_runs_without_the_clickstream_datase
     root = tmp_path / "datasets"
     shutil.copytree(REPO_ROOT / "datasets", root)
     shutil.rmtree(root / "clickstream")
-    assert sorted(p.name for p in root.iterdir()) == ["orders"]
+    assert sorted(p.name for p in root.iterdir()) == ["checkouts", "orders", "page_views"]
     env = {**os.environ, datasets.ROOT_VARIABLE: str(root), "PYTHONDONTWRITEBYTECODE": "1"}
     done = subprocess.run([sys.executable, "-c", IMPORT_EVERY_JOB_MODULE], cwd=REPO_ROOT, env=env, capture_output=True,
                           text=True, timeout=300)
@@ -91,11 +91,13 @@ def test_an_environment_without_the_clickstream_dataset_synthesizes_and_diffs(tm
     config = json.loads(DEFAULT_CONFIG_PATH.read_text())
     for block in (config["defaults"], *config["environments"].values()):
         if "kinesis_streams" in block:
-            block["kinesis_streams"] = [{**stream, "dataset": "orders"} for stream in block["kinesis_streams"]]
+            # each stream of one dataset is bound to orders; dev's routed `events` (page_views, checkouts) stays
+            block["kinesis_streams"] = [stream if "route" in stream else {**stream, "dataset": "orders"}
+                                        for stream in block["kinesis_streams"]]
     template = synth_templates(["dev"], config=parse_config(config))["dev"]
     resources = template["Resources"]
     schemas = [r["Properties"]["Name"] for r in resources.values() if r["Type"] == "AWS::Glue::Schema"]
-    assert schemas == [datasets.load("orders").avro_full_name]
+    assert schemas == [datasets.load(name).avro_full_name for name in ("checkouts", "orders", "page_views")]
     assert not [i for i in resources if i.startswith("EventSchema")]
     tables = {r["Properties"]["TableInput"]["Name"] for r in resources.values() if r["Type"] == "AWS::Glue::Table"}
     assert "orders" in tables and "events" not in tables
@@ -103,4 +105,6 @@ def test_an_environment_without_the_clickstream_dataset_synthesizes_and_diffs(tm
     assert "SchemaNameOrders" in template["Outputs"]
     assert diff.schema_check() == ("Event schema: none (no datasets/clickstream)", [])
     line, problems = diff.dataset_check()
-    assert problems == [] and line.startswith("Datasets: orders v"), line
+    there = [f"{name} v{datasets.load(name).latest_version} (contract {datasets.load(name).digest})"
+             for name in ("checkouts", "orders", "page_views")]
+    assert problems == [] and line.startswith(f"Datasets: {', '.join(there)}; "), line

@@ -30,9 +30,11 @@ def test_shipped_config_declares_dev_staging_prod_with_defaults_merged():
     # prod overrides one key of streaming; the rest comes from defaults
     assert prod.streaming.window_size_seconds == dev.streaming.window_size_seconds == 60
     assert prod.kinesis_streams[0].shard_count == 8 and dev.kinesis_streams[0].capacity_mode == "on_demand"
-    assert dev.source_names == ("clickstream", "orders")  # orders as JSON on Kinesis in dev
+    # orders as JSON on Kinesis in dev, beside the routed stream events (page_views and checkouts, routed by `kind`)
+    assert dev.source_names == ("clickstream", "orders", "events")
     assert prod.source_names == ("clickstream", "orders")  # orders as Avro on MSK in staging and prod
-    assert dev.carried == prod.carried == {"clickstream": ("clickstream",), "orders": ("orders",)}
+    assert prod.carried == {"clickstream": ("clickstream",), "orders": ("orders",)}
+    assert dev.carried == {**prod.carried, "events": ("checkouts", "page_views")}
 
 
 def _problems(raw: dict, env: str, dotted: str, value) -> list[str]:
@@ -54,7 +56,7 @@ BAD_VALUES = [
     ("dev", "compaction.schedule", "cron(15 8 * * ? *)", "dev.compaction.schedule: 'cron(15 8 * * ? *)' is not a supported shape"),
     ("dev", "compaction.schedule", "rate(1 hour)", "dev.compaction.schedule: 'rate(1 hour)' is not an EventBridge/Glue cron expression"),
     ("prod", "removal_policy", "destroy", "prod.removal_policy: 'destroy' is not allowed in prod"),
-    ("staging", "msk.dataset", "payments", "staging.msk.dataset: 'payments' is not one of clickstream, orders"),
+    ("staging", "msk.dataset", "payments", "staging.msk.dataset: 'payments' is not one of checkouts, clickstream, orders, page_views"),
     ("dev", "removal_policy", "keep", "dev.removal_policy: 'keep' is not one of retain, destroy"),
     ("dev", "msk.mode", "cluster", "dev.msk.mode: 'cluster' is not one of none, provisioned, serverless, existing"),
     ("dev", "msk.mode", "existing", "dev.msk.bootstrap_servers: null is required when mode is 'existing'"),
@@ -255,19 +257,21 @@ def test_streaming_jobs_group_sources_with_their_own_sizing_and_name_every_wrong
     a source no job names keeps a job of its own, named after it, with the environment's settings."""
     shared = [{"name": "small", "sources": ["clickstream"], "streaming": {"max_workers": 2, "window_size_seconds": 30}}]
     dev = parse_config(update_raw(raw, "dev", "streaming_jobs", shared)).get("dev")
-    small, orders = dev.job_groups
+    small, orders, events = dev.job_groups
     assert (small.name, small.sources, small.declared, orders.name, orders.sources, orders.declared) == (
         "small", ("clickstream",), True, "orders", ("orders",), False)
+    assert (events.name, events.sources, events.declared) == ("events", ("events",), False)  # dev's routed stream
     assert (small.settings.max_workers, small.settings.window_size_seconds, small.settings.worker_type) == (2, 30, "G.025X")
     assert orders.settings == dev.streaming and dev.job_of("orders") == orders
+    assert events.settings == dev.streaming and dev.job_of("events") == events
     both = parse_config(update_raw(raw, "dev", "streaming_jobs", [{"name": "orders", "sources": ["clickstream", "orders"]}])).get("dev")
-    assert [(g.name, g.sources) for g in both.job_groups] == [("orders", ("clickstream", "orders"))]
+    assert [(g.name, g.sources) for g in both.job_groups] == [("orders", ("clickstream", "orders")), ("events", ("events",))]
 
     refused = {
         "dev.streaming_jobs[1].sources: 'clickstream' is also in job 'ja'": [
             {"name": "ja", "sources": ["clickstream"]}, {"name": "jb", "sources": ["clickstream"]}],
         "dev.streaming_jobs[0].sources: [] must hold at least 1 item(s)": [{"name": "ja", "sources": []}],
-        "dev.streaming_jobs[0].sources: 'payments' is no source of this environment (sources: clickstream, orders)": [
+        "dev.streaming_jobs[0].sources: 'payments' is no source of this environment (sources: clickstream, orders, events)": [
             {"name": "ja", "sources": ["payments"]}],
         "dev.streaming_jobs[0].name: 'orders' is the name of source 'orders', which this job does not run": [
             {"name": "orders", "sources": ["clickstream"]}],

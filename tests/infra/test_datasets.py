@@ -42,7 +42,7 @@ def root(tmp_path, monkeypatch):
 def test_shipped_datasets(monkeypatch):
     monkeypatch.delenv(datasets.ROOT_VARIABLE, raising=False)
     found = datasets.load_all()
-    assert sorted(found) == ["clickstream", "orders"]
+    assert sorted(found) == ["checkouts", "clickstream", "orders", "page_views"]  # checkouts, page_views: dev's `events`
     clickstream, orders = found["clickstream"], found["orders"]
     # clickstream is today's event, byte for byte
     # its versions have one home, datasets/clickstream/: glue_jobs.schema (the registry's
@@ -151,7 +151,7 @@ def test_the_module_imports_without_pyspark_or_cdk():
     code = ("import sys; sys.modules['pyspark'] = None; sys.modules['aws_cdk'] = None; "
             "from glue_jobs import datasets; print(sorted(datasets.load_all()))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "['clickstream', 'orders']"
+    assert out.stdout.strip() == "['checkouts', 'clickstream', 'orders', 'page_views']"
 
 
 @pytest.mark.parametrize("name", ["events", "source_orders", "dead_letters_x", "Orders", "9lives"])
@@ -201,7 +201,10 @@ def test_shipped_datasets_evolve_within_the_rules_and_the_diff_says_so(monkeypat
     from devtools.diff import dataset_check
 
     line, problems = dataset_check()
-    assert problems == [] and line.startswith("Datasets: clickstream v1 (contract ")
+    assert problems == [] and line.startswith("Datasets: checkouts v1 (contract ")
+    shipped = [f"{name} v1 (contract {datasets.load(name).digest})"
+               for name in ("checkouts", "clickstream", "orders", "page_views")]
+    assert line == f"Datasets: {', '.join(shipped)}; every version keeps what the lake and the registry can read"
 
 
 def test_an_evolution_the_lake_cannot_read_fails_the_diff(root):

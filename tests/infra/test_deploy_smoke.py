@@ -244,7 +244,11 @@ def _create_in_moto(template: dict, environment: str, then=None) -> None:
         tables = {t["Name"] for t in glue.get_tables(DatabaseName=database)["TableList"]}
         lake_tables = {"events" if d == "clickstream" else d for d in config.datasets}  # one per dataset carried
         kinesis = [s.name for s in config.kinesis_streams]  # a Kafka source has no table (docs/kafka.md)
-        expected = lake_tables | {f"source_{s}" for s in kinesis} | {f"dead_letters_{s}" for s in config.source_names}
+        # a source's dead letters: one table, or a routed source's one per dataset and one for its unroutable records
+        dead_letters = {table for s in config.source_names for table in (
+            [f"dead_letters_{s}_{d}" for d in (*config.routes[s].datasets, "unroutable")] if s in config.routes
+            else [f"dead_letters_{s}"])}
+        expected = lake_tables | {f"source_{s}" for s in kinesis} | dead_letters
         assert tables == expected
         lake = glue.get_table(DatabaseName=database, Name="events")["Table"]
         assert lake["StorageDescriptor"]["Location"] == f"s3://{outputs['LakeBucketName']}/events/"

@@ -206,8 +206,8 @@ def _grant(principal, table: str, permissions: list[str]) -> dict:
 def test_a_grant_change_is_labelled_a_replacement_and_on_the_same_principal_and_resource_a_failing_deploy():
     """Every property of AWS::LakeFormation::PrincipalPermissions is create-only and its identifier is the principal and
     the resource (cfn-lint's bundled schema): a new permission list on the same table and role replaces the grant under
-    the identifier the old one holds, which cannot deploy; a grant on another table, or to a role that is itself
-    replaced, is a new grant made before the old one is revoked."""
+    the identifier the old one holds, which cannot deploy, and so does the same grant moved to a new logical id; a
+    grant on another table, or to a role that is itself replaced, is a new grant made before the old one is revoked."""
     role = {"Fn::GetAtt": ["ReaderRole", "Arn"]}
     old = {"Resources": {
         "ReaderRole": {"Type": "AWS::IAM::Role", "Properties": {"RoleName": "reader", "Path": "/"}},
@@ -215,9 +215,13 @@ def test_a_grant_change_is_labelled_a_replacement_and_on_the_same_principal_and_
         "MorePermissions": _grant(role, "orders", ["SELECT"]),
         "OtherTable": _grant(role, "orders", ["SELECT", "DESCRIBE"]),
         "NewRole": _grant({"Fn::GetAtt": ["JobRole", "Arn"]}, "events", ["SELECT"]),
+        "OldId": _grant(role, "events", ["SELECT"]),
+        "OldIdOtherTable": _grant(role, "orders_v1", ["SELECT"]),
     }}
     new = {"Resources": {
-        **old["Resources"],
+        **{k: v for k, v in old["Resources"].items() if not k.startswith("OldId")},
+        "NewId": _grant(role, "events", ["SELECT"]),  # the same grant under a new logical id: its pair is revoked
+        "NewIdOtherTable": _grant(role, "orders_v2", ["SELECT"]),  # a new pair: made before the old is revoked
         "JobRole": {"Type": "AWS::IAM::Role", "Properties": {"Path": "/jobs/"}},  # Path is create-only: a new role
         "MorePermissions": _grant(role, "orders", ["SELECT", "DESCRIBE"]),
         "OtherTable": _grant(role, "dead_letters_orders", ["SELECT", "DESCRIBE"]),
@@ -229,6 +233,8 @@ def test_a_grant_change_is_labelled_a_replacement_and_on_the_same_principal_and_
     assert not changes["OtherTable"].deploy_fails
     assert (changes["NewRole"].kind, changes["NewRole"].replacing) == ("replaced", ["Principal"])
     assert not changes["NewRole"].deploy_fails  # the replaced role is a new principal at deploy time
+    assert (changes["NewId"].kind, changes["NewId"].moved_from, changes["NewId"].deploy_fails) == ("added", "OldId", True)
+    assert (changes["NewIdOtherTable"].moved_from, changes["NewIdOtherTable"].deploy_fails) == (None, False)
     text = diff.render_environment("prod", list(changes.values()), diff.CostRange(1.0, 1.0), diff.CostRange(1.0, 1.0))
     review_first = text.split("### ⚠ IAM, security group and policy changes (review first)", 1)[1]
     assert "`MorePermissions` (AWS::LakeFormation::PrincipalPermissions): replacement (create-only `Permissions`) — ⛔ " \
@@ -237,7 +243,9 @@ def test_a_grant_change_is_labelled_a_replacement_and_on_the_same_principal_and_
            "**grant replaced**" in review_first
     assert "`NewRole` (AWS::LakeFormation::PrincipalPermissions): replacement (create-only `Principal`) — 🔑 " \
            "**grant replaced**" in review_first
-    assert "⛔ 1 change(s) would fail to deploy**: `MorePermissions`" in text
+    assert "`NewId` (AWS::LakeFormation::PrincipalPermissions) — ⛔ **deploy will fail: grant moved from `OldId` on " \
+           "the same principal and resource**" in review_first
+    assert "⛔ 2 change(s) would fail to deploy**: `NewId`, `MorePermissions`" in text
     assert "needs the name it keeps" not in text
 
 
@@ -255,13 +263,15 @@ def test_a_dataset_switched_to_iceberg_is_priced_in_the_cost_delta():
     """orders becomes an Iceberg table (its dataset.json, not the config): dev's cost grows by its commits and hourly
     maintenance (devtools/sizing.py; prices written out here: S3 PUT/LIST 0.005 and GET 0.0004 USD per 1,000, Data
     Catalog 1.00 per million): 43,800 commits x (3 PUT + 99 GET + 6 catalog requests) = 2.65; maintenance requests
-    730 x (50 PUT or LIST + 10 GET + 13 catalog) = 0.19; the maintenance's Glue time 0.95 x orders' half of dev's
-    compaction (2 x 5/60 h x 730 x 0.29) = -0.88. Switching back is the same amount saved."""
+    730 x (50 PUT or LIST + 10 GET + 13 catalog) = 0.19; the maintenance's Glue time 0.95 x orders' quarter of dev's
+    compaction (2 x 5/60 h x 730 x 0.29, split evenly over dev's four datasets) = -0.44. Switching back is the same
+    amount saved."""
     put, get, catalog = 0.005 / 1000, 0.0004 / 1000, 1.00 / 1e6
     expected = (round(43_800 * (3 * put + 99 * get + 6 * catalog), 2) + round(730 * (50 * put + 10 * get + 13 * catalog), 2)
-                + round(2 * (5 / 60) * 730 * 0.29 / 2 * (0.95 - 1), 2))
-    assert expected == pytest.approx(1.96)
+                + round(2 * (5 / 60) * 730 * 0.29 / 4 * (0.95 - 1), 2))
+    assert expected == pytest.approx(2.40)
     config = load_config()
+    assert config.get("dev").datasets == ("checkouts", "clickstream", "orders", "page_views")  # the compaction's four shares
     empty = {"dev": {"Resources": {}}}
     report = diff.render_report(empty, empty, config, config, "HEAD", base_iceberg=frozenset(), new_iceberg={"orders"})
     dev = report.split("\n## ")[1]
@@ -316,14 +326,43 @@ def test_a_worker_type_change_in_prod_names_the_restart_of_every_streaming_job(t
     assert diff.streaming_restarts(old_t, old_t, []) == {}
 
 
+# What dev's routed stream `events` (page_views and checkouts by `kind`) adds to dev's template, logical ids without their
+# hash: the stream, its source table, its alarms and its unroutable records' dead-letter table; per dataset its lake
+# table, registry schema, dead-letter table under the source, reader policy, three named queries and two alarms.
+ROUTED_STREAM_ADDS = sorted([
+    "StreamsEvents", "CatalogSourceTableEvents", "CatalogDeadLetterTableEventsUnroutable", "MonitoringUnroutableShareEvents",
+    *(f"Monitoring{alarm}Events" for alarm in ("BatchOverrun", "ConsumerLag", "IteratorAge", "NoRecordsProcessed",
+                                               "ReadThrottled", "WriteThrottled")),
+    *(logical_id for dataset in ("PageViews", "Checkouts") for logical_id in (
+        f"CatalogLakeTable{dataset}", f"CatalogSchema{dataset}", f"CatalogDeadLetterTableEvents{dataset}",
+        f"ReadersReaderPolicy{dataset}", f"Readers{dataset}RowsPerHour", f"Readers{dataset}DeadLettersByReason",
+        f"Readers{dataset}Freshness", f"MonitoringDeadLetterRate{dataset}", f"MonitoringFreshness{dataset}")),
+])
+# What dev's shared job "ingest" adds in place of its sources' jobs of their own.
+INGEST_JOB_ADDS = sorted([
+    "StreamingJobIngestJob", "StreamingJobIngestRole", "StreamingJobIngestRoleDefaultPolicy",
+    "StreamingJobIngestRoleOverflowPolicy1", "StreamingJobIngestContinuousLogs", "StreamingJobIngestErrorLogs",
+    "StreamingJobIngestOutputLogs", "JobKeeperDeployIngest", "MonitoringNotRunningIngest",
+    "MonitoringOutagePastHalfRetentionIngest", "MonitoringRestartsCappedIngest",
+])
+# Added to dev since 1d225b0 for other reasons: the compaction's log groups are the stack's own now
+# (test_review_findings.py), and the job keeper's own alarms.
+OTHER_DEV_ADDS_SINCE_1D225B0 = sorted(["CompactionErrorLogs", "CompactionOutputLogs", "MonitoringJobKeeperAsyncEventsDropped",
+                                       "MonitoringJobKeeperErrors"])
+SOURCES_ADDED_SINCE_1D225B0 = {"dev": ("events",)}  # dev's routed stream: a new source, not a moved one
+
+
 def test_from_1d225b0_each_kept_job_restarts_once_dev_regroups_and_nothing_is_replaced(templates):
     """From 1d225b0 (tests/infra/fixtures/templates_1d225b0) to the shipped config: no Glue job, table, stream or bucket
     is replaced in any environment. staging's and prod's jobs are kept: the new digest formula (DigestFormula,
     RunsWith) changes every deploy resource, so each restarts once, named. dev's two jobs give way to its shared job
     "ingest": the report lists both sources as moved (the old jobs carry dev's tags, which the keeper's stop
-    statement takes, so the move is not refused), and only those two jobs go. (The log groups changed since
-    1d225b0 for another reason: they are the stack's own now, test_review_findings.py.)"""
+    statement takes, so the move is not refused), and only those two jobs go. dev's routed stream `events`, new since
+    1d225b0, joins "ingest" as an added source, not a moved one: its stream, tables, schemas, reader policies, queries
+    and alarms are added, and nothing of it is replaced. (The log groups changed since 1d225b0 for another reason: they
+    are the stack's own now, test_review_findings.py.)"""
     import gzip
+    import re
     from pathlib import Path
 
     from devtools.snapshot import normalize
@@ -340,18 +379,27 @@ def test_from_1d225b0_each_kept_job_restarts_once_dev_regroups_and_nothing_is_re
         kept = [", ".join(job.sources) for job in config.job_groups if not job.declared]
         assert sorted(restarts) == sorted(kept), environment
         assert all("deploy `Properties.DigestFormula`" in reasons for reasons in restarts.values())
-        moved = [source for job in config.job_groups if job.declared for source in job.sources]
+        grouped = [source for job in config.job_groups if job.declared for source in job.sources]
+        added_sources = SOURCES_ADDED_SINCE_1D225B0.get(environment, ())
+        moved = [source for source in grouped if source not in added_sources]
         assert [(m.source, m.old_job_stoppable) for m in moves] == [(source, True) for source in sorted(moved)], environment
         jobs = {kind: sorted(c.logical_id for c in changes if c.type == "AWS::Glue::Job" and c.kind == kind)
                 for kind in ("added", "removed")}
         assert jobs["removed"] == sorted({m.old_job for m in moves}), environment  # only the regrouped jobs go
         assert jobs["added"] == sorted({m.new_job for m in moves}), environment
         if environment == "dev":
-            assert moved == ["clickstream", "orders"] and len(jobs["removed"]) == 2 and len(jobs["added"]) == 1
+            assert grouped == ["clickstream", "orders", "events"] and moved == ["clickstream", "orders"]
+            assert len(jobs["removed"]) == 2 and len(jobs["added"]) == 1
             text = diff.render_environment(environment, changes, diff.CostRange(1, 1), diff.CostRange(1, 1), restarts, moves)
             assert "**⇄ moves 2 source(s) to another streaming job**" in text and "⛔" not in text
+            added = sorted(re.sub(r"[0-9A-F]{8}$", "", c.logical_id) for c in changes if c.kind == "added")
+            assert added == sorted(ROUTED_STREAM_ADDS + INGEST_JOB_ADDS + OTHER_DEV_ADDS_SINCE_1D225B0)
+            tables = sorted(new["Resources"][c.logical_id]["Properties"]["TableInput"]["Name"] for c in changes
+                            if c.kind == "added" and c.type == "AWS::Glue::Table")
+            assert tables == ["checkouts", "dead_letters_events_checkouts", "dead_letters_events_page_views",
+                              "dead_letters_events_unroutable", "page_views", "source_events"]
         else:
-            assert moved == [], environment
+            assert grouped == [] and moved == [], environment
 
 
 def test_a_change_that_reaches_no_run_restarts_nothing(templates):
@@ -375,4 +423,4 @@ def test_a_change_that_reaches_no_run_restarts_nothing(templates):
         if resource["Type"] == "AWS::Glue::Job" and resource["Properties"]["Command"]["Name"] == "gluestreaming":
             resource["Properties"]["Timeout"] = 60
     restarts = diff.streaming_restarts(old, new_timeout, diff.diff_templates(old, new_timeout))
-    assert sorted(restarts) == ["clickstream, orders"] and all(r == ["`Properties.Timeout`"] for r in restarts.values())
+    assert sorted(restarts) == ["clickstream, orders, events"] and all(r == ["`Properties.Timeout`"] for r in restarts.values())

@@ -12,6 +12,7 @@ import re
 from compaction import glue_entry as compaction_entry
 from devtools.template_sources import job_sources
 from glue_jobs import glue_entry as streaming_entry
+from infra.config import load_config
 
 OURS = re.compile(r"^--([a-z][a-z0-9_]*)$")
 GLUE_SUPPLIED = {"JOB_NAME"}
@@ -26,8 +27,9 @@ def _ours(job: dict) -> set[str]:
 
 
 def test_streaming_jobs_provide_exactly_what_the_entrypoint_reads(templates):
-    checked = 0
+    checked, routed = 0, []
     for env, template in templates.items():
+        routes = load_config().get(env).routes  # a routed source's entry has a routed source's keys
         for job in _jobs(template):
             if job["Command"]["Name"] != "gluestreaming":
                 continue
@@ -35,11 +37,15 @@ def test_streaming_jobs_provide_exactly_what_the_entrypoint_reads(templates):
             assert _ours(job) == expected, (env, _ours(job) ^ expected)
             for source in job_sources(job["DefaultArguments"]):
                 table_format = "iceberg" if "lake_table" in source else "parquet"
-                keys = set(streaming_entry.source_keys(source["source_type"], table_format))
+                route = routes.get(source["source_name"])
+                keys = set(streaming_entry.source_keys(source["source_type"], table_format,
+                                                       routed=route.datasets if route else ()))
                 assert set(source) == keys, (env, source["source_name"], set(source) ^ keys)
                 assert ("--datalake-formats" in job["DefaultArguments"]) == (table_format == "iceberg")
                 checked += 1
-    assert checked == 6  # dev 2 (clickstream, orders) + staging 2 + prod 2
+                routed += [(env, source["source_name"])] if route else []
+    assert routed == [("dev", "events")]
+    assert checked == 7  # dev 3 (clickstream, orders, the routed events) + staging 2 + prod 2
 
 
 def test_compaction_job_provides_exactly_what_the_entrypoint_reads(templates):

@@ -11,6 +11,7 @@ import pytest
 
 from glue_jobs import datasets
 from infra.config import DEFAULT_CONFIG_PATH, ConfigError, load_config, parse_config, update_raw
+from infra.constants import pascal
 from tests.infra.test_cfn_lint import _accepted, _lint
 
 
@@ -89,11 +90,13 @@ def test_on_registers_the_lake_bucket_through_the_stacks_own_role_with_the_data_
 
 
 def test_on_grants_each_job_role_and_each_datasets_reader_role_exactly_their_tables(dev_on):
-    """dev: clickstream and orders, both Parquet, each from a Kinesis stream of its own, both run by the job "ingest"
-    (one role: one grant per table, the database's once). The compaction role compacts Parquet by path, so it gets no
-    grant."""
-    job = dict.fromkeys(("clickstream", "orders"), _role_id(dev_on, "StreamingJobIngestRole"))
-    reader = {d: _role_id(dev_on, f"LakeFormationReaderRole{d.title()}") for d in ("clickstream", "orders")}
+    """dev: clickstream and orders, both Parquet, each from a Kinesis stream of its own, and page_views and checkouts
+    from the routed stream `events`, all run by the job "ingest" (one role: one grant per table, the database's once,
+    named by the job). A routed dataset's reader reads its own share of the source's dead letters, not the unroutable
+    ones. The compaction role compacts Parquet by path, so it gets no grant."""
+    datasets = ("clickstream", "orders", "page_views", "checkouts")
+    job = dict.fromkeys(datasets, _role_id(dev_on, "StreamingJobIngestRole"))
+    reader = {d: _role_id(dev_on, f"LakeFormationReaderRole{pascal(d)}") for d in datasets}
     db = "streamlake_dev"
     assert _grants(dev_on) == {
         (job["clickstream"], db): ["DESCRIBE"],
@@ -107,7 +110,24 @@ def test_on_grants_each_job_role_and_each_datasets_reader_role_exactly_their_tab
         (reader["orders"], db): ["DESCRIBE"],
         (reader["orders"], f"{db}.orders"): ["SELECT", "DESCRIBE"],
         (reader["orders"], f"{db}.dead_letters_orders"): ["SELECT", "DESCRIBE"],
+        (job["page_views"], f"{db}.source_events"): ["SELECT", "DESCRIBE"],
+        (job["page_views"], f"{db}.page_views"): ["SELECT", "INSERT", "DESCRIBE"],
+        (job["checkouts"], f"{db}.checkouts"): ["SELECT", "INSERT", "DESCRIBE"],
+        (reader["page_views"], db): ["DESCRIBE"],
+        (reader["page_views"], f"{db}.page_views"): ["SELECT", "DESCRIBE"],
+        (reader["page_views"], f"{db}.dead_letters_events_page_views"): ["SELECT", "DESCRIBE"],
+        (reader["checkouts"], db): ["DESCRIBE"],
+        (reader["checkouts"], f"{db}.checkouts"): ["SELECT", "DESCRIBE"],
+        (reader["checkouts"], f"{db}.dead_letters_events_checkouts"): ["SELECT", "DESCRIBE"],
     }
+    # Grant ids that do not move when a source or a dataset joins (a renamed grant is replaced, revoking its pair):
+    # the database's is the job's, each routed dataset's table grant is named by its dataset.
+    ids = {k.rstrip("0123456789ABCDEF") for k, v in dev_on["Resources"].items()
+           if v["Type"] == "AWS::LakeFormation::PrincipalPermissions" and k.startswith("LakeFormationJob")}
+    assert ids == {"LakeFormationJobIngestDatabase", "LakeFormationJobClickstreamSourceTable",
+                   "LakeFormationJobClickstreamLakeTable", "LakeFormationJobOrdersSourceTable",
+                   "LakeFormationJobOrdersLakeTable", "LakeFormationJobEventsSourceTable",
+                   "LakeFormationJobEventsLakeTablePageViews", "LakeFormationJobEventsLakeTableCheckouts"}
     # The reader role carries the dataset's reader policy and is output for the teams that assume it.
     policies = dev_on["Resources"][reader["orders"]]["Properties"]["ManagedPolicyArns"]
     assert [p["Ref"] for p in policies] == [k for k in _of_type(dev_on, "AWS::IAM::ManagedPolicy") if k.startswith("ReadersReaderPolicyOrders")]
@@ -171,7 +191,9 @@ def test_an_iceberg_dataset_is_granted_by_name_only_once_its_table_exists(iceber
     assert {r: p for (who, r), p in grants.items() if who == job} == {  # its job "ingest" runs clickstream too
         "streamlake_dev": ["DESCRIBE", "CREATE_TABLE"], "streamlake_dev.source_orders": ["SELECT", "DESCRIBE"],
         location: ["DATA_LOCATION_ACCESS"], "streamlake_dev.source_clickstream": ["SELECT", "DESCRIBE"],
-        "streamlake_dev.events": ["SELECT", "INSERT", "DESCRIBE"]}
+        "streamlake_dev.events": ["SELECT", "INSERT", "DESCRIBE"], "streamlake_dev.source_events": ["SELECT", "DESCRIBE"],
+        "streamlake_dev.page_views": ["SELECT", "INSERT", "DESCRIBE"],
+        "streamlake_dev.checkouts": ["SELECT", "INSERT", "DESCRIBE"]}
     assert {r for (who, r) in grants if who == reader} == {"streamlake_dev", "streamlake_dev.dead_letters_orders"}
     assert not [key for key in grants if key[0] == compaction]
 

@@ -249,7 +249,7 @@ PUBLISHED_DIMENSIONS = {
 
 
 def test_no_alarm_in_any_environment_watches_a_metric_without_its_dimensions(templates):
-    checked = 0
+    checked = parts = 0
     for env, template in templates.items():
         for logical_id, resource in template["Resources"].items():
             if resource["Type"] != "AWS::CloudWatch::Alarm":
@@ -264,10 +264,15 @@ def test_no_alarm_in_any_environment_watches_a_metric_without_its_dimensions(tem
                     assert names == {"Environment"}, (env, logical_id)
                 if metric["Namespace"] == "StreamLake" and metric["MetricName"] == "NewestEventAgeSeconds":
                     assert names == {"Dataset", "Environment"}, (env, logical_id)  # as glue_jobs.metrics publishes it
-                elif metric["Namespace"] == "StreamLake":
-                    assert "Dataset" not in names, (env, logical_id)
+                elif metric["Namespace"] == "StreamLake" and "Dataset" in names:
+                    # a routed source's dataset part, as glue_jobs.metrics publishes it (RecordsIn, DeadLetters)
+                    source = {d["Name"]: d["Value"] for d in metric["Dimensions"]}["Source"]
+                    assert source in load_config().get(env).routes, (env, logical_id, source)
+                    assert names == {"Source", "Dataset", "Environment"}, (env, logical_id)
+                    assert metric["MetricName"] in ("RecordsIn", "DeadLetters"), (env, logical_id)
+                    parts += 1
                 checked += 1
-    assert checked >= 40
+    assert checked >= 40 and parts >= 4  # dev's routed `events`: its two datasets' dead-letter and no-data alarms
 
 
 def test_a_provisioned_stream_alarms_at_80_percent_of_its_shards_capacity(templates):

@@ -15,6 +15,12 @@ def _of_type(template: dict, type_: str) -> dict[str, dict]:
     return {k: v["Properties"] for k, v in template["Resources"].items() if v["Type"] == type_}
 
 
+def _dead_letter_table(config, source: str, dataset: str) -> str:
+    """A source's dead-letter table of `dataset`: the source's own, or a routed source's one per dataset (its
+    unroutable records' table belongs to no dataset)."""
+    return f"dead_letters_{source}_{dataset}" if source in config.routes else f"dead_letters_{source}"
+
+
 @pytest.mark.parametrize("environment", list(load_config().environments))
 def test_the_workgroup_enforces_encrypted_expiring_results_and_the_scan_limit(templates, environment):
     template, config = templates[environment], load_config().get(environment)
@@ -44,7 +50,8 @@ def test_three_named_queries_and_a_reader_policy_per_dataset(templates, environm
         table = "events" if dataset == "clickstream" else dataset
         assert f'"{table}"' in mine["rows per hour"]["QueryString"] and f'"{table}"' in mine["freshness"]["QueryString"]
         sources = list(config.sources_of(dataset))
-        assert all(f'"dead_letters_{s}"' in mine["dead letters by reason"]["QueryString"] for s in sources)
+        dead_letters = [_dead_letter_table(config, s, dataset) for s in sources]
+        assert all(f'"{t}"' in mine["dead letters by reason"]["QueryString"] for t in dead_letters)
 
         (policy_id,) = [k for k in _of_type(template, "AWS::IAM::ManagedPolicy")
                         if k.startswith(f"ReadersReaderPolicy{dataset.title().replace('_', '')}")]
@@ -54,7 +61,7 @@ def test_three_named_queries_and_a_reader_policy_per_dataset(templates, environm
             f":workgroup/streamlake-{environment}-readers")
         tables = {r["Fn::Join"][1][-1].rsplit("/", 1)[-1] for r in statements["ReadTheDatasetsTables"]["Resource"]
                   if ":table/" in r["Fn::Join"][1][-1]}
-        assert tables == {table, *(f"dead_letters_{s}" for s in sources)}
+        assert tables == {table, *dead_letters}
         others = [d for d in config.datasets if d != dataset]
         assert not any(f"/{('events' if o == 'clickstream' else o)}/*" in text for o in others)
         assert "s3:PutObject" in json.dumps(statements["WriteAndReadQueryResults"]) and text.count("s3:PutObject") == 1

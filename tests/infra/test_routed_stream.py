@@ -1,9 +1,10 @@
 """A routed Kinesis stream in the config: one stream whose records are several datasets, routed by a declared field
-(docs/datasets.md "One stream, several datasets"). The datasets are a team's, added with files only (a copy of
-datasets/ plus docs/examples/routed/datasets); the config names the stream's `route`. What the environment then
-synthesizes: each dataset's lake table and dead-letter table, the source's own dead letters, the job's `--sources`
-entry the Glue entrypoint reads back, a role writing exactly those prefixes, the per-dataset alarms on the source's
-per-dataset metrics and the unroutable-share alarm; and what a dataset joining the route adds in `make diff`."""
+(docs/datasets.md "One stream, several datasets"). dev ships one, `events`, carrying page_views and checkouts by
+`kind`; a team's sensor_readings (docs/examples/routed/datasets, its files copied beside datasets/) joins it by one
+route value. What the environment synthesizes: each dataset's lake table and dead-letter table, the source's own dead
+letters, the job's `--sources` entry the Glue entrypoint reads back, a role writing exactly those prefixes, the
+per-dataset alarms on the source's per-dataset metrics and the unroutable-share alarm; and what a dataset joining the
+route adds in `make diff`."""
 
 from __future__ import annotations
 
@@ -17,26 +18,32 @@ from devtools.template_sources import job_sources
 from glue_jobs import datasets
 from infra.config import DEFAULT_CONFIG_PATH, REPO_ROOT, ConfigError, parse_config
 
-ROUTED = REPO_ROOT / "docs" / "examples" / "routed" / "datasets"
-STREAM = {"name": "events", "capacity_mode": "on_demand", "shard_count": None, "retention_hours": 24,
-          "route": {"field": "kind", "values": {"page_view": "page_views", "checkout": "checkouts"}}}
+JOINING = REPO_ROOT / "docs" / "examples" / "routed" / "datasets" / "sensor_readings"
+SHIPPED = json.loads(DEFAULT_CONFIG_PATH.read_text())
+(STREAM,) = [s for s in SHIPPED["environments"]["dev"]["kinesis_streams"] if "route" in s]  # dev's `events`
+WHERE = f"dev.kinesis_streams[{SHIPPED['environments']['dev']['kinesis_streams'].index(STREAM)}]"
 
 
 def routed_config(stream: dict = STREAM) -> dict:
-    """dev with the routed stream `events` beside its own, run by dev's shared job."""
-    raw = json.loads(DEFAULT_CONFIG_PATH.read_text())
-    dev = raw["environments"]["dev"]
-    dev["kinesis_streams"].append(copy.deepcopy(stream))
-    dev["streaming_jobs"][0]["sources"].append(stream["name"])
+    """The shipped config with dev's routed stream replaced by `stream` (as shipped by default)."""
+    raw = copy.deepcopy(SHIPPED)
+    streams = raw["environments"]["dev"]["kinesis_streams"]
+    streams[streams.index(STREAM)] = copy.deepcopy(stream)
     return raw
+
+
+def test_dev_ships_a_routed_stream_in_its_shared_job():
+    env = parse_config(SHIPPED).get("dev")
+    assert STREAM["name"] == "events" and env.routes["events"].field == "kind"
+    assert env.carried["events"] == ("checkouts", "page_views")
+    assert [(g.name, g.sources) for g in env.job_groups] == [("ingest", ("clickstream", "orders", "events"))]
 
 
 @pytest.fixture(scope="module")
 def team_root(tmp_path_factory):
     root = tmp_path_factory.mktemp("routed-team") / "datasets"
     shutil.copytree(REPO_ROOT / "datasets", root)
-    for folder in ROUTED.iterdir():
-        shutil.copytree(folder, root / folder.name)
+    shutil.copytree(JOINING, root / JOINING.name)
     return root
 
 
@@ -48,7 +55,7 @@ def team(team_root, monkeypatch):
 
 @pytest.fixture(scope="module")
 def templates(team_root):
-    """dev synthesized with the routed stream, and with sensor_readings joining its route by one config line."""
+    """dev synthesized as shipped (its routed stream), and with sensor_readings joining the route by one config line."""
     from devtools.snapshot import synth_templates
 
     with pytest.MonkeyPatch.context() as patch:
@@ -74,7 +81,7 @@ def test_the_config_refuses_a_route_it_cannot_follow_naming_the_key(team):
     env = parse_config(routed_config()).get("dev")
     assert env.carried["events"] == ("checkouts", "page_views") and env.routes["events"].field == "kind"
     assert env.sources_of("page_views") == ("events",) and "checkouts" in env.datasets
-    where = "dev.kinesis_streams[2]"
+    where = WHERE
     both = {**STREAM, "dataset": "orders"}
     assert f"{where}.dataset: 'orders' must be left out of a routed stream: its `route` names its datasets" in _problems(
         routed_config(both))
@@ -87,7 +94,7 @@ def test_the_config_refuses_a_route_it_cannot_follow_naming_the_key(team):
     assert any(p.startswith(f"{where}.route: ") and "exactly `field`" in p for p in _problems(routed_config(shape)))
     iceberg = routed_config()
     iceberg["environments"]["dev"]["table_formats"] = {"checkouts": "iceberg"}
-    assert "dev.kinesis_streams[2].route.values: dataset 'checkouts' is Iceberg in this environment; a routed stream " \
+    assert f"{WHERE}.route.values: dataset 'checkouts' is Iceberg in this environment; a routed stream " \
            "carries Parquet datasets (route it from a stream of its own)" in _problems(iceberg)
 
 

@@ -55,13 +55,14 @@ def test_invalid_load_is_refused():
 
 
 def test_environment_cost_of_the_shipped_dev_config():
-    """dev runs clickstream and orders in one job (streaming_jobs "ingest": 2 x G.025X): one job priced, by its own
-    block; without the grouping, each source's job at the environment's 4 x G.025X."""
+    """dev runs clickstream, orders and the routed events in one job (streaming_jobs "ingest": 2 x G.025X): one job
+    priced, by its own block; without the grouping, each source's job at the environment's 4 x G.025X."""
     dev = load_config().get("dev")
     cost = sizing.environment_cost(dev, PRICES)
     assert cost == {
         "kinesis:clickstream": round(730 * 0.04, 2),  # one on-demand stream
         "kinesis:orders": round(730 * 0.04, 2),  # dev carries orders on a second on-demand stream
+        "kinesis:events": round(730 * 0.04, 2),  # and page_views and checkouts on a third, routed by `kind`
         "glue_streaming:ingest": round(2 * 0.25 * 730 * 0.44, 2),  # one job, 2 x G.025X at 0.25 DPU
         "glue_compaction": round(2 * 1 * (5 / 60) * 730 * 0.29, 2),  # flex
     }
@@ -69,9 +70,11 @@ def test_environment_cost_of_the_shipped_dev_config():
     raw = json.loads(sizing.REPO_ROOT.joinpath("config/environments.json").read_text())
     ungrouped = parse_config(update_raw(raw, "dev", "streaming_jobs", [])).get("dev")
     cost = sizing.environment_cost(ungrouped, PRICES)
-    assert cost["glue_streaming:clickstream"] == cost["glue_streaming:orders"] == round(4 * 0.25 * 730 * 0.44, 2)
+    assert cost["glue_streaming:clickstream"] == cost["glue_streaming:orders"] == cost["glue_streaming:events"] == round(
+        4 * 0.25 * 730 * 0.44, 2)
     low = sizing.environment_cost(ungrouped, PRICES, streaming_workers="min")
-    assert low["glue_streaming:clickstream"] == low["glue_streaming:orders"] == round(2 * 0.25 * 730 * 0.44, 2)  # the floor
+    assert low["glue_streaming:clickstream"] == low["glue_streaming:orders"] == low["glue_streaming:events"] == round(
+        2 * 0.25 * 730 * 0.44, 2)  # the floor
     assert {k: v for k, v in low.items() if not k.startswith("glue_streaming:")} == {
         k: v for k, v in cost.items() if not k.startswith("glue_streaming:")}
     with pytest.raises(ValueError, match="'most' is not 'max' or 'min'"):
@@ -188,7 +191,7 @@ def test_what_an_iceberg_dataset_adds_in_dev_from_the_cited_prices():
     requests: 3 loads + GetTable, GetTable, UpdateTable = 6. Maintenance, 730 hourly runs: 3 commits x 3 PUTs; 4 loads +
     3 x 2 manifest lists GET; 4 loads + 3 x 3 catalog requests; LIST over 168 h x 63 snapshots x 3 files + 100
     metadata.json + 8,760 hourly files = 40,612 objects, 41 LISTs; Glue time 0.95 x dev's compaction share (2 G.1X x
-    5 min x 730 x 0.29 flex, split between its 2 datasets)."""
+    5 min x 730 x 0.29 flex, split between its 4 datasets: clickstream, orders, and page_views and checkouts, routed)."""
     dev = load_config().get("dev")
     cost = sizing.iceberg_dataset_cost(dev, "orders", PRICES)
     commits = 730 * 3600 / 60
@@ -198,11 +201,11 @@ def test_what_an_iceberg_dataset_adds_in_dev_from_the_cited_prices():
     assert cost.table_objects == 168 * 63 * 3 + 100 + 8760
     assert cost.maintenance == sizing.IcebergRequests(s3_put=730 * 9, s3_get=730 * 10, s3_list=730 * 41, glue_catalog=730 * 13)
     commits_usd = commits * (3 * PUT + 99 * GET + 6 * CATALOG)
-    compaction_share = 2 * 1 * (5 / 60) * 730 * 0.29 / 2
+    compaction_share = 2 * 1 * (5 / 60) * 730 * 0.29 / 4
     maintenance_usd = 730 * (9 * PUT + 10 * GET + 41 * PUT + 13 * CATALOG)
     maintenance_glue_usd = compaction_share * (0.95 - 1)
     assert (commits_usd, maintenance_usd, maintenance_glue_usd) == (
-        pytest.approx(2.654, abs=0.001), pytest.approx(0.195, abs=0.001), pytest.approx(-0.882, abs=0.001))
+        pytest.approx(2.654, abs=0.001), pytest.approx(0.195, abs=0.001), pytest.approx(-0.441, abs=0.001))
     with_orders = sizing.environment_cost(dev, PRICES, iceberg_datasets={"orders"})
     assert with_orders == {**sizing.environment_cost(dev, PRICES), "iceberg_commits:orders": round(commits_usd, 2),
                            "iceberg_maintenance:orders": round(maintenance_usd, 2),
@@ -226,7 +229,8 @@ def test_iceberg_requests_follow_the_window_and_the_sources_of_the_dataset():
     env_window = parse_config(update_raw(raw, "dev", "streaming.window_size_seconds", 30)).get("dev")
     assert sizing.iceberg_dataset_cost(env_window, "orders", PRICES).commits_per_month["orders"] == 730 * 3600 / 60
     fast = parse_config(update_raw(raw, "dev", "streaming_jobs", [
-        {"name": "ingest", "sources": ["clickstream", "orders"], "streaming": {"max_workers": 2, "window_size_seconds": 30}}])).get("dev")
+        {"name": "ingest", "sources": ["clickstream", "orders", "events"],
+         "streaming": {"max_workers": 2, "window_size_seconds": 30}}])).get("dev")
     cost = sizing.iceberg_dataset_cost(fast, "orders", PRICES)
     commits = 730 * 3600 / 30
     assert cost.streaming["orders"].s3_put == commits * 3
@@ -256,4 +260,4 @@ def test_cli_prints_what_iceberg_adds_in_prod(capsys):
     assert "monitoring 1.02 (~40,612 objects) + compaction 0.09 (43,800 files)" in out
     assert out.rstrip().endswith("total                                 +0.16")
     assert sizing.main(["--iceberg", "order"]) == 2
-    assert "--iceberg: order is not a dataset (datasets: clickstream, orders)" in capsys.readouterr().err
+    assert "--iceberg: order is not a dataset (datasets: checkouts, clickstream, orders, page_views)" in capsys.readouterr().err

@@ -8,13 +8,14 @@ import pytest
 
 from devtools.template_sources import job_sources, source_arguments
 from infra.config import load_config
+from operations.resources import pascal
 
 COMMON_OUTPUTS = {
     "LakeBucketName", "DeadLetterBucketName", "CheckpointBucketName", "JobAssetsBucketName", "AccessLogBucketName",
     "DataKeyArn", "CatalogDatabaseName", "LakeTableName", "SchemaRegistryName",
     "EventSchemaName",
 }
-PER_SOURCE = ("DeadLetterTableName", "DeadLetterPath", "CheckpointPath")
+PER_SOURCE = ("DeadLetterTableName", "DeadLetterPath", "CheckpointPath")  # a routed source's dead-letter tables: below
 PER_DATASET = ("SchemaName", "LakeTableName", "LakePath")
 # Actions a `*` resource is allowed for, because AWS offers nothing narrower for them (the code next to
 # each such statement says so too). Anything else with `*` fails.
@@ -39,12 +40,17 @@ def test_outputs_name_everything_an_operations_tool_needs(templates, environment
     config = load_config().get(environment)
     expected = set(COMMON_OUTPUTS)
     # A Kinesis source's job reads its stream through a catalog table; a Kafka job reads the topic (docs/kafka.md).
-    expected |= {f"{key}{s.name.capitalize()}" for key in ("KinesisStreamName", "SourceTableName") for s in config.kinesis_streams}
-    expected |= {f"{key}{s.capitalize()}" for key in PER_SOURCE for s in config.source_names}
-    expected |= {f"StreamingJobName{s.capitalize()}" for s in config.source_names}
-    expected |= {f"{key}{d.capitalize()}" for key in PER_DATASET for d in config.datasets}
+    # Keys end in the PascalCase name (operations/resources.py): page_views -> PageViews.
+    expected |= {f"{key}{pascal(s.name)}" for key in ("KinesisStreamName", "SourceTableName") for s in config.kinesis_streams}
+    expected |= {f"{key}{pascal(s)}" for key in PER_SOURCE for s in config.source_names if s not in config.routes}
+    # A routed source (dev's events) has no dead-letter table of its own: one per dataset it routes, and its unroutable.
+    expected |= {f"{key}{pascal(s)}" for key in PER_SOURCE[1:] for s in config.routes}
+    expected |= {f"DeadLetterTableName{pascal(s)}{part}" for s in config.routes
+                 for part in [*(pascal(d) for d in config.carried[s]), "Unroutable"]}
+    expected |= {f"StreamingJobName{pascal(s)}" for s in config.source_names}
+    expected |= {f"{key}{pascal(d)}" for key in PER_DATASET for d in config.datasets}
     expected |= {"CompactionJobName", "AlarmTopicArn", "ReadersWorkGroupName", "AthenaResultsBucketName"}
-    expected |= {f"ReaderPolicyArn{d.capitalize()}" for d in config.datasets}  # docs/readers.md
+    expected |= {f"ReaderPolicyArn{pascal(d)}" for d in config.datasets}  # docs/readers.md
     if config.msk.enabled:
         expected |= MSK_OUTPUTS
     outputs = templates[environment]["Outputs"]

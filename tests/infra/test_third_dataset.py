@@ -68,7 +68,7 @@ def bind_sensors(config: dict) -> dict:
     dev["kinesis_streams"].append(
         {"name": "sensors", "dataset": "sensor_readings", "capacity_mode": "on_demand", "shard_count": None, "retention_hours": 24})
     (ingest,) = dev["streaming_jobs"]
-    ingest["sources"].append("sensors")  # it joins the job that runs clickstream and orders
+    ingest["sources"].append("sensors")  # it joins the job that runs clickstream, orders and the routed events
     return config
 
 
@@ -101,7 +101,7 @@ def test_the_new_dataset_synthesizes_with_its_typed_table_and_job(team_datasets)
     assert tables["sensor_readings"]["Parameters"]["projection.event_date.range"] == "2020-01-01,NOW+1DAYS"
     jobs = [r["Properties"] for r in resources if r["Type"] == "AWS::Glue::Job"]
     (shared,) = [j for j in jobs if j["Command"]["Name"] == "gluestreaming"]  # one streaming job: dev's "ingest"
-    assert [s["source_name"] for s in job_sources(shared["DefaultArguments"])] == ["clickstream", "orders", "sensors"]
+    assert [s["source_name"] for s in job_sources(shared["DefaultArguments"])] == ["clickstream", "orders", "events", "sensors"]
     # sized by its own block (config/environments.json dev.streaming_jobs[0].streaming), not the environment's
     assert (shared["WorkerType"], shared["NumberOfWorkers"], shared["DefaultArguments"]["--window_size_seconds"]) == ("G.025X", 2, "60")
     (sensors,) = [a for a in source_arguments(shared["DefaultArguments"]) if a["--source_name"] == "sensors"]
@@ -110,7 +110,8 @@ def test_the_new_dataset_synthesizes_with_its_typed_table_and_job(team_datasets)
     (compaction,) = [j for j in jobs if j["Command"]["Name"] == "glueetl"]
     parts = compaction["DefaultArguments"]["--lake_tables"]["Fn::Join"][1]
     assert [p for p in parts if isinstance(p, str)] == [
-        '{"clickstream":"s3://', '/events","orders":"s3://', '/orders","sensor_readings":"s3://', '/sensor_readings"}']
+        '{"checkouts":"s3://', '/checkouts","clickstream":"s3://', '/events","orders":"s3://', '/orders","page_views":"s3://',
+        '/page_views","sensor_readings":"s3://', '/sensor_readings"}']
     schemas = {r["Properties"]["Name"] for r in resources if r["Type"] == "AWS::Glue::Schema"}
     assert "com.example.sensors.Reading" in schemas
 

@@ -30,15 +30,18 @@ CHECKPOINT_BUCKET = "streamlake-dev-checkpoints"
 DEAD_LETTER_BUCKET = "streamlake-dev-dead-letters"
 CHECKPOINT_PATH = f"s3://{CHECKPOINT_BUCKET}/checkpoints/{SOURCE}/"
 ORDERS_CHECKPOINT_PATH = f"s3://{CHECKPOINT_BUCKET}/checkpoints/orders/"
+EVENTS_CHECKPOINT_PATH = f"s3://{CHECKPOINT_BUCKET}/checkpoints/events/"  # dev's routed stream (page_views, checkouts)
 DEAD_LETTER_PATH = f"s3://{DEAD_LETTER_BUCKET}/dead_letters/{SOURCE}"
 
 OUTPUTS = {
     resources.KINESIS_STREAM_NAME.format(source="Clickstream"): STREAM,
     resources.STREAMING_JOB_NAME.format(source="Clickstream"): STREAMING_JOB,
     resources.CHECKPOINT_PATH.format(source="Clickstream"): CHECKPOINT_PATH,
-    # dev runs orders in the same job as clickstream (config `streaming_jobs` "ingest"): its outputs name that job
+    # dev runs orders and events in the same job as clickstream (config `streaming_jobs` "ingest"): its outputs name that job
     resources.STREAMING_JOB_NAME.format(source="Orders"): STREAMING_JOB,
     resources.CHECKPOINT_PATH.format(source="Orders"): ORDERS_CHECKPOINT_PATH,
+    resources.STREAMING_JOB_NAME.format(source="Events"): STREAMING_JOB,
+    resources.CHECKPOINT_PATH.format(source="Events"): EVENTS_CHECKPOINT_PATH,
     resources.DEAD_LETTER_PATH.format(source="Clickstream"): DEAD_LETTER_PATH,
     resources.SOURCE_TABLE_NAME.format(source="Clickstream"): SOURCE_TABLE,
     resources.LAKE_TABLE_NAME: LAKE_TABLE,

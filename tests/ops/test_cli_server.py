@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 from tests.ops import moto_dev_env as dev_env
 from tests.ops.test_producer import read_stream
@@ -127,7 +128,7 @@ def test_schema_evolve_before_the_deploy_says_what_to_commit_and_changes_nothing
 def test_schema_evolve_needs_the_dataset_where_the_environment_binds_several(deployed):
     result = deployed.cli("schema-evolve", *ENV, "--dry-run")
     assert result.returncode == 1
-    assert "error: --dataset is required: environment 'dev' binds 2 datasets (clickstream, orders)" in result.stderr
+    assert "error: --dataset is required: environment 'dev' binds 4 datasets (checkouts, clickstream, orders, page_views)" in result.stderr
 
 
 def test_schema_evolve_with_the_deployed_committed_schema_restarts_the_jobs(deployed):
@@ -219,9 +220,10 @@ def test_compact_scan_starts_the_compaction_job_over_its_lookback_window(deploye
 
 
 def test_the_sources_of_a_shared_job_stop_together_and_report_each_its_last_batch(deployed, tmp_path):
-    """dev as shipped, clickstream and orders in one job (config `streaming_jobs` "ingest"): `job status` of either
-    names both sources and each one's last committed batch; `job stop` of one says the other stops with it and asks
-    first; a checkpoint reset is the one source's, and says the other keeps its own."""
+    """dev as shipped, clickstream, orders and the routed events in one job (config `streaming_jobs` "ingest"): `job
+    status` of any names every source and each one's last committed batch (a routed source's: the last every part
+    committed); `job stop` of one says the others stop with it and asks first; a checkpoint reset is the one source's,
+    and says the others keep their own."""
     from infra.config import DEFAULT_CONFIG_PATH, update_raw
 
     shared = ENV
@@ -232,19 +234,25 @@ def test_the_sources_of_a_shared_job_stop_together_and_report_each_its_last_batc
     for key in ("checkpoints/orders/_streamlake/batch-0000000006.committed.json",
                 "checkpoints/orders/_streamlake/batch-0000000012.committed.json", "checkpoints/orders/offsets/12"):
         s3.put_object(Bucket=dev_env.CHECKPOINT_BUCKET, Key=key, Body=b"{}")
+    routed = [("page_views", (3, 4)), ("checkouts", (3,)), ("_unroutable", (2, 3, 4))]  # batch 4: checkouts not yet
+    for part, batches in routed:
+        for batch in batches:
+            s3.put_object(Bucket=dev_env.CHECKPOINT_BUCKET, Body=b"{}",
+                          Key=f"checkpoints/events/_routes/{part}/_streamlake/batch-{batch:010d}.committed.json")
 
     started = deployed.cli("job", "start", *shared, "--source", "orders")
     assert started.returncode == 0 and started.stdout.startswith(f"started {dev_env.STREAMING_JOB}: run "), started.stderr
     dev_env.mark_runs_running(dev_env.STREAMING_JOB)
     status = deployed.cli("job", "status", *shared, "--source", "clickstream")
     assert status.returncode == 0, status.stderr
-    assert "sources:      clickstream, orders (one job: they start and stop together)" in status.stdout
+    assert "sources:      clickstream, orders, events (one job: they start and stop together)" in status.stdout
     assert "  clickstream: no committed batch yet" in status.stdout
     assert "  orders: last committed batch 12 at " in status.stdout
+    assert re.search(r"^  events: last committed batch 3 at \S+ \(by each of its 3 parts\)$", status.stdout, re.M), status.stdout
 
     unconfirmed = deployed.cli("job", "stop", *shared, "--source", "orders")
     assert unconfirmed.returncode == 1 and "confirmation needed" in unconfirmed.stderr
-    assert f"{dev_env.STREAMING_JOB} runs sources clickstream, orders: stopping it stops and holds clickstream too" in unconfirmed.stdout
+    assert f"{dev_env.STREAMING_JOB} runs sources clickstream, orders, events: stopping it stops and holds clickstream, events too" in unconfirmed.stdout
     glue = deployed.client("glue")
     assert [r["JobRunState"] for r in glue.get_job_runs(JobName=dev_env.STREAMING_JOB)["JobRuns"]] == ["RUNNING"]
     stopped = deployed.cli("job", "stop", *shared, "--source", "orders", "--yes")
@@ -252,7 +260,9 @@ def test_the_sources_of_a_shared_job_stop_together_and_report_each_its_last_batc
 
     reset = deployed.cli("job", "reset-checkpoint", *shared, "--source", "orders", "--yes")
     assert reset.returncode == 0, reset.stderr
-    assert "the job's other sources (clickstream) keep their checkpoints" in reset.stdout
-    assert [o["Key"] for o in s3.list_objects_v2(Bucket=dev_env.CHECKPOINT_BUCKET).get("Contents", [])] == []
+    assert "the job's other sources (clickstream, events) keep their checkpoints" in reset.stdout
+    kept = sorted(f"checkpoints/events/_routes/{part}/_streamlake/batch-{batch:010d}.committed.json"
+                  for part, batches in routed for batch in batches)  # orders' gone, the other sources' kept
+    assert [o["Key"] for o in s3.list_objects_v2(Bucket=dev_env.CHECKPOINT_BUCKET).get("Contents", [])] == kept
     alone = deployed.cli("job", "status", *ENV, "--config", str(config), "--source", "clickstream")  # a job of its own
     assert "sources:      clickstream\n" in alone.stdout and "one job" not in alone.stdout

@@ -187,7 +187,7 @@ def test_options_of_the_other_source_kind_are_refused(kafka_env, tmp_path):
          "--kafka-auth: only for MSK sources; --source 'clickstream' is a Kinesis stream"),
         (("--dataset", "orders", "--file", str(path), "--max-attempts", "3", "--kafka-auth", "none"),
          "--max-attempts: only for Kinesis sources; --source 'orders' is the MSK topic"),
-        (("--dataset", "payments", "--file", str(path)), "argument --dataset: 'payments' is not a dataset (datasets: clickstream, orders)"),
+        (("--dataset", "payments", "--file", str(path)), "argument --dataset: 'payments' is not a dataset (datasets: checkouts, clickstream, orders, page_views)"),
     ]
     for args, message in checks:
         result = _produce(kafka_env, *args)

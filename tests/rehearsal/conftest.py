@@ -33,22 +33,19 @@ def cloud_assembly(tmp_path_factory) -> Path:
     return synthesize(tmp_path_factory.mktemp("cdk.out"))
 
 
-# A routed stream a team adds with files and config only (docs/datasets.md "One stream, several datasets"): three
-# datasets of docs/examples/routed/datasets on one Kinesis stream, by their `kind`.
-ROUTED_STREAM = {"name": "events", "capacity_mode": "on_demand", "shard_count": None, "retention_hours": 24,
-                 "route": {"field": "kind", "values": {"page_view": "page_views", "checkout": "checkouts",
-                                                       "reading": "sensor_readings"}}}
+# A dataset joining dev's routed stream `events` with its files and one line of config (docs/datasets.md "A routed
+# stream in an environment"): docs/examples/routed's sensor_readings, its records told apart by `kind`.
+JOINED_ROUTE = ("events", "reading", "sensor_readings")
 
 
 @pytest.fixture(scope="session")
 def swapped_lines_assembly(tmp_path_factory) -> tuple[Path, Path]:
     """dev with the other allowed Glue version for each job kind (streaming on 5.0, compaction on 4.0), the orders
     dataset switched to Iceberg through its dataset.json only, as a team would (its source commits with Glue 5.0's
-    Iceberg, 1.7.1, and the hourly job maintains the table with Glue 4.0's, 1.0.0), and a routed stream `events`
-    carrying three datasets a team added with files only (docs/examples/routed/datasets), bound in config by
-    ROUTED_STREAM and joining dev's shared job "ingest". Returns the assembly and the datasets folder (the job reads
+    Iceberg, 1.7.1, and the hourly job maintains the table with Glue 4.0's, 1.0.0), and a third dataset on dev's
+    routed stream `events` (page_views and checkouts ship), added with its files (docs/examples/routed/datasets) and
+    one route value (JOINED_ROUTE). Returns the assembly and the datasets folder (the job reads
     its datasets from the zip; the rehearsal's held input and checks read them from this folder)."""
-    import copy
     import shutil
 
     from devtools.iceberg_demo import switch
@@ -60,11 +57,11 @@ def swapped_lines_assembly(tmp_path_factory) -> tuple[Path, Path]:
     raw = update_raw(raw, "dev", "compaction.glue_version", "4.0")
     raw["environments"] = {"dev": raw["environments"]["dev"]}
     dev = raw["environments"]["dev"]
-    dev["kinesis_streams"].append(copy.deepcopy(ROUTED_STREAM))
-    dev["streaming_jobs"][0]["sources"].append(ROUTED_STREAM["name"])
+    stream, value, dataset = JOINED_ROUTE
+    (routed,) = [s for s in dev["kinesis_streams"] if s["name"] == stream]
+    routed["route"]["values"][value] = dataset
     root = switch(tmp_path_factory.mktemp("swapped-datasets") / "datasets", "orders")  # as `make demo` switches it
-    for folder in (REPO / "docs" / "examples" / "routed" / "datasets").iterdir():
-        shutil.copytree(folder, root / folder.name)
+    shutil.copytree(REPO / "docs" / "examples" / "routed" / "datasets" / dataset, root / dataset)
     with pytest.MonkeyPatch.context() as patch:  # only while synthesizing: the job reads its datasets from the zip
         patch.setenv(datasets.ROOT_VARIABLE, str(root))
         return synthesize(tmp_path_factory.mktemp("cdk.out-swapped"), raw), root

@@ -46,7 +46,7 @@ def test_the_package_zip_imports_with_nothing_but_the_zip_and_the_glue_runtime(c
                 "from glue_jobs import schema\n"
                 "assert schema.contract_fields()[0].name == 'event_id', schema.contract_fields()\n"
                 "from glue_jobs import datasets\n"
-                "assert sorted(datasets.load_all()) == ['clickstream', 'orders'], datasets.names()\n"
+                "assert sorted(datasets.load_all()) == ['checkouts', 'clickstream', 'orders', 'page_views'], datasets.names()\n"
                 "assert all('.zip' in m.__file__ for n, m in sys.modules.items() if n.startswith(('glue_jobs', 'compaction')))\n"
                 "print('imported', len(" + repr(modules) + "))\n")
         done = subprocess.run([str(line.python), "-S", "-c", code], capture_output=True, text=True, timeout=120,
@@ -69,15 +69,17 @@ def test_dev_rehearses_clean_and_reads_the_source_once_per_batch(cloud_assembly,
     assembly, result, found = _rehearse(cloud_assembly, "dev", spark_lines, moto_endpoint, spark, tmp_path,
                                         observe_source_reads=True)
     assert found == []
-    assert sorted(result.sources) == ["clickstream", "orders"]  # two datasets: flat JSON and nested JSON
+    # Two datasets of their own streams (flat JSON, nested JSON) and dev's routed stream, carrying two by `kind`.
+    assert sorted(result.sources) == ["clickstream", "events", "orders"]
     assert result.compaction is not None and result.alarm_metrics and result.alarm_metrics <= result.metrics
     # The deployed compaction ranks duplicates in sorted runs: its --extra-jars carry the functions jar.
     assert "duplicates ranked in sorted runs with com.streamlake.glue.RankInRuns" in result.compaction.stderr
     # The job keeper's deployed code, one scheduled check against moto's Glue: it started dev's one streaming job,
-    # "ingest" (never run), which runs both sources.
+    # "ingest" (never run), which runs the three sources.
     assert list(result.keeper.values()) == ["running"]
     (job,) = [j for j in assembly.glue_jobs() if j.command == "gluestreaming"]
-    assert [s.name for s in job.sources] == ["clickstream", "orders"]
+    assert [s.name for s in job.sources] == ["clickstream", "orders", "events"]
+    assert job.sources[2].arguments["--datasets"] == "checkouts,page_views"
     for source in result.sources.values():
         assert source.committed["records_in"] == RECORDS and source.committed["batches"] == 3
         # persistDataFrame "false": each batch reads its records from the source once, plus the one record
@@ -229,8 +231,8 @@ def test_moving_a_kinesis_and_a_kafka_source_into_one_job_continues_each_from_it
 def test_each_job_kind_rehearses_on_the_other_allowed_glue_version(swapped_lines_assembly, spark_lines, moto_endpoint,
                                                                    spark, tmp_path, monkeypatch):
     """dev's shared job on Glue 5.0 with five datasets: clickstream (Parquet), orders (Iceberg, by its dataset.json)
-    and a routed stream carrying page_views, checkouts and sensor_readings, added by a team with files only and bound
-    in config: one Glue job, sized by its own block, each table holding exactly its records, each dataset's dead
+    and dev's routed stream carrying page_views and checkouts, joined by sensor_readings, which a team added with its
+    files and one route value: one Glue job, sized by its own block, each table holding exactly its records, each dataset's dead
     letters its own and the records no route takes the routed source's (the checks of problems())."""
     from glue_jobs import datasets
     from rehearsal.checks import parts_of, source_problems

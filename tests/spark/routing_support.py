@@ -1,6 +1,6 @@
-"""Datasets a team might route from one stream by a `kind` field, as files only: docs/examples/routed/datasets
-(page views, checkouts with a decimal total, sensor readings with a nested device; `kind` an enum in each). None of
-them is a shipped dataset, and no Python names their fields but these record makers."""
+"""Datasets routed from one stream by a `kind` field: page views and checkouts (a decimal total), which dev's routed
+stream `events` ships with (datasets/), and sensor readings with a nested device, a dataset a team adds with files
+only (docs/examples/routed/datasets); `kind` an enum in each. No Python names their fields but these record makers."""
 
 from __future__ import annotations
 
@@ -10,15 +10,19 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples" / "routed"
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = REPO / "docs" / "examples" / "routed"
 DATASETS = ("checkouts", "page_views", "sensor_readings")
 T = 1_699_999_200_000  # 2023-11-14T22:00Z
 ROUTES = {"page_view": "page_views", "checkout": "checkouts", "reading": "sensor_readings"}
 
 
 def write_routed_datasets(root: Path) -> Path:
-    """A copy of the three datasets' folders under `root`/datasets; returns that folder."""
-    shutil.copytree(EXAMPLES / "datasets", root / "datasets")
+    """A copy of the three datasets' folders under `root`/datasets (the two shipped ones and the example's); returns
+    that folder."""
+    for name in DATASETS:
+        shipped = REPO / "datasets" / name
+        shutil.copytree(shipped if shipped.is_dir() else EXAMPLES / "datasets" / name, root / "datasets" / name)
     return root / "datasets"
 
 

@@ -255,7 +255,7 @@ def test_run_local_generate_and_compact_local_name_no_dataset_for_you_where_ther
         with pytest.raises(SystemExit) as exit_info:
             run(argv)
         assert exit_info.value.code == 2
-        assert "--dataset is required: 2 datasets exist (clickstream, orders)" in capsys.readouterr().err
+        assert "--dataset is required: 4 datasets exist (checkouts, clickstream, orders, page_views)" in capsys.readouterr().err
     only = tmp_path / "datasets"
     only.mkdir()
     shutil.copytree(datasets.root() / "orders", only / "orders")
