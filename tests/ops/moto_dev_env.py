@@ -30,7 +30,8 @@ CHECKPOINT_BUCKET = "streamlake-dev-checkpoints"
 DEAD_LETTER_BUCKET = "streamlake-dev-dead-letters"
 CHECKPOINT_PATH = f"s3://{CHECKPOINT_BUCKET}/checkpoints/{SOURCE}/"
 ORDERS_CHECKPOINT_PATH = f"s3://{CHECKPOINT_BUCKET}/checkpoints/orders/"
-EVENTS_CHECKPOINT_PATH = f"s3://{CHECKPOINT_BUCKET}/checkpoints/events/"  # dev's routed stream (page_views, checkouts)
+EVENTS_STREAM = "streamlake-dev-events"  # dev's routed stream (page_views, checkouts by `kind`)
+EVENTS_CHECKPOINT_PATH = f"s3://{CHECKPOINT_BUCKET}/checkpoints/events/"
 DEAD_LETTER_PATH = f"s3://{DEAD_LETTER_BUCKET}/dead_letters/{SOURCE}"
 
 OUTPUTS = {
@@ -41,6 +42,7 @@ OUTPUTS = {
     resources.STREAMING_JOB_NAME.format(source="Orders"): STREAMING_JOB,
     resources.CHECKPOINT_PATH.format(source="Orders"): ORDERS_CHECKPOINT_PATH,
     resources.STREAMING_JOB_NAME.format(source="Events"): STREAMING_JOB,
+    resources.KINESIS_STREAM_NAME.format(source="Events"): EVENTS_STREAM,
     resources.CHECKPOINT_PATH.format(source="Events"): EVENTS_CHECKPOINT_PATH,
     resources.DEAD_LETTER_PATH.format(source="Clickstream"): DEAD_LETTER_PATH,
     resources.SOURCE_TABLE_NAME.format(source="Clickstream"): SOURCE_TABLE,
@@ -64,6 +66,7 @@ def deploy(session, endpoint_url: str | None = None, outputs: dict[str, str] | N
     client("cloudformation").create_stack(StackName=STACK, TemplateBody=json.dumps(template))
 
     client("kinesis").create_stream(StreamName=STREAM, ShardCount=2)
+    client("kinesis").create_stream(StreamName=EVENTS_STREAM, ShardCount=1)
     s3 = client("s3")
     for bucket in (LAKE_BUCKET, CHECKPOINT_BUCKET, DEAD_LETTER_BUCKET):
         s3.create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": REGION})

@@ -36,6 +36,43 @@ def test_produce_sends_a_file_with_progress_and_a_final_count(deployed, tmp_path
         (f"e{i}", line.encode()) for i, line in enumerate(_events(3)))
 
 
+def test_produce_sends_a_routed_mix_to_devs_routed_stream_as_generate_made_it(deployed, tmp_path):
+    """docs/datasets.md "A routed stream in an environment": `generate` makes a mix for dev's routed stream `events`
+    (page_views and checkouts by `kind`, records no route takes, bad records with lines cut short); `produce` refuses
+    the lines that are not JSON, sending nothing, until --allow-invalid-json, and then sends every line as written."""
+    import subprocess
+    import sys
+
+    mix = tmp_path / "mix"
+    made = subprocess.run([sys.executable, "-m", "glue_jobs", "generate", "--out", str(mix), "--records", "200",
+                           "--files", "1", "--bad-ratio", "0.2", "--seed", "3", "--route-field", "kind",
+                           "--route", "page_view=page_views", "--route", "checkout=checkouts"],
+                          capture_output=True, text=True, timeout=120)
+    assert made.returncode == 0, made.stderr
+    (path,) = mix.iterdir()
+    lines = path.read_text(encoding="utf-8").splitlines()
+
+    def is_json(line: str) -> bool:
+        try:
+            json.loads(line)
+        except ValueError:
+            return False
+        return True
+
+    assert len(lines) == 200 and not all(is_json(line) for line in lines)
+    refused = deployed.cli("produce", *ENV, "--source", "events", "--file", str(path), "--no-progress")
+    assert refused.returncode == 1 and "not valid JSON" in refused.stderr and "--allow-invalid-json" in refused.stderr
+    assert read_stream(deployed.client("kinesis"), dev_env.EVENTS_STREAM) == []
+
+    sent = deployed.cli("produce", *ENV, "--dataset", "page_views", "--file", str(path), "--no-progress",
+                        "--allow-invalid-json")  # the one source that carries page_views: events
+    assert sent.returncode == 0, sent.stderr
+    assert sent.stdout.startswith(f"sent 200 of 200 records to {dev_env.EVENTS_STREAM} in ")
+    assert sorted(data for _, data in read_stream(deployed.client("kinesis"), dev_env.EVENTS_STREAM)) == sorted(
+        line.encode() for line in lines)
+    assert read_stream(deployed.client("kinesis")) == []  # nothing on clickstream's stream
+
+
 def test_produce_refuses_a_record_over_1_mib_and_sends_nothing(deployed, tmp_path):
     path = tmp_path / "events.ndjson"
     huge = json.dumps({"event_id": "huge", "metadata": "m" * (1024 * 1024)})

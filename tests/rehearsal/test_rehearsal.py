@@ -80,6 +80,11 @@ def test_dev_rehearses_clean_and_reads_the_source_once_per_batch(cloud_assembly,
     (job,) = [j for j in assembly.glue_jobs() if j.command == "gluestreaming"]
     assert [s.name for s in job.sources] == ["clickstream", "orders", "events"]
     assert job.sources[2].arguments["--datasets"] == "checkouts,page_views"
+    # The routed source as deployed: each dataset's part and the unroutable one committed and checked (problems())
+    from rehearsal.checks import parts_of
+
+    parts = {part.label for part in parts_of(result.sources["events"], LocalS3(tmp_path / "s3"))}
+    assert parts == {"events/checkouts", "events/page_views", "events/unroutable"}
     for source in result.sources.values():
         assert source.committed["records_in"] == RECORDS and source.committed["batches"] == 3
         # persistDataFrame "false": each batch reads its records from the source once, plus the one record
