@@ -27,21 +27,29 @@ from rehearsal.scenario import HeldInput, source_table
 BATCH_EVENT = "batch_processing_time"
 
 
+def held_tables(assembly, held: Path, idle: Path):
+    """The job of the clickstream source (the benchmark's records are clickstream's) and the stand-in's source tables:
+    clickstream's reads `held`; the job's other Kinesis sources, if it has any, read empty folders under `idle`."""
+    job, source = next((j, s) for j in assembly.glue_jobs() for s in j.sources
+                       if s.arguments["--source_type"] == "kinesis" and s.arguments.get("--dataset") == "clickstream")
+    tables = source_table(assembly, source, HeldInput(held, 0, [], [], 0))
+    for other in job.sources:
+        # by name: `sources` makes new JobSource objects on each read (an identity test pointed the fed source's
+        # table at an empty folder too, and the job never saw a batch)
+        if other.name != source.name and other.arguments["--source_type"] == "kinesis":
+            (idle / other.name).mkdir(parents=True)
+            tables |= source_table(assembly, other, HeldInput(idle / other.name, 0, [], [], 0))
+    return job, tables
+
+
 class GlueJobBench:
     def __init__(self, cdk_out: Path, work: Path, *, environment: str = "dev", driver_memory: str = "2g") -> None:
         assembly = assembly_module.load(cdk_out, environment)
-        # The job of the clickstream source (the benchmark's records are clickstream's), and that source.
-        self.job, source = next((j, s) for j in assembly.glue_jobs() for s in j.sources
-                                if s.arguments["--source_type"] == "kinesis" and s.arguments["--dataset"] == "clickstream")
         shutil.rmtree(work, ignore_errors=True)
         self.held = work / "held"
         self.held.mkdir(parents=True)
         self.work = work
-        tables = source_table(assembly, source, HeldInput(self.held, 0, [], [], 0))
-        for other in self.job.sources:  # the job's other sources, if it has any, read empty folders
-            if other is not source and other.arguments["--source_type"] == "kinesis":
-                (work / "idle" / other.name).mkdir(parents=True)
-                tables |= source_table(assembly, other, HeldInput(work / "idle" / other.name, 0, [], [], 0))
+        self.job, tables = held_tables(assembly, self.held, work / "idle")
         # The Spark line the benchmark itself runs on, so (a) and (c) compare the same Spark.
         self.line = spark_line(os.environ.get("BENCH_SPARK_PYTHON", sys.executable))
         # CloudWatch on a moto server: without an endpoint the job's metrics client would spend each batch
