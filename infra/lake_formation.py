@@ -59,7 +59,7 @@ class DatasetGrants:
     job_roles: Mapping[str, iam.IRole]  # source -> its streaming job's role
     job_names: Mapping[str, str]  # source -> its streaming job's name (a job of one source is named after it)
     reader_policy: iam.IManagedPolicy
-    routed_sources: frozenset[str] = frozenset()  # those of job_roles' sources that are routed (carry several datasets)
+    routed_sources: frozenset[str]  # those of job_roles' sources that are routed (carry several datasets)
 
 
 class LakeFormation(Construct):

@@ -210,7 +210,9 @@ def last_batch_line(s3, checkpoint_uri: str) -> str:
     """A source's last committed micro-batch, from the commit markers in its checkpoint
     (`_streamlake/batch-<id>.committed.json`, glue_jobs/commit/__init__.py): its id and when it was written. A routed
     source's markers are in a folder per part, `_routes/<dataset>/_streamlake/` and `_routes/_unroutable/_streamlake/`
-    (glue_jobs/routed_batch.py); its batch is committed once every part has committed it."""
+    (glue_jobs/routed_batch.py); each part in the route commits every batch, so a batch is committed once every part
+    that committed the batch before it has committed it too (a dataset taken out of the route stops at its last
+    batch and holds nothing up; a part behind after a crash does)."""
     bucket, prefix = parse_s3_uri(checkpoint_uri, "checkpoint path")
     prefix = prefix if prefix.endswith("/") else prefix + "/"
     single: dict[int, datetime] = {}
@@ -224,12 +226,12 @@ def last_batch_line(s3, checkpoint_uri: str) -> str:
                     found = parts.setdefault(match.group(1), {}) if match.group(1) else single
                     found[int(match.group(2))] = obj["LastModified"]
     if parts:
-        every = set.intersection(*(set(batches) for batches in parts.values()))
-        if not every:
-            return f"no batch committed by every part yet ({', '.join(sorted(parts))})"
-        newest = max(every)
-        return f"last committed batch {newest} at {_fmt_time(max(p[newest] for p in parts.values()))} (by each of its " \
-               f"{len(parts)} parts)"
+        for batch in sorted(set().union(*parts.values()), reverse=True):  # Spark's batch ids are consecutive
+            active = [p for p in parts.values() if max(p) >= batch - 1]
+            if all(batch in p for p in active):
+                return f"last committed batch {batch} at {_fmt_time(max(p[batch] for p in active))} (by each of its " \
+                       f"{len(active)} parts)"
+        return f"no batch committed by every part yet ({', '.join(sorted(parts))})"
     if not single:
         return "no committed batch yet"
     newest = max(single)

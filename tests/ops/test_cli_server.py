@@ -271,7 +271,8 @@ def test_the_sources_of_a_shared_job_stop_together_and_report_each_its_last_batc
     for key in ("checkpoints/orders/_streamlake/batch-0000000006.committed.json",
                 "checkpoints/orders/_streamlake/batch-0000000012.committed.json", "checkpoints/orders/offsets/12"):
         s3.put_object(Bucket=dev_env.CHECKPOINT_BUCKET, Key=key, Body=b"{}")
-    routed = [("page_views", (3, 4)), ("checkouts", (3,)), ("_unroutable", (2, 3, 4))]  # batch 4: checkouts not yet
+    # batch 4: checkouts not yet; sensor_readings was taken out of the route after batch 1 and holds nothing up
+    routed = [("page_views", (3, 4)), ("checkouts", (3,)), ("_unroutable", (2, 3, 4)), ("sensor_readings", (1,))]
     for part, batches in routed:
         for batch in batches:
             s3.put_object(Bucket=dev_env.CHECKPOINT_BUCKET, Body=b"{}",
