@@ -3,6 +3,10 @@ jvm/glue-functions), on every Spark line.
 
 Bodies are written by fastavro (an Avro writer the project did not write); a decoded record then meets the
 dataset's contract like a JSON record, so the strongest check is that both paths store the same row.
+
+A decode and validate costs its planning on the `strict` dataset's deep schema, not its records: the records the
+`strict` tests judge are one Kafka batch per mode (`strict_batch`: the record of every type, then each REFUSED value
+as a record of its own), decoded and validated in one query, each row matched back to its case by its offset.
 """
 
 from __future__ import annotations
@@ -106,25 +110,6 @@ def orders_v2(orders_v2_root, monkeypatch):
     return datasets.load("orders")
 
 
-@pytest.mark.parametrize("typed", [False, True], ids=["json-rendering", "typed-record"])
-def test_every_type_at_every_depth_decodes_to_the_row_the_json_path_stores(spark, strict, typed):  # noqa: F811
-    """Both ways a decoded record meets the contract: its JSON rendering parsed, or the decoder's typed record
-    (registry_frames `typed_records`, the typed contract skipping the parse) store the row a JSON record stores."""
-    record = _record()
-    body = avro_body(strict.avro(), _avro_record())
-    values = [frame(V1, body), frame(V1, body, compression=ZLIB)]
-    if typed:  # the shortcut is taken: the envelope carries the record, typed as the contract's plain parse
-        envelope = _envelope(spark, strict, {V1: 1}, values, typed=True)
-        first = envelope.select("record").first().record
-        assert first is not None and first.two.rows[0].m == Decimal("12.50") and first.two.rows[0].day == "2024-02-29"
-    from_kafka = _decoded(spark, strict, {V1: 1}, values, typed=typed)
-    from_json = LakeTable.of(strict).validate(json_envelope(spark, [json.dumps(record)]), now_ms=NOW_MS)
-    lake = [c for c in from_json.columns if c not in ("payload", "source", "source_partition", "source_offset", "arrival_time")]
-    kafka_rows = [r.asDict(recursive=True) for r in from_kafka.select(*lake).collect()]
-    assert kafka_rows[0]["reason"] is None, kafka_rows[0]
-    assert kafka_rows == [from_json.select(*lake).first().asDict(recursive=True)] * 2
-
-
 REFUSED = [
     ("d", float("nan"), "out_of_range", "d: value out of range"),
     ("f", float("inf"), "out_of_range", "f: value out of range"),
@@ -133,19 +118,64 @@ REFUSED = [
     ("s", " ", "missing_required_field", "s: required field absent, null or empty"),
     ("tags", [], None, None),  # min_items is a rule of the top-level tags only
 ]
+REFUSED_CASES = [f"{f}={v!r}" for f, v, *_ in REFUSED]
+GOOD_OFFSETS = (0, 1)  # strict_batch: the record of every type, plain then zlib; REFUSED from offset 2 in order
 
 
-@pytest.mark.parametrize("typed", [False, True], ids=["json-rendering", "typed-record"])
-@pytest.mark.parametrize("field,value,reason,detail", REFUSED, ids=[f"{f}={v!r}" for f, v, *_ in REFUSED])
-def test_a_decoded_value_the_dataset_refuses_is_a_dead_letter_naming_its_path(spark, strict, field, value, reason, detail, typed):  # noqa: F811
-    avro_record = _avro_record(**{field: value})
+@pytest.fixture(scope="module")
+def json_row(spark, strict):  # noqa: F811
+    """The row the JSON path stores for the record of every type at every depth (one query, shared by both modes)."""
+    return LakeTable.of(strict).validate(json_envelope(spark, [json.dumps(_record())]), now_ms=NOW_MS).first()
+
+
+@pytest.fixture(scope="module", params=[False, True], ids=["json-rendering", "typed-record"])
+def strict_batch(request, spark, strict):  # noqa: F811
+    """Both ways a decoded record meets the contract (request.param: the decoder's typed records or not), over one
+    Kafka batch: at GOOD_OFFSETS the record of every type at every depth (plain, zlib), then one record per REFUSED
+    value. Returns (typed, the envelope's first record when typed, the validated rows by offset): one decode and
+    validate query for every case of the mode."""
+    typed = request.param
+    body = avro_body(strict.avro(), _avro_record())
     # A bytes decimal's encoding is its unscaled integer: written with precision 20 (fastavro checks the precision,
     # Avro's reader does not), the body is what a producer that ignores the precision sends.
     writer = json.loads(json.dumps(strict.avro()).replace('"precision": 10', '"precision": 20'))
-    row = _decoded(spark, strict, {V1: 1}, [frame(V1, avro_body(writer, avro_record))], typed=typed).first()
-    assert (row.reason, row.detail) == (reason, detail and f"two.rows[0].{detail}")
-    if reason:
-        assert json.loads(row.payload)["two"]["rows"][0]["b"] is True  # a decoded record's payload is its JSON
+    refused = [frame(V1, avro_body(writer, _avro_record(**{field: value}))) for field, value, *_ in REFUSED]
+    values = [frame(V1, body), frame(V1, body, compression=ZLIB), *refused]
+    envelope = _envelope(spark, strict, {V1: 1}, values, typed=typed)
+    # typed: the shortcut is taken: the envelope carries the record, typed as the contract's plain parse
+    first = envelope.select("record").first().record if typed else None
+    rows = {int(r.source_offset): r for r in LakeTable.of(strict).validate(envelope, now_ms=NOW_MS).collect()}
+    assert sorted(rows) == list(range(len(values))), "one row per Kafka record"
+    return typed, first, rows
+
+
+def test_every_type_at_every_depth_decodes_to_the_row_the_json_path_stores(strict_batch, json_row):
+    """Both ways a decoded record meets the contract: its JSON rendering parsed, or the decoder's typed record
+    (registry_frames `typed_records`, the typed contract skipping the parse) store the row a JSON record stores
+    (strict_batch's records at GOOD_OFFSETS, plain and zlib)."""
+    typed, first, rows = strict_batch
+    if typed:  # the shortcut is taken: the envelope carries the record, typed as the contract's plain parse
+        assert first is not None and first.two.rows[0].m == Decimal("12.50") and first.two.rows[0].day == "2024-02-29"
+    ingestion = ("payload", "source", "source_partition", "source_offset", "arrival_time")
+    lake = [c for c in json_row.asDict() if c not in ingestion]
+    kafka_rows = [{c: v for c, v in rows[offset].asDict(recursive=True).items() if c in lake} for offset in GOOD_OFFSETS]
+    assert list(kafka_rows[0]) == lake, list(kafka_rows[0])
+    assert kafka_rows[0]["reason"] is None, kafka_rows[0]
+    assert kafka_rows == [{c: json_row.asDict(recursive=True)[c] for c in lake}] * 2
+
+
+def test_a_decoded_value_the_dataset_refuses_is_a_dead_letter_naming_its_path(strict_batch):
+    """Each REFUSED value, written at two.rows[0] of a record that is valid otherwise, gets its dead letter (or, tags=[],
+    none) at its path, both ways; a dead letter's payload is the record's JSON. The cases are strict_batch's records
+    from offset 2, compared case by case (a failure names each case that broke)."""
+    _, _, rows = strict_batch
+    cases = {case: rows[offset] for offset, case in enumerate(REFUSED_CASES, start=2)}
+    got = {case: (row.reason, row.detail) for case, row in cases.items()}
+    assert got == {case: (reason, detail and f"two.rows[0].{detail}")
+                   for case, (_, _, reason, detail) in zip(REFUSED_CASES, REFUSED, strict=True)}
+    # a decoded record's payload is its JSON
+    payloads = {case: json.loads(row.payload)["two"]["rows"][0]["b"] for case, row in cases.items() if row.reason}
+    assert payloads == {case: True for case, (_, _, reason, _) in zip(REFUSED_CASES, REFUSED, strict=True) if reason}
 
 
 def test_undecodable_values_are_dead_letters_with_their_bytes_and_reason(spark, orders):

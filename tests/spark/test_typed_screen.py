@@ -6,6 +6,10 @@ the strict (marked) one. So the one property that matters is that every record c
 `test_the_screen_never_changes_a_result` runs a corpus through both (the screen as shipped, and turned off) and
 compares every column of every row. The table below says which shapes take which path, so a change that sends
 every record down the strict path (no error, only slower) fails too.
+
+A query costs its planning, not its records: the proofs of the table and of the generated orders are one query each
+(`order_proofs`), and the clickstream records of two tests go through the three ways together
+(`clickstream_three_ways`); each test asserts its own records' rows.
 """
 
 from __future__ import annotations
@@ -94,6 +98,25 @@ def orders():
     return datasets.load("orders")
 
 
+def _generated(dataset, folder) -> list[str]:
+    """600 generated records of `dataset` (5% bad, duplicates), one per line."""
+    generate_dataset(dataset, folder, records=600, files=1, bad_ratio=0.05, seed=5, hours=24,
+                     end=datetime(2027, 1, 15, 7, tzinfo=timezone.utc))
+    return [line for f in sorted(folder.iterdir()) for line in f.read_text().splitlines() if line]
+
+
+@pytest.fixture(scope="module")
+def generated_orders(orders, tmp_path_factory) -> list[str]:
+    return _generated(orders, tmp_path_factory.mktemp("orders"))
+
+
+@pytest.fixture(scope="module")
+def order_proofs(spark, orders, generated_orders) -> tuple[list[bool], list[bool]]:
+    """Which of CASES' payloads, then the generated orders, the screen proves and the JVM function proves: one query each."""
+    payloads = [p for p, _, _ in CASES] + generated_orders
+    return _proven(spark, orders, payloads), _proven_by_jvm(spark, orders, payloads)
+
+
 def _proven(spark, orders, payloads: list[str]) -> list[bool]:
     root = orders.schema
     frame = json_envelope(spark, payloads).select(F.col("payload").alias("_json"))
@@ -108,14 +131,14 @@ def _proven_by_jvm(spark, orders, payloads: list[str]) -> list[bool]:
     return [r.p for r in json_envelope(spark, payloads).select(F.expr(f"{name}(payload)").isNotNull().alias("p")).collect()]
 
 
-def test_which_records_the_screen_proves(spark, orders):
-    payloads = [p for p, _, _ in CASES]
-    assert _proven(spark, orders, payloads) == [expected for _, expected, _ in CASES]
+def test_which_records_the_screen_proves(order_proofs):
+    screen, _ = order_proofs
+    assert screen[:len(CASES)] == [expected for _, expected, _ in CASES]
 
 
-def test_which_records_the_jvm_function_proves(spark, orders):
-    payloads = [p for p, _, _ in CASES]
-    assert _proven_by_jvm(spark, orders, payloads) == [expected for _, _, expected in CASES]
+def test_which_records_the_jvm_function_proves(order_proofs):
+    _, jvm = order_proofs
+    assert jvm[:len(CASES)] == [expected for _, _, expected in CASES]
 
 
 def _three_ways(envelope, dataset, monkeypatch) -> tuple[list[dict], list[dict], list[dict]]:
@@ -138,15 +161,14 @@ def _three_ways(envelope, dataset, monkeypatch) -> tuple[list[dict], list[dict],
         typed_contract._selects.cache_clear()
 
 
-def test_the_screen_never_changes_a_result(spark, orders, tmp_path, monkeypatch):
+def test_the_screen_never_changes_a_result(spark, orders, generated_orders, order_proofs, monkeypatch):
     """The table's payloads and 600 generated orders (5% bad, duplicates), through the shipped contract (the JVM
     function proving), through the screen's Spark expressions proving, and through the strict path alone: every
-    column of every row equal."""
-    generate_dataset(orders, tmp_path, records=600, files=1, bad_ratio=0.05, seed=5, hours=24,
-                     end=datetime(2027, 1, 15, 7, tzinfo=timezone.utc))
-    generated = [line for f in sorted(tmp_path.iterdir()) for line in f.read_text().splitlines() if line]
-    assert sum(_proven(spark, orders, generated)) > 0.9 * len(generated)  # the valid orders take the fast path
-    assert sum(_proven_by_jvm(spark, orders, generated)) > 0.9 * len(generated)
+    column of every row equal; the screen and the JVM function (order_proofs) prove most generated orders."""
+    generated = generated_orders
+    screen, jvm = order_proofs
+    assert sum(screen[len(CASES):]) > 0.9 * len(generated)  # the valid orders take the fast path
+    assert sum(jvm[len(CASES):]) > 0.9 * len(generated)
     payloads = [p for p, _, _ in CASES] + generated
     envelope = json_envelope(spark, payloads)
     shipped, screened, strict = _three_ways(envelope, orders, monkeypatch)
@@ -168,22 +190,59 @@ METADATA = [
 ]
 
 
-def test_json_text_fields_are_proven_and_stored_as_the_strict_path_stores_them(spark, tmp_path, monkeypatch):
+@pytest.fixture(scope="module")
+def clickstream():
+    return datasets.load("clickstream")
+
+
+@pytest.fixture(scope="module")
+def json_text_corpus(clickstream, tmp_path_factory) -> tuple[list[str], list[str]]:
+    """A click for each METADATA value, and 600 generated events (5% bad, duplicates)."""
+    base = json.dumps(CLICK, separators=(",", ":"))
+    return [base[:-1] + f',"metadata":{text}}}' for text in METADATA], _generated(clickstream, tmp_path_factory.mktemp("clicks"))
+
+
+@pytest.fixture(scope="module")
+def producer_corpus(tmp_path_factory):
+    """Issue 58's shapes: 600 clickstream records (5% bad) from generate(shape="producers"): (its Expectation, lines)."""
+    from glue_jobs.generate import generate
+
+    folder = tmp_path_factory.mktemp("producers")
+    expect = generate(folder, records=600, files=1, bad_ratio=0.05, seed=9, shape="producers", base_time_ms=NOW_MS)
+    return expect, (folder / "events-00000.json").read_text(encoding="utf-8").splitlines()
+
+
+@pytest.fixture(scope="module")
+def clickstream_three_ways(spark, clickstream, json_text_corpus, producer_corpus) -> dict[str, tuple[list, list, list]]:
+    """_three_ways over one envelope holding json_text_corpus's records (table, then generated) and producer_corpus's
+    lines: group ("json_text", "producers") -> its (shipped, screened, strict) rows, in its records' order."""
+    table, generated = json_text_corpus
+    groups = {"json_text": table + generated, "producers": producer_corpus[1]}
+    payloads = [p for group in groups.values() for p in group]
+    with pytest.MonkeyPatch.context() as mp:
+        ways = _three_ways(json_envelope(spark, payloads), clickstream, mp)
+    offsets = [str(i + 1) for i in range(len(payloads))]
+    assert [[r["source_offset"] for r in rows] for rows in ways] == [offsets] * 3, "one row per record, in order"
+    found, start = {}, 0
+    for name, group in groups.items():
+        found[name] = tuple(rows[start:start + len(group)] for rows in ways)
+        start += len(group)
+    return found
+
+
+def test_json_text_fields_are_proven_and_stored_as_the_strict_path_stores_them(spark, clickstream, json_text_corpus,
+                                                                                clickstream_three_ways):
     """A json_text field (clickstream's metadata) holds any JSON value, stored as its JSON text. Every metadata value
     above and 600 generated events come out equal column by column through the shipped contract (the JVM proof answers the
-    field's text: StrictJsonRecord.jsonText), the screen's Spark expressions and the strict path alone; the valid ones
-    are proven. Before 2026-11-27 the strict path dead-lettered every non-string value as invalid_type."""
-    clickstream = datasets.load("clickstream")
-    generate_dataset(clickstream, tmp_path, records=600, files=1, bad_ratio=0.05, seed=5, hours=24,
-                     end=datetime(2027, 1, 15, 7, tzinfo=timezone.utc))
-    generated = [line for f in sorted(tmp_path.iterdir()) for line in f.read_text().splitlines() if line]
-    base = json.dumps(CLICK, separators=(",", ":"))
-    table = [base[:-1] + f',"metadata":{text}}}' for text in METADATA]
+    field's text: StrictJsonRecord.jsonText), the screen's Spark expressions and the strict path alone (their rows from
+    clickstream_three_ways); the valid ones are proven. Before 2026-11-27 the strict path dead-lettered every non-string
+    value as invalid_type."""
+    table, generated = json_text_corpus
     proven = _proven_by_jvm(spark, clickstream, table + generated)
     assert proven[:len(table)] == [text not in ('{"x":NaN}', "NaN", '{"x":01}', '{"x":1') for text in METADATA]
     assert sum(proven[len(table):]) > 0.9 * len(generated)
-    envelope = json_envelope(spark, table + generated)
-    shipped, screened, strict = _three_ways(envelope, clickstream, monkeypatch)
+    shipped, screened, strict = clickstream_three_ways["json_text"]
+    assert len(shipped) == len(table) + len(generated)
     assert shipped == strict
     assert screened == strict
     stored = [r["metadata"] for r in shipped[:len(table)]]
@@ -192,20 +251,20 @@ def test_json_text_fields_are_proven_and_stored_as_the_strict_path_stores_them(s
     assert {r["reason"] for r in shipped[:len(table)]} == {None, "malformed_json"}
 
 
-def test_records_shaped_like_producers_keep_their_verdicts_and_the_jvm_proof_takes_them_all(spark, tmp_path, monkeypatch):
+def test_records_shaped_like_producers_keep_their_verdicts_and_the_jvm_proof_takes_them_all(spark, producer_corpus,
+                                                                                             clickstream_three_ways):
     """Issue 58's shapes (glue_jobs/generate.PRODUCER_SHAPES: escapes, UTF-8 text, case variants, json_text arrays,
     integers for a double, explicit nulls) and 5% bad records: the shipped contract, the screen and the strict path
-    alone agree on every column of every row, and the JVM proof hands none of the valid ones to the strict parse
-    (devtools/fast_path_census.py prints the same per shape)."""
+    alone agree on every column of every row (their rows from clickstream_three_ways), and the JVM proof hands none of
+    the valid ones to the strict parse (devtools/fast_path_census.py prints the same per shape)."""
     from devtools.fast_path_census import census
-    from glue_jobs.generate import generate
 
-    expect = generate(tmp_path, records=600, files=1, bad_ratio=0.05, seed=9, shape="producers", base_time_ms=NOW_MS)
+    expect, payloads = producer_corpus
     assert {"escapes", "non_ascii", "case_variant", "json_text_array", "integer_amount", "explicit_null"} <= set(expect.shapes)
-    payloads = (tmp_path / "events-00000.json").read_text(encoding="utf-8").splitlines()
     bad = set(expect.bad_lines)
     found = census(spark, [p for p in payloads if p not in bad])
     assert all(slow == 0 for _, slow in found.values()), found
-    shipped, screened, strict = _three_ways(json_envelope(spark, payloads), datasets.load("clickstream"), monkeypatch)
+    shipped, screened, strict = clickstream_three_ways["producers"]
+    assert len(shipped) == len(payloads)
     assert shipped == strict and screened == strict
     assert sum(1 for r in shipped if r["reason"] is None) == len(payloads) - len(expect.bad_lines)
