@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -57,15 +58,35 @@ PAYLOADS = [
 ]
 
 
-def test_batch_writes_lake_and_dead_letters_and_reconciles(spark, tmp_path):
+def _payloads_envelope(spark):
+    return json_envelope(spark, PAYLOADS, source="clicks", arrival_ms=int(NOW * 1000))
+
+
+@pytest.fixture(scope="module")
+def written(spark, tmp_path_factory):
+    """PAYLOADS written once as batch 3 (one writer run the tests below share): its stats, what the metrics sink got,
+    and the folder holding lake, dead and cp. Read it only; a test that changes files works on `_copy_of(written, ...)`."""
+    root = tmp_path_factory.mktemp("written")
     recorder = Recorder()
-    stats = _writer(spark, tmp_path, recorder)(json_envelope(spark, PAYLOADS, source="clicks", arrival_ms=int(NOW * 1000)), 3)
+    stats = _writer(spark, root, recorder)(_payloads_envelope(spark), 3)
+    return stats, recorder.emitted, root
+
+
+def _copy_of(written, tmp_path: Path) -> Path:
+    """The committed batch 3 of `written`, copied whole (markers and checksums too) into `tmp_path`."""
+    for folder in ("lake", "dead", "cp"):
+        shutil.copytree(written[2] / folder, tmp_path / folder)
+    return tmp_path
+
+
+def test_batch_writes_lake_and_dead_letters_and_reconciles(spark, written):
+    stats, emitted, tmp_path = written
     assert stats == BatchStats(
         source="clicks", batch_id=3, records_in=6, records_written=3, dead_letters=2, duplicates_collapsed=1,
         dead_letters_by_reason={"malformed_json": 1, "invalid_type": 1}, duration_ms=0, files_written=stats.files_written,
         differing_duplicates=1,  # a's second copy says "second-copy"
     )
-    assert stats.reconciles and recorder.emitted == [stats]
+    assert stats.reconciles and emitted == [stats]
     assert sorted(_files(tmp_path / "lake")) == [
         "event_date=2023-11-14/event_hour=22/part-clicks-abcd1234-b0000000003-0000.snappy.parquet",
         "event_date=2023-11-14/event_hour=23/part-clicks-abcd1234-b0000000003-0000.snappy.parquet",
@@ -280,53 +301,52 @@ def test_staging_writes_leave_no_success_marker(spark, tmp_path, monkeypatch):
     assert (tmp_path / "cp" / "_streamlake" / "batch-0000000004.committed.json").exists()
 
 
-def test_replayed_batch_after_commit_writes_nothing_again(spark, tmp_path):
-    writer = _writer(spark, tmp_path)
-    first = writer(json_envelope(spark, PAYLOADS), 5)
+def test_replayed_batch_after_commit_writes_nothing_again(spark, tmp_path, written):
+    first = written[0]
+    _copy_of(written, tmp_path)  # batch 3 committed
     before = _files(tmp_path / "lake") | _files(tmp_path / "dead")
-    again = _writer(spark, tmp_path)(json_envelope(spark, PAYLOADS), 5)
+    assert before
+    again = _writer(spark, tmp_path)(_payloads_envelope(spark), 3)
     assert again.replayed and again.records_in == first.records_in
     assert _files(tmp_path / "lake") | _files(tmp_path / "dead") == before
 
 
-def test_replay_after_a_crash_mid_publish_leaves_identical_files(spark, tmp_path):
+def test_replay_after_a_crash_mid_publish_leaves_identical_files(spark, tmp_path, written):
     """Crash after some files moved: no commit marker, a manifest, a half-moved staging dir."""
-    writer = _writer(spark, tmp_path)
-    writer(json_envelope(spark, PAYLOADS), 8)
+    _copy_of(written, tmp_path)  # batch 3 written
     expected = _files(tmp_path / "lake") | _files(tmp_path / "dead")
     state = tmp_path / "cp" / "_streamlake"
-    committed = state / "batch-0000000008.committed.json"
+    committed = state / "batch-0000000003.committed.json"
     finals = [str(p) for root in ("lake", "dead") for p in sorted((tmp_path / root).rglob("part-*.parquet"))]
     committed.unlink()
-    (state / "batch-0000000008.manifest.json").write_text(json.dumps({"files": [{"staged": "gone", "final": f} for f in finals]}))
+    (state / "batch-0000000003.manifest.json").write_text(json.dumps({"files": [{"staged": "gone", "final": f} for f in finals]}))
     # One file of the interrupted publish was already moved; junk is left in staging.
-    junk = tmp_path / "lake" / "_staging" / "clicks" / "batch=8" / "event_date=2023-11-14" / "event_hour=22"
+    junk = tmp_path / "lake" / "_staging" / "clicks" / "batch=3" / "event_date=2023-11-14" / "event_hour=22"
     junk.mkdir(parents=True)
     (junk / "part-00000-junk.c000.snappy.parquet").write_bytes(b"partial")
 
-    stats = _writer(spark, tmp_path)(json_envelope(spark, PAYLOADS), 8)
+    stats = _writer(spark, tmp_path)(_payloads_envelope(spark), 3)
     assert not stats.replayed and stats.records_written == 3
     assert _files(tmp_path / "lake") | _files(tmp_path / "dead") == expected
-    assert not (tmp_path / "lake" / "_staging" / "clicks" / "batch=8").exists()
-    assert committed.exists() and not (state / "batch-0000000008.manifest.json").exists()
+    assert not (tmp_path / "lake" / "_staging" / "clicks" / "batch=3").exists()
+    assert committed.exists() and not (state / "batch-0000000003.manifest.json").exists()
     assert spark.read.parquet(str(tmp_path / "lake")).count() == 3
 
 
-def test_a_commit_marker_cut_off_while_written_is_redone_not_trusted(spark, tmp_path):
+def test_a_commit_marker_cut_off_while_written_is_redone_not_trusted(spark, tmp_path, written):
     """Killed while the marker was being written (a local file is visible before it is closed): the publish
     manifest is still there, so the replay removes the published files and writes the batch again once."""
-    writer = _writer(spark, tmp_path)
-    writer(json_envelope(spark, PAYLOADS), 9)
+    _copy_of(written, tmp_path)  # batch 3 written
     expected = _files(tmp_path / "lake") | _files(tmp_path / "dead")
     state = tmp_path / "cp" / "_streamlake"
     finals = [str(p) for root in ("lake", "dead") for p in sorted((tmp_path / root).rglob("part-*.parquet"))]
-    (state / "batch-0000000009.manifest.json").write_text(json.dumps({"files": [{"staged": "gone", "final": f} for f in finals]}))
-    committed = state / "batch-0000000009.committed.json"
+    (state / "batch-0000000003.manifest.json").write_text(json.dumps({"files": [{"staged": "gone", "final": f} for f in finals]}))
+    committed = state / "batch-0000000003.committed.json"
     recorded = json.loads(committed.read_text())
     committed.write_text(committed.read_text()[:17])
-    (state / ".batch-0000000009.committed.json.crc").unlink()  # its checksum was of the whole text
+    (state / ".batch-0000000003.committed.json.crc").unlink()  # its checksum was of the whole text
 
-    stats = _writer(spark, tmp_path)(json_envelope(spark, PAYLOADS), 9)
+    stats = _writer(spark, tmp_path)(_payloads_envelope(spark), 3)
     assert not stats.replayed and stats.records_written == 3 and stats.dead_letters == 2
     assert _files(tmp_path / "lake") | _files(tmp_path / "dead") == expected
     redone = json.loads(committed.read_text())
@@ -495,10 +515,10 @@ def test_two_sources_feeding_one_dataset_never_share_staging_names_or_markers(sp
     assert spark.read.parquet(str(tmp_path / "dead")).count() == 2
 
 
-def test_a_batch_reports_its_dataset_freshness_and_publishes_it_per_dataset(spark, tmp_path):
+def test_a_batch_reports_its_dataset_freshness_and_publishes_it_per_dataset(spark, tmp_path, written):
     """The newest event time written (T + 1 hour here) against the processing time (NOW): the freshness metric,
     published with the Dataset dimension; a batch that writes no row publishes none."""
-    stats = _writer(spark, tmp_path)(json_envelope(spark, PAYLOADS, source="clicks", arrival_ms=int(NOW * 1000)), 3)
+    stats = written[0]
     assert stats.dataset == "clickstream"
     assert stats.newest_event_age_seconds == pytest.approx(NOW - (T + 3_600_000) / 1000)
     data = metric_data(stats, "dev")
