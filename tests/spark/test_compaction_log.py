@@ -27,7 +27,9 @@ from .streaming_support import json_envelope
 
 NOW = datetime(2026, 1, 22, 12, tzinfo=timezone.utc)  # the streaming job's clock and compaction's "now"
 OLD_HOURS = [datetime(2026, 1, 1, h, tzinfo=timezone.utc) for h in (3, 4, 5)]  # three weeks before NOW
-BATCHES, PER_HOUR = 8, 6  # 8 micro-batches, each with 6 events in each of the three hours
+# 6 micro-batches, each with 6 events in each of the three hours; a run killed after advancing 5 entries (the
+# log_advance:5 kill case) leaves one. Each batch is a streaming write of its own, the cost of this module's setup.
+BATCHES, PER_HOUR = 6, 6
 TARGET_BYTES = 12 * 1024
 
 
@@ -117,7 +119,7 @@ def test_three_week_old_events_are_compacted_and_deduplicated_by_one_default_run
         assert all(p.name.startswith(layout.OUTPUT_PREFIX) for p in files)
     assert _event_ids(spark, lake) == sorted(ids)  # every event id exactly once, the retries collapsed
     assert _entries(lake) == []  # every entry's partitions compacted: the log is empty again
-    # The lake is listed only at the partitions touched (3, although 8 entries name each): once to find their
+    # The lake is listed only at the partitions touched (3, although BATCHES entries name each): once to find their
     # files, once after publishing (the inputs to delete); never a date folder or the root, whatever the age.
     # Reading the log costs one read per entry.
     assert sorted(set(lake_listings)) == sorted(f"/{hour}" for hour in before)

@@ -15,7 +15,7 @@ from compaction import transforms
 from compaction.transforms import data_columns, survivors_by_window, survivors_in_runs
 from glue_jobs.lake.lake_table import LakeTable
 
-from .test_compaction import HOUR, event, literal_frame
+from .test_compaction import HOUR, event, sql_frame
 
 
 def _copies() -> list[dict]:
@@ -43,7 +43,7 @@ def _kept_and_counts(survivors) -> tuple[list[tuple], tuple[int, int]]:
 
 def test_survivors_in_runs_are_the_windows_and_counted_alike(spark):
     rows = _copies()
-    frame = literal_frame(spark, rows).repartition(3, "event_id")
+    frame = sql_frame(spark, rows).repartition(3, "event_id")
     in_runs = survivors_in_runs(frame)
     assert in_runs is not None  # the jar is on local sessions' class path (glue_jobs/session.py)
     assert in_runs.frame.columns == data_columns()
@@ -59,7 +59,7 @@ def test_survivors_in_runs_are_the_windows_and_counted_alike(spark):
 def test_counts_are_taken_once_per_computation_of_the_survivors(spark):
     # The counts are accumulators of the pass that computes the frame: one action, one count of each row.
     rows = _copies()
-    in_runs = survivors_in_runs(literal_frame(spark, rows).repartition(2, "event_id"))
+    in_runs = survivors_in_runs(sql_frame(spark, rows).repartition(2, "event_id"))
     assert in_runs.counts() == (0, 0)  # nothing computed yet
     kept = in_runs.frame.count()
     assert in_runs.counts() == (len(rows), len(rows) - kept)
@@ -67,7 +67,7 @@ def test_counts_are_taken_once_per_computation_of_the_survivors(spark):
 
 def test_without_the_class_the_caller_is_told_to_use_the_window(spark, monkeypatch, caplog):
     monkeypatch.setattr(transforms, "RANK_IN_RUNS_CLASS", "com.streamlake.glue.NoSuchRanker")
-    assert survivors_in_runs(literal_frame(spark, [event("a")])) is None
+    assert survivors_in_runs(sql_frame(spark, [event("a")])) is None
     assert "com.streamlake.glue.NoSuchRanker is not on the classpath" in caplog.text
 
 
@@ -82,7 +82,8 @@ def test_a_frame_the_class_refuses_falls_back_to_the_window_with_its_reason(spar
     # No dataset can declare a double key (glue_jobs/dataset_contract.py _KEY_KINDS), so the table is made here: the
     # path under test is the caller's, for whatever the class throws (missing Spark internals on another build too).
     table = LakeTable(dataclasses.replace(LakeTable.of().dataset, key=("amount",)))
-    frame = literal_frame(spark, [event("a", amount=1.0), event("b", amount=1.0), event("c", amount=2.5)]).repartition(2, "amount")
+    rows = [event("a", amount=1.0), event("b", amount=1.0), event("c", amount=2.5)]
+    frame = sql_frame(spark, rows).repartition(2, "amount")
     assert survivors_in_runs(frame, table) is None
     assert "duplicates ranked with the window: com.streamlake.glue.RankInRuns cannot rank this frame" in caplog.text
     assert "key field amount has type double" in caplog.text
@@ -93,7 +94,7 @@ def test_a_frame_the_class_refuses_falls_back_to_the_window_with_its_reason(spar
 def test_rows_of_a_key_that_are_not_one_run_fail_the_pass(spark):
     # Told the rows come sorted when they do not, the pass would keep a copy of a key per run: it fails instead,
     # naming the key (the compaction's partition fails with its inputs in place).
-    frame = literal_frame(spark, [event("b"), event("a"), event("b", offset=1)]).coalesce(1)
+    frame = sql_frame(spark, [event("b"), event("a"), event("b", offset=1)]).coalesce(1)
     ranker, context = spark._jvm.com.streamlake.glue.RankInRuns, spark.sparkContext._jsc.sc()
     kept = ranker.survivors(frame._jdf, ["event_id"], context.longAccumulator(), context.longAccumulator())
     with pytest.raises(Exception, match=r"the rows are not sorted by the key: a run of key \[a\] after one of \[b\]"):
