@@ -99,6 +99,7 @@ class ResourceChange:
     moved_from: str | None = None  # an added grant on the principal and resource of a removed one: its logical id
     prices: dict[str, str] = field(default_factory=dict)  # changed path -> its price tag (price_setting)
     price: str | None = None  # the resource's own price tag: added / removed, or its total change
+    refused_checkpoints: list[str] = field(default_factory=list)  # a streaming job's sources whose checkpoint it refuses
 
     @property
     def security(self) -> bool:
@@ -111,7 +112,7 @@ class ResourceChange:
     @property
     def deploy_fails(self) -> bool:
         return (self.kind == "replaced" and (self.fixed_name is not None or self.same_grantee)) or (
-            self.kind == "added" and self.moved_from is not None)
+            self.kind == "added" and self.moved_from is not None) or bool(self.refused_checkpoints)
 
     @property
     def data_loss(self) -> bool:
@@ -330,7 +331,51 @@ def diff_templates(old: dict, new: dict, prices: dict | None = None) -> list[Res
             change.kind = "replaced"
         changes.append(change)
     _cascade_replacements(old_r, new_r, changes)
+    refused = refused_checkpoints(old, new)
+    for change in changes:
+        change.refused_checkpoints = refused.get(change.logical_id, [])
     return changes
+
+
+def _checkpoint_owners(template: dict) -> dict[str, tuple[str, dict]]:
+    """{source: (its streaming job's logical id, the owner its job records in the source's checkpoint)}: a source of
+    one dataset {"datasets": [name]}, a routed one {"routed_by": its field, or "schema"} (glue_jobs/batch.py,
+    glue_jobs/routed_batch.py; glue_jobs/commit/ownership.py refuses a checkpoint recorded for another owner)."""
+    from devtools.template_sources import job_sources
+
+    owners = {}
+    for job_id, resource in template.get("Resources", {}).items():
+        arguments = resource.get("Properties", {}).get("DefaultArguments", {})
+        if resource.get("Type") != "AWS::Glue::Job" or "--sources" not in arguments:
+            continue
+        try:
+            sources = job_sources(arguments)
+        except ValueError:
+            continue  # a template this project did not write
+        for source in sources:
+            owner = {"routed_by": source["route_field"]} if "route_field" in source else {"datasets": [source.get("dataset")]}
+            owners[str(source.get("source_name"))] = (job_id, owner)
+    return owners
+
+
+def refused_checkpoints(old: dict, new: dict) -> dict[str, list[str]]:
+    """{new streaming job's logical id: why it will refuse a source's checkpoint}: a source of both templates (its
+    checkpoint is under its name) whose job records another owner there, a topic or stream turned routed or back, or
+    a source given another dataset. CloudFormation deploys it; the job then fails at start naming the checkpoint."""
+    before, refused = _checkpoint_owners(old), {}
+    for source, (job_id, owner) in _checkpoint_owners(new).items():
+        if source in before and before[source][1] != owner:
+            was = before[source][1]
+            refused.setdefault(job_id, []).append(
+                f"source {source}: its checkpoint belongs to {_owner_text(was)}, the job now runs it as {_owner_text(owner)}; "
+                "the job refuses that checkpoint at start (a checkpoint's offsets are one reading's). Give the source a "
+                "new name (a new checkpoint, read from the configured starting position: docs/datasets.md \"Changing a "
+                "source's datasets\")")
+    return refused
+
+
+def _owner_text(owner: dict) -> str:
+    return f"routed by {owner['routed_by']}" if "routed_by" in owner else f"dataset {owner['datasets'][0]}"
 
 
 def _price_change(change: ResourceChange, old: dict, new: dict, prices: dict) -> None:
@@ -689,6 +734,8 @@ def _change_lines(change: ResourceChange) -> list[str]:
     if change.data_loss:
         head += (" — ⚠ **data loss**: what it holds goes with the old resource (refused unless `make diff "
                  "ALLOW_DATA_LOSS=1`; docs/monitoring.md \"Replacing the MSK cluster\" for the migration that loses nothing)")
+    for why in change.refused_checkpoints:
+        head += f" — ⛔ **the job will refuse a checkpoint**: {why}"
     if change.price:
         head += f" — {change.price}"
     lines = [head]

@@ -6,7 +6,7 @@ so this module imports (and its argument contract is tested) without Glue.
 Arguments (Glue passes DefaultArguments as `--name value`; getResolvedOptions takes names without `--`):
 JOB_ARGUMENTS, the job's own (JOB_NAME is supplied by Glue itself), and `--sources`, a JSON list with one object per
 source the job runs: SOURCE_KEYS, plus SOURCE_TYPE_KEYS[source_type], plus ICEBERG_KEYS for an Iceberg dataset (a
-routed Kinesis source, whose records are several datasets: ROUTED_KEYS and each dataset's DATASET_KEYS instead). A job
+routed source, whose records are several datasets: ROUTED_KEYS and each dataset's DATASET_KEYS instead). A job
 runs one source or several (docs/streaming-job.md "One job, several sources"), each its own query with its own
 checkpoint, lake, dead letters and batch ids (glue_jobs/sources/source_queries.py).
 """
@@ -113,15 +113,20 @@ def dataset_table(args: dict[str, str]):
 
 
 def route_table(args: dict[str, str]):
-    """A routed source's RouteTable, from its `route_field` and `routes`; refuses routes naming another set of
-    datasets than `datasets`."""
+    """A routed source's route table, from its `route_field` and `routes`: a Kinesis stream's RouteTable (by a field), a
+    Kafka topic's SchemaRoutes (by registry schema, in `registry_name`); refuses routes naming another set of datasets
+    than `datasets`."""
     from glue_jobs.decoding.routes import RouteTable
+    from glue_jobs.decoding.schema_routes import SchemaRoutes
 
     try:
         values = json.loads(args["routes"])
     except ValueError as e:
         raise ValueError(f"source {args['source_name']}: routes is not JSON: {e}") from None
-    table = RouteTable.of(args["route_field"], values, field_key="route_field", values_key="routes")
+    if args["source_type"] == "kafka":
+        table = SchemaRoutes.of(args["registry_name"], values, registry_key="registry_name", values_key="routes")
+    else:
+        table = RouteTable.of(args["route_field"], values, field_key="route_field", values_key="routes")
     if table.datasets != tuple(sorted(routed_datasets(args))):
         raise ValueError(f"source {args['source_name']}: routes name datasets {list(table.datasets)}, datasets says "
                          f"{args['datasets']}")
@@ -141,33 +146,44 @@ def iceberg_target(args: dict[str, str]):
 
 
 def kafka_batches(spark, args: dict[str, str], writer, table):
-    """A Kafka job's source frame (Spark's Kafka source) and batch function: the dataset's registry versions are
-    loaded (and checked against the zip's schema files) before the first record is read."""
+    """A Kafka job's source frame (Spark's Kafka source) and batch function: the registry versions of the dataset (of
+    each dataset, routed: `writer` is then the routed writer, which takes the topic's frames as they come) are loaded
+    (and checked against the zip's schema files) before the first record is read."""
 
     import boto3
 
     from glue_jobs.decoding.registry_frames import FrameDecoding, RegistryVersions, function_name
     from glue_jobs.kafka_job import KafkaBatches
 
+    raw = spark.readStream.format("kafka").options(**kafka_reader_options(args)).load()
+    if routed_datasets(args):
+        return raw, writer
     registry = RegistryVersions(boto3.client("glue", region_name=args["metrics_region"]), registry_name=args["registry_name"],
                                 schema_name=args["schema_name"], dataset=table.dataset)
     registry.load()
     decoding = FrameDecoding(spark, table.dataset, registry, name=function_name(args["source_name"]))
-    raw = spark.readStream.format("kafka").options(**kafka_reader_options(args)).load()
     return raw, KafkaBatches(writer, decoding, args["source_name"])
 
 
 def routed_writer(spark, args: dict[str, str], routes, metrics):
     """A routed source's writer (glue_jobs/routed_batch.py): each dataset's rows to its lake path, its dead letters
-    to `<dead_letter_path>/<dataset>`, the records no route takes to `<dead_letter_path>/unroutable`."""
+    to `<dead_letter_path>/<dataset>`, the records no route takes to `<dead_letter_path>/unroutable`. A Kafka topic's
+    writer routes frames with a KafkaRouter (each dataset's registry versions loaded first)."""
     from glue_jobs.decoding.routes import UNROUTABLE
     from glue_jobs.routed_batch import DatasetTarget, RoutedWriter
 
+    router = None
+    if args["source_type"] == "kafka":
+        import boto3
+
+        from glue_jobs.kafka_job import KafkaRouter
+
+        router = KafkaRouter.loaded(spark, boto3.client("glue", region_name=args["metrics_region"]), routes, args["source_name"])
     dead = args["dead_letter_path"].rstrip("/")
     targets = {name: DatasetTarget(args[f"lake_path.{name}"], f"{dead}/{name}") for name in routes.datasets}
     return RoutedWriter(spark, source_name=args["source_name"], routes=routes, targets=targets,
                         dead_letter_path=f"{dead}/{UNROUTABLE}", checkpoint_path=args["checkpoint_path"], metrics=metrics,
-                        count_replacements=True)  # Glue decodes Kinesis records to text before the job
+                        count_replacements=router is None, router=router)  # Glue decodes Kinesis records to text
 
 
 def source_batches(glue_context, args: dict[str, str], table):

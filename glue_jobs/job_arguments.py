@@ -38,7 +38,9 @@ SOURCE_TYPE_KEYS = {
 # (glue_jobs/decoding/routes.py RouteTable), the datasets it writes, comma-separated, and for each of them the keys of
 # DATASET_KEYS suffixed with `.<dataset>`: a change to one dataset's files or lake is that key's change in a diff.
 # Each dataset's dead letters go to `<dead_letter_path>/<dataset>`, the records no route takes to
-# `<dead_letter_path>/unroutable` (glue_jobs/routed_batch.py). Kinesis only; its datasets are Parquet ones.
+# `<dead_letter_path>/unroutable` (glue_jobs/routed_batch.py). Its datasets are Parquet ones. A routed Kafka topic
+# (glue_jobs/decoding/schema_routes.py) has `route_field` ROUTED_BY_SCHEMA and `routes` {registry schema: dataset}, and
+# no `schema_name` (the routes name each dataset's schema in `registry_name`).
 ROUTED_KEYS = (
     "source_name",
     "source_type",
@@ -50,6 +52,7 @@ ROUTED_KEYS = (
     "starting_position",
 )
 DATASET_KEYS = ("dataset_digest", "lake_path")
+ROUTED_BY_SCHEMA = "schema"  # glue_jobs/decoding/schema_routes.FIELD (this module imports without Spark)
 
 
 # An Iceberg dataset's source: the Data Catalog table it commits to and the table's location (under the dataset's lake
@@ -73,7 +76,8 @@ def source_keys(source_type: str, table_format: str = "parquet", routed: tuple[s
     if table_format not in TABLE_FORMATS:
         raise ValueError(f"table_format {table_format!r} is not one of {', '.join(TABLE_FORMATS)}")
     if routed:
-        return ROUTED_KEYS + SOURCE_TYPE_KEYS[source_type] + tuple(f"{key}.{name}" for name in routed for key in DATASET_KEYS)
+        own = tuple(key for key in SOURCE_TYPE_KEYS[source_type] if key != "schema_name")
+        return ROUTED_KEYS + own + tuple(f"{key}.{name}" for name in routed for key in DATASET_KEYS)
     return SOURCE_KEYS + SOURCE_TYPE_KEYS[source_type] + (ICEBERG_KEYS if table_format == "iceberg" else ())
 
 
@@ -103,8 +107,9 @@ def job_sources(args: dict[str, str]) -> list[dict[str, str]]:
         if source.get("source_type") not in SOURCE_TYPE_KEYS:
             raise ValueError(f"{label}: source_type {source.get('source_type')!r} is not one of {sorted(SOURCE_TYPE_KEYS)}")
         routed = routed_datasets(source)
-        if "route_field" in source and (source["source_type"] != "kinesis" or not routed):
-            raise ValueError(f"{label}: a routed source is a Kinesis one with at least one dataset in `datasets`")
+        if "route_field" in source and (not routed or (source["route_field"] == ROUTED_BY_SCHEMA) != (source["source_type"] == "kafka")):
+            raise ValueError(f"{label}: a routed source is a Kinesis one routed by a field or a Kafka one routed by "
+                             f"{ROUTED_BY_SCHEMA!r}, with at least one dataset in `datasets`")
         expected = set(source_keys(source["source_type"], table_format, routed))
         missing, unknown = sorted(expected - set(source)), sorted(set(source) - expected)
         if missing or unknown:

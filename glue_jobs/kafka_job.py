@@ -89,6 +89,23 @@ class KafkaRouter:
         self.owners, self.decodings, self.source_name = owners, decodings, source_name
         self.batch_owners = owners  # the ones the batch being written was routed with
 
+    @classmethod
+    def loaded(cls, spark, glue, routes, source_name: str) -> KafkaRouter:
+        """The router of a topic routed by `routes` (a SchemaRoutes), for Glue and the local runner alike: each dataset's
+        committed registry versions loaded (and checked against its files) before the first frame is read, and its own
+        decoder (its own function name)."""
+        from glue_jobs import datasets
+        from glue_jobs.decoding.registry_frames import RegistryVersions, function_name
+        from glue_jobs.decoding.schema_routes import SchemaOwners
+
+        versions = {name: RegistryVersions(glue, registry_name=routes.registry, schema_name=routes.schema_of(name),
+                                           dataset=datasets.load(name)) for name in routes.datasets}
+        for found in versions.values():
+            found.load()
+        decodings = {name: FrameDecoding(spark, found.dataset, found, name=function_name(f"{source_name}_{name}"))
+                     for name, found in versions.items()}
+        return cls(SchemaOwners.loaded(glue, routes, versions), decodings, source_name)
+
     def route(self, frame, routes):
         from pyspark import StorageLevel
         from pyspark.sql import functions as F

@@ -89,18 +89,9 @@ def _single(spark, registry, source_name: str, dataset: str, lake: str, dead: st
 
 
 def _routed(spark, glue, routes, source_name: str, lake: str, dead: str, checkpoint: str, icebergs: dict):
-    from glue_jobs import datasets
-    from glue_jobs.decoding.registry_frames import FrameDecoding, RegistryVersions, function_name
-    from glue_jobs.decoding.schema_routes import SchemaOwners
     from glue_jobs.kafka_job import KafkaRouter
     from glue_jobs.routed_batch import RoutedWriter
 
-    versions = {name: RegistryVersions(glue, registry_name=routes.registry, schema_name=routes.schema_of(name),
-                                       dataset=datasets.load(name)) for name in routes.datasets}
-    for found in versions.values():
-        found.load()
-    decodings = {name: FrameDecoding(spark, found.dataset, found, name=function_name(f"{source_name}_{name}"))
-                 for name, found in versions.items()}
-    router = KafkaRouter(SchemaOwners.loaded(glue, routes, versions), decodings, source_name)
+    router = KafkaRouter.loaded(spark, glue, routes, source_name)
     return RoutedWriter.under(spark, source_name=source_name, routes=routes, lake_root=lake, dead_letter_root=dead,
                               checkpoint_path=checkpoint, icebergs=icebergs, metrics=LogMetricsSink(), router=router)

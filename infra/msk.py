@@ -49,12 +49,12 @@ def kafka_arn(stack: cdk.Stack, cluster_arn: str, kind: str, name: str) -> str:
 
 
 def producer_policy(scope: Construct, id_: str, *, cluster_arn: str, topic: str, registry_arn: str,
-                    schema_arn: str) -> iam.ManagedPolicy:
+                    schema_arns: list[str]) -> iam.ManagedPolicy:
     """What `python -m operations produce` (or any Schema Registry producer) needs to write the topic, for operators to
     attach to a producer's role. MSK "Semantics of IAM authorization policy actions and resources": Connect and
     WriteDataIdempotently take the cluster; WriteData needs Connect and DescribeTopic, on the topic. The producer looks
     the newest version up by registry and schema name (glue:GetSchemaVersion with a SchemaId), so the registry and
-    the schema are its resources; unverified on AWS that IAM evaluates that call against the schema ARN (the job's
+    each schema the topic carries (a routed topic: one per dataset) are its resources; unverified on AWS that IAM evaluates that call against the schema ARN (the job's
     lookups by version id name no schema and need "*", see infra/streaming_job.py)."""
     stack = cdk.Stack.of(scope)
     return iam.ManagedPolicy(
@@ -68,7 +68,7 @@ def producer_policy(scope: Construct, id_: str, *, cluster_arn: str, topic: str,
             iam.PolicyStatement(sid="WriteTopic", actions=["kafka-cluster:DescribeTopic", "kafka-cluster:WriteData"],
                                 resources=[kafka_arn(stack, cluster_arn, "topic", topic)]),
             iam.PolicyStatement(sid="NewestSchemaVersion", actions=["glue:GetSchemaVersion"],
-                                resources=[registry_arn, schema_arn]),
+                                resources=[registry_arn, *schema_arns]),
         ],
     )
 

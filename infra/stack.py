@@ -10,7 +10,7 @@ from constructs import Construct
 from glue_jobs import datasets
 from infra.catalog import Catalog
 from infra.compaction_job import CompactionJob
-from infra.config import EnvironmentConfig
+from infra.config import EnvironmentConfig, RouteConfig
 from infra.constants import pascal
 from infra.glue_security import GlueJobSecurity
 from infra.job_keeper import JobKeeper
@@ -100,7 +100,7 @@ class StreamingLakeStack(cdk.Stack):
             lake_bucket=self.storage.lake_bucket,
             datasets=list(self.datasets.values()),
             carried=config.carried,
-            routed={source: route.field for source, route in config.routes.items()},
+            routed=config.routed,
             dead_letter_bucket=self.storage.dead_letter_bucket,
             dead_letter_prefix=self.storage.dead_letter_prefix,
             dead_letter_retention_days=config.storage.dead_letter_expiration_days,
@@ -166,7 +166,7 @@ class StreamingLakeStack(cdk.Stack):
                 for source, job in self.streaming_jobs.items()
             ],
             datasets={d: config.sources_of(d) for d in config.datasets},
-            routed_sources=tuple(config.routes),
+            routed_sources=tuple(config.routed),
             compaction_job_name=self.compaction.job.job_name,
             msk=(
                 MskSignals(self.msk.cluster_name, config.msk.broker_count)
@@ -215,6 +215,10 @@ class StreamingLakeStack(cdk.Stack):
 
         def job_source(source: str, settings) -> JobSource:
             route = config.routes.get(source)
+            if source in config.msk.source_names and config.msk.routed:
+                # A routed topic: each frame goes to the dataset whose registry schema wrote it (SchemaRoutes).
+                route = RouteConfig(config.routed[source], tuple(sorted(
+                    (catalog.dataset_schemas[name][0], name) for name in config.msk.datasets)))
             dataset = None if route is not None else self.datasets[config.carried[source][0]]
             reads = {"stream": self.streams.streams[source]} if source in self.streams.streams else {
                 "kafka": KafkaSource(
@@ -226,9 +230,9 @@ class StreamingLakeStack(cdk.Stack):
                     connection_security_group_ids=self.msk.connection_security_group_ids,
                     connection_vpc_id=self.network.vpc.vpc_id,
                     registry_arn=catalog.registry_arn,
-                    schema_arn=catalog.dataset_schemas[config.msk.dataset][1],
+                    schema_arns=tuple(catalog.dataset_schemas[name][1] for name in config.msk.carried),
                     registry_name=catalog.registry_name,
-                    schema_name=catalog.dataset_schemas[config.msk.dataset][0],
+                    schema_name=None if config.msk.routed else catalog.dataset_schemas[config.msk.dataset][0],
                     partitions=config.msk.partitions_of(source),
                     min_partitions=config.msk.min_partitions_for(source, settings.worker_type, settings.max_workers),
                 )}
@@ -261,7 +265,8 @@ class StreamingLakeStack(cdk.Stack):
         if self.msk is not None:
             self.kafka_producer_policy = producer_policy(
                 self, "KafkaProducerPolicy", cluster_arn=self.msk.cluster_arn, topic=self.msk.topic_name,
-                registry_arn=catalog.registry_arn, schema_arn=catalog.dataset_schemas[config.msk.dataset][1])
+                registry_arn=catalog.registry_arn,
+                schema_arns=[catalog.dataset_schemas[name][1] for name in config.msk.carried])
         self.compaction = CompactionJob(
             self,
             "Compaction",
@@ -292,7 +297,7 @@ class StreamingLakeStack(cdk.Stack):
                 job_roles={s: job.role for s, job in self.streaming_jobs.items() if name in config.carried[s]},
                 job_names={s: job.name for s, job in self.streaming_jobs.items() if name in config.carried[s]},
                 reader_policy=self.readers.policies[name],
-                routed_sources=frozenset(s for s in config.routes if name in config.carried[s]),
+                routed_sources=frozenset(s for s in config.routed if name in config.carried[s]),
             ) for name, dataset in self.datasets.items()},
         )
 

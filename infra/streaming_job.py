@@ -32,6 +32,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from glue_jobs.datasets import Dataset
+from glue_jobs.decoding.schema_routes import FIELD as SCHEMA_FIELD
 from glue_jobs.metrics import METRICS_NAMESPACE
 from glue_jobs.schema import ICEBERG_TABLE_FOLDER
 from infra import job_assets
@@ -62,9 +63,11 @@ class KafkaSource:
     topic: str
     connections: tuple[glue.IConnection, ...]  # the KAFKA connection first, then failover NETWORK connections
     registry_arn: str
-    schema_arn: str
+    schema_arns: tuple[str, ...]  # the registry schema of each dataset the topic carries
     registry_name: str
-    schema_name: str  # the dataset's schema in the registry: the job maps frames' version UUIDs through it
+    # the dataset's schema in the registry: the job maps frames' version UUIDs through it; None for a routed topic,
+    # whose route names each dataset's schema (SourceRoute, field "schema")
+    schema_name: str | None
     connection_subnet_ids: tuple[str, ...]  # the connections' subnets, where Glue creates its network interfaces
     connection_security_group_ids: tuple[str, ...]  # the security groups Glue puts on them
     connection_vpc_id: str  # the VPC of those subnets
@@ -176,8 +179,12 @@ class StreamingJob(Construct):
                 raise ValueError(f"streaming job {name}, source {source.name}: give exactly one of stream or kafka")
             if (source.dataset is None) == (source.route is None):
                 raise ValueError(f"streaming job {name}, source {source.name}: give exactly one of dataset or route")
-            if source.route is not None and source.kafka is not None:
-                raise ValueError(f"streaming job {name}, source {source.name}: a Kafka source is not routed by a field")
+            if source.kafka is not None and (source.route is not None) != (source.kafka.schema_name is None):
+                raise ValueError(f"streaming job {name}, source {source.name}: a Kafka source names its one schema, or "
+                                 "is routed by schema (SchemaRoutes), not both")
+            if source.route is not None and (source.route.field == SCHEMA_FIELD) != (source.kafka is not None):
+                raise ValueError(f"streaming job {name}, source {source.name}: a Kafka source is routed by registry "
+                                 f"schema, a Kinesis one by a field, not {source.route.field!r}")
             iceberg = [c.dataset.name for c in source.carried if c.dataset.table_format == "iceberg"]
             if source.route is not None and iceberg:
                 raise ValueError(f"streaming job {name}, source {source.name}: a routed source's datasets are Parquet "
@@ -313,7 +320,7 @@ class StreamingJob(Construct):
             "bootstrap_servers": kafka.bootstrap_servers,
             "topic": kafka.topic,
             "registry_name": kafka.registry_name,
-            "schema_name": kafka.schema_name,
+            **({"schema_name": kafka.schema_name} if source.route is None else {}),
             "kafka_auth": "iam",  # SASL/IAM on 9098 (glue_jobs/glue_entry.kafka_reader_options)
             # Spark's assign (this job's partition group) or subscribe ("all"), and minPartitions.
             "partitions": ",".join(map(str, kafka.partitions)) if kafka.partitions else "all",
@@ -391,7 +398,7 @@ class StreamingJob(Construct):
             iam.PolicyStatement(
                 sid="ReadEventSchema",
                 actions=["glue:GetSchema", "glue:GetSchemaByDefinition"],
-                resources=[kafka.registry_arn, *dict.fromkeys(k.schema_arn for k in sources)],
+                resources=[kafka.registry_arn, *dict.fromkeys(arn for k in sources for arn in k.schema_arns)],
             )
         )
         # The deserializer looks a record's schema version up by its SchemaVersionId, a call that names no

@@ -131,7 +131,7 @@ class KinesisStreamConfig:
 class MskConfig:
     mode: str
     source_name: str
-    dataset: str  # the dataset the topic's records are (datasets/<dataset>/)
+    dataset: str | None  # the dataset the topic's records are (datasets/<dataset>/); None for a routed topic
     topic: str
     topic_partitions: int
     kafka_version: str
@@ -145,10 +145,22 @@ class MskConfig:
     topic_compression_type: str = "zstd"
     min_partitions: int | str | None = "auto"  # Spark's minPartitions: "auto", a number, or null (not set)
     partition_groups: tuple[tuple[int, ...], ...] | None = None  # one job per group (Spark's `assign`); None: one job
+    # A routed topic (docs/kafka.md "One topic, several datasets"): the datasets its frames are, each frame routed to
+    # the dataset whose registry schema its writer's schema version belongs to. () for a topic of one `dataset`.
+    datasets: tuple[str, ...] = ()
 
     @property
     def enabled(self) -> bool:
         return self.mode != "none"
+
+    @property
+    def routed(self) -> bool:
+        return bool(self.datasets)
+
+    @property
+    def carried(self) -> tuple[str, ...]:
+        """The datasets the topic carries: its `dataset`, or its `datasets`."""
+        return self.datasets if self.datasets else ((self.dataset,) if self.dataset else ())
 
     @property
     def source_names(self) -> tuple[str, ...]:
@@ -320,12 +332,21 @@ class EnvironmentConfig:
         """{source name: the datasets it carries} for every source with a streaming job: one, or a routed stream's
         several (`routes`)."""
         datasets = {s.name: s.datasets for s in self.kinesis_streams}
-        return datasets | {source: (self.msk.dataset,) for source in self.msk.source_names}
+        return datasets | {source: self.msk.carried for source in self.msk.source_names}
 
     @property
     def routes(self) -> dict[str, RouteConfig]:
-        """{source name: its route} for every routed source."""
+        """{source name: its route} for every stream routed by a field (Kinesis)."""
         return {s.name: s.route for s in self.kinesis_streams if s.route is not None}
+
+    @property
+    def routed(self) -> dict[str, str]:
+        """{source name: what it is routed by} for every routed source: a Kinesis stream's route field, "schema" for
+        each job of a routed MSK topic (glue_jobs/decoding/schema_routes.py FIELD)."""
+        from glue_jobs.decoding.schema_routes import FIELD
+
+        kafka = {source: FIELD for source in self.msk.source_names} if self.msk.routed else {}
+        return {name: route.field for name, route in self.routes.items()} | kafka
 
     def sources_of(self, dataset: str) -> tuple[str, ...]:
         """The sources that carry `dataset`, in source order."""

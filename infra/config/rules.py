@@ -184,11 +184,15 @@ def _compaction_schedule_checks(n: str, c: CompactionConfig, problems: list[str]
 
 
 def _routed_stream_checks(n: str, env: EnvironmentConfig, problems: list[str]) -> None:
-    """A routed stream's datasets are Parquet ones here (its job writes each with glue_jobs/routed_batch.py, which
+    """A routed stream's (or topic's) datasets are Parquet ones here (its job writes each with glue_jobs/routed_batch.py, which
     the Glue entrypoint gives no Iceberg table yet)."""
     from glue_jobs import datasets
 
     known = datasets.names()
+    for dataset in env.msk.datasets if env.msk.enabled else ():
+        if dataset in known and env.table_format(dataset, datasets.load(dataset).table_format) == "iceberg":
+            problems.append(f"{n}.msk.datasets: dataset {dataset!r} is Iceberg in this environment; a routed topic "
+                            "carries Parquet datasets (give it a topic of its own)")
     for i, stream in enumerate(env.kinesis_streams):
         if stream.route is None:
             continue

@@ -193,7 +193,8 @@ def _msk(r: _Reader) -> MskConfig:
     cfg = MskConfig(
         mode=mode,
         source_name=r.string("source_name", pattern=_NAME_RE, allowed="a lower-case name of 2-32 letters, digits and '-'"),
-        dataset=_dataset(r),
+        dataset=None if r.data.get("datasets") else _dataset(r),
+        datasets=_msk_datasets(r),
         topic=r.string("topic", pattern=_KAFKA_TOPIC_RE, allowed="a Kafka topic name (letters, digits, '.', '_', '-')"),
         topic_partitions=r.integer("topic_partitions", minimum=1, maximum=1000),
         kafka_version=r.string("kafka_version", choices=MSK_KAFKA_VERSIONS),
@@ -235,6 +236,31 @@ def _msk(r: _Reader) -> MskConfig:
                 r.fail(key, getattr(cfg, key), f"must be null when mode is {mode!r} (only 'existing' takes it)")
     r.finish()
     return cfg
+
+
+def _msk_datasets(r: _Reader) -> tuple[str, ...]:
+    """`msk.datasets`: the datasets a routed topic carries, each frame routed by its registry schema (docs/kafka.md
+    "One topic, several datasets"); `dataset` is then null (the defaults give one). Absent, null or []: a topic of one
+    `dataset`."""
+    from glue_jobs import datasets
+
+    found, value = r._take("datasets", None, required=False)
+    if not found or value is None or value == []:
+        return ()
+    known = datasets.names()
+    if not isinstance(value, list) or not all(isinstance(name, str) for name in value):
+        r.fail("datasets", value, "must be a list of dataset names (the datasets the topic's frames are)")
+        return ()
+    for name in value:
+        if name not in known:
+            r.fail("datasets", name, f"is not a dataset (datasets/: {', '.join(known)})")
+    for name in sorted({n for n in value if value.count(n) > 1}):
+        r.fail("datasets", name, "is named more than once")
+    dataset = r.string("dataset", optional=True)
+    if dataset is not None:
+        r.fail("dataset", dataset, "must be null when `datasets` is given: a topic of several datasets routes each frame "
+               "to the dataset whose registry schema wrote it")
+    return tuple(sorted(name for name in set(value) if name in known))
 
 
 def _min_partitions(r: _Reader) -> int | str | None:

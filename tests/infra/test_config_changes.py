@@ -67,6 +67,7 @@ ALTERNATIVES: dict[str, tuple[str, dict]] = {
     "msk.mode": ("prod", {"msk.mode": "serverless"}),
     "msk.source_name": ("prod", {"msk.source_name": "payments"}),
     "msk.dataset": ("prod", {"msk.dataset": "clickstream"}),
+    "msk.datasets": ("prod", {"msk.dataset": None, "msk.datasets": ["orders", "page_views"]}),
     "msk.topic": ("prod", {"msk.topic": "orders-events-v2"}),
     "msk.topic_partitions": ("prod", {"msk.topic_partitions": 24}),
     "msk.kafka_version": ("prod", {"msk.kafka_version": "3.9.x"}),

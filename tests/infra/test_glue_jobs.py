@@ -36,7 +36,7 @@ def _stack(env_name: str):
     kafka = KafkaSource(cluster_arn="arn:aws:kafka:eu-west-1:111122223333:cluster/lake/abc-1", bootstrap_servers="b-1.lake:9098",
                         topic="orders-events", connections=connections,
                         registry_arn="arn:aws:glue:eu-west-1:111122223333:registry/lake",
-                        schema_arn="arn:aws:glue:eu-west-1:111122223333:schema/lake/event", registry_name="lake",
+                        schema_arns=("arn:aws:glue:eu-west-1:111122223333:schema/lake/event",), registry_name="lake",
                         schema_name="event", connection_subnet_ids=("subnet-0a1", "subnet-0b1"),
                         connection_security_group_ids=("sg-0b2",), connection_vpc_id="vpc-0c3")
     StreamingJob(stack, "OrderJob", environment=env_name, name="orders", settings=env.streaming, security=security,

@@ -202,7 +202,7 @@ def test_producer_policy_writes_only_its_topic_idempotently_and_reads_only_its_s
     registry = "arn:aws:glue:eu-west-1:111122223333:registry/streamlake-prod"
     schema = "arn:aws:glue:eu-west-1:111122223333:schema/streamlake-prod/com.streamlake.orders.Order"
     producer_policy(stack, "Producer", cluster_arn=EXISTING_ARN, topic="orders-events", registry_arn=registry,
-                    schema_arn=schema)
+                    schema_arns=[schema])
     document = stack.resolve(_only(assertions.Template.from_stack(stack), "AWS::IAM::ManagedPolicy")["Properties"]["PolicyDocument"])
     statements = {s["Sid"]: (s["Action"], s["Resource"]) for s in document["Statement"]}
     topic = {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":kafka:", {"Ref": "AWS::Region"}, ":",
