@@ -49,27 +49,19 @@ def as_tuple(row: dict, columns: list[str]) -> tuple:
     return tuple(row[c] for c in columns)
 
 
-def literal_frame(spark, rows: list[dict], extra=()):
-    """A frame of exactly the lake data schema (plus `extra` (name, type, value-key) columns) built from
-    literals: spark.createDataFrame pickles a function, which pyspark 3.3 cannot do on Python 3.11."""
-    from pyspark.sql import functions as F
-
-    fields = [(f.name, f.dataType) for f in data_schema().fields] + [(name, kind) for name, kind in extra]
-    structs = [F.struct(*[F.lit(row.get(name)).cast(kind).alias(name) for name, kind in fields]) for row in rows]
-    return spark.range(1).select(F.explode(F.array(*structs)).alias("r")).select("r.*")
-
-
 def sql_frame(spark, rows: list[dict], extra=()):
-    """literal_frame's rows, column types and single partition from one SQL text (a VALUES table of typed literals),
-    parsed in the JVM in one call: literal_frame makes a few Py4J calls per value, about 13 s for 145 rows before Spark
-    ran anything. Values: None, str, int, finite float, and datetime after 1900 as F.lit takes it (naive: the Python
-    process's local time); anything else is refused rather than coerced."""
+    """A frame of exactly the lake data schema (plus `extra` (name, type) columns) holding `rows`, in one partition,
+    from one SQL text (a VALUES table of typed literals) parsed in the JVM in one call. Each value is the one
+    F.lit(value).cast(type) gives, but a frame of those (spark.createDataFrame pickles a function, which pyspark 3.3
+    cannot do on Python 3.11) made a few Py4J calls per value, about 13 s for 145 rows before Spark ran anything.
+    Values: None, str, int, float (NaN and the infinities too), and datetime after 1900 as F.lit takes it (naive: the
+    Python process's local time); anything else is refused rather than coerced."""
     fields = [(f.name, f.dataType.simpleString()) for f in data_schema().fields] + list(extra)
     values = ", ".join("(" + ", ".join(f"CAST({_sql_literal(row.get(name))} AS {kind})" for name, kind in fields) + ")"
                        for row in rows)
     names = ", ".join(f"`{name}`" for name, _ in fields)
-    # One partition, as literal_frame's: a local table is split over the default parallelism, and write_files writes
-    # one file per `file_no` only from one partition.
+    # One partition: a local table is split over the default parallelism, and write_files writes one file per
+    # `file_no` only from one partition.
     return spark.sql(f"SELECT * FROM VALUES {values} AS t({names})").coalesce(1)
 
 
@@ -80,15 +72,18 @@ def _sql_literal(value) -> str:
 
     if value is None:
         return "NULL"
-    if isinstance(value, str):
+    if isinstance(value, str) and "${" not in value:  # spark.sql would substitute a ${conf.key} in the text
         return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
-    if isinstance(value, int) and not isinstance(value, bool):
-        return str(value)
-    if isinstance(value, float) and math.isfinite(value):
-        return f"'{value!r}'"  # cast from its shortest round-trip text: the same double
+    if isinstance(value, int) and not isinstance(value, bool) and -(2**63) <= value < 2**63:
+        return str(value)  # an INT or BIGINT literal, as F.lit's Java Integer or Long
+    if isinstance(value, float):
+        # a DOUBLE, as F.lit's, from its shortest round-trip text (the same double, -0.0 too) or Java's name for NaN
+        # and the infinities, which Spark's cast reads as those doubles
+        text = repr(value) if math.isfinite(value) else {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}[str(value)]
+        return f"CAST('{text}' AS DOUBLE)"
     if isinstance(value, datetime) and value.year > 1900:
         return f"TIMESTAMP_MICROS({TimestampType().toInternal(value)})"  # F.lit's instant (pyspark's DatetimeConverter)
-    raise TypeError(f"sql_frame takes no {type(value).__name__} value {value!r}: use literal_frame")
+    raise TypeError(f"sql_frame takes no {type(value).__name__} value {value!r}: it cannot hold it exactly")
 
 
 def _move_into_partitions(scratch: Path, lake: Path, hours: list, first_batch: int, key: str | None) -> list[Path]:
@@ -115,9 +110,9 @@ def _only(paths) -> Path:
 
 
 def write_files(spark, lake: Path, files: list[list[dict]], *, hour=HOUR, first_batch=0, hours: list | None = None,
-                frame=literal_frame) -> list[Path]:
+                frame=sql_frame) -> list[Path]:
     """Write each list of rows as one streaming-style file into the hour partition (`hours`: each file's own), in one
-    Spark job. `frame(spark, rows, extra)` makes the rows a frame: literal_frame, or sql_frame where the rows allow."""
+    Spark job. `frame(spark, rows, extra)` makes the rows a frame (sql_frame's kinds of values)."""
     rows = [{**r, "file_no": i} for i, rows in enumerate(files) for r in rows]
     scratch = lake.parent / f"scratch-{os.urandom(4).hex()}"
     frame(spark, rows, extra=[("file_no", "int")]).write.partitionBy("file_no").parquet(str(scratch))

@@ -25,7 +25,7 @@ from compaction.settings import CompactionSettings
 from glue_jobs import datasets
 from glue_jobs.lake.lake_table import LakeTable
 
-from .test_compaction import AFTER_HOUR, HOUR, assert_clean, event, literal_frame, write_files
+from .test_compaction import AFTER_HOUR, HOUR, assert_clean, event, sql_frame, write_files
 
 PARTITION = f"event_date={HOUR:%Y-%m-%d}/event_hour={HOUR.hour}"
 
@@ -119,7 +119,7 @@ def test_an_input_file_with_a_column_the_dataset_lacks_fails_the_check(spark, tm
     lake = tmp_path / "lake"
     write_files(spark, lake, [[event("a")]])
     scratch = tmp_path / "extra"
-    literal_frame(spark, [event("b")]).withColumn("coupon", F.lit("WELCOME")).coalesce(1).write.parquet(str(scratch))
+    sql_frame(spark, [event("b")]).withColumn("coupon", F.lit("WELCOME")).coalesce(1).write.parquet(str(scratch))
     shutil.move(next(scratch.glob("*.parquet")), lake / PARTITION / "part-clickstream-b9-0.snappy.parquet")
     before = _snapshot(lake)
 
