@@ -114,8 +114,11 @@ def _part_problems(part: Part, lake_ids: Counter, spark, s3: LocalS3) -> list[st
         dead = spark.read.schema(spark_dead_letter_schema()).parquet(str(dead_path))
         rows = dead.select("payload", "reason").collect()
         payloads, reasons = [r.payload for r in rows], {r.reason for r in rows}
-    if part.dataset is None and reasons - {"unroutable"}:  # what no route takes is `unroutable` (glue_jobs/routed_batch.py)
-        found.append(f"{name}: dead letters with reason(s) {sorted(reasons - {'unroutable'})}, not unroutable")
+    # What no route takes is `unroutable` (glue_jobs/routed_batch.py), but a value its source could not read at all
+    # (a Kafka value that is no frame) keeps the adapter's malformed_record
+    if part.dataset is None and reasons - {"unroutable", "malformed_record"}:
+        found.append(f"{name}: dead letters with reason(s) {sorted(reasons - {'unroutable', 'malformed_record'})}, "
+                     "not unroutable")
     if sorted(payloads) != sorted(held.bad_payloads):
         found.append(f"{name}: {len(payloads)} dead letter(s), {len(held.bad_payloads)} bad record(s) held "
                      f"(payloads differ: {sorted(set(payloads) ^ set(held.bad_payloads))[:2]})")

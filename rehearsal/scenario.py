@@ -121,15 +121,20 @@ def bad_frames(good: bytes) -> dict[str, tuple[bytes, str]]:
     }
 
 
-def register_versions(assembly: Assembly, job: JobSource, moto_endpoint: str) -> str:
-    """The registry as the deploy leaves it: the template's versions of the source's schema registered, in order, on
-    the moto server. Returns the newest version's UUID (what a producer frames with)."""
+def _registry(moto_endpoint: str):
     import boto3
 
-    glue = boto3.client("glue", endpoint_url=moto_endpoint, region_name=REGION, aws_access_key_id="rehearsal",
+    return boto3.client("glue", endpoint_url=moto_endpoint, region_name=REGION, aws_access_key_id="rehearsal",
                         aws_secret_access_key="rehearsal")
-    registry, schema = job.arguments["--registry_name"], job.arguments["--schema_name"]
-    definitions = assembly.registered_versions(registry, schema)
+
+
+def register_versions(assembly: Assembly, registry: str, schema: str, moto_endpoint: str) -> str:
+    """The registry as the deploy leaves it: the template's versions of `schema` registered, in order, on the moto
+    server. Returns the newest version's UUID (what a producer frames with)."""
+    return _register(_registry(moto_endpoint), registry, schema, assembly.registered_versions(registry, schema))
+
+
+def _register(glue, registry: str, schema: str, definitions: list[str]) -> str:
     try:
         glue.create_registry(RegistryName=registry)
     except glue.exceptions.AlreadyExistsException:
@@ -147,11 +152,25 @@ def register_versions(assembly: Assembly, job: JobSource, moto_endpoint: str) ->
 
 
 def kafka_frames_input(broker, topic: str, version_id: str, *, records: int, seed: int, dataset: str) -> HeldInput:
-    """Frames on the topic (one partition per 200 records, at least 2): the dataset generator's valid records,
-    every fourth zlib-compressed, one event time in 50 beyond max_future (a record the contract refuses: its dead
-    letter holds the decoder's JSON rendering), the first valid record sent twice (a producer retry), and
-    bad_frames (their dead letters hold their bytes as base64)."""
+    """Frames on the topic (one partition per 200 records, at least 2): dataset_frames, then bad_frames (their dead
+    letters hold their bytes as base64)."""
     import base64
+
+    broker.create_topic(topic, max(2, records // 200))
+    held, good = dataset_frames(broker, topic, version_id, records=records - 7, seed=seed, dataset=dataset)
+    values = [value for value, _ in bad_frames(good).values()]
+    produce_values(broker, topic, values)
+    held.bad_payloads += [base64.b64encode(value).decode() for value in values]
+    held.records += len(values)
+    return held
+
+
+def dataset_frames(broker, topic: str, version_id: str, *, records: int, seed: int, dataset: str,
+                   first: int = 0) -> tuple[HeldInput, bytes]:
+    """`records` frames of `dataset` on the topic, framed with `version_id`: the dataset generator's valid records
+    (keys from record `first` on), every fourth zlib-compressed, one event time in 50 beyond max_future (a record the
+    contract refuses: its dead letter holds the decoder's JSON rendering), and the first valid record sent twice (a
+    producer retry). Returns the held input and one good frame."""
     import random
     from datetime import datetime, timezone
 
@@ -163,10 +182,9 @@ def kafka_frames_input(broker, topic: str, version_id: str, *, records: int, see
     table = datasets.load(dataset)
     maker, rng = RecordMaker(table, seed), random.Random(seed)
     end = datetime.fromtimestamp(_end_ms() / 1000, timezone.utc)
-    broker.create_topic(topic, max(2, records // 200))
     held = HeldInput(Path(topic), 0, [], [], 0)
     lines: list[tuple[str, str, bool]] = []  # (where, JSON text, zlib)
-    for n in range(records - 1 - 7):
+    for n in range(first, first + records - 1):
         record = maker.valid(n, datetime.fromtimestamp(end.timestamp() - rng.randint(1, 24 * 3600), timezone.utc))
         for name in table.json_text:  # an Avro string field: its JSON text
             if record.get(name) is not None:
@@ -184,17 +202,69 @@ def kafka_frames_input(broker, topic: str, version_id: str, *, records: int, see
         sent = send({"bootstrap.servers": broker.bootstrap_servers}, topic, chosen, AvroFramer(table, version_id, compression=compression))
         if sent.failed:
             raise RehearsalError(f"producing to the rehearsal broker failed: {sent.failed[:3]}")
-    _, good = AvroFramer(table, version_id).frame(lines[0][1], "good")
+    held.records = len(lines)
+    return held, AvroFramer(table, version_id).frame(lines[0][1], "good")[1]
+
+
+def produce_values(broker, topic: str, values: list[bytes]) -> None:
     from confluent_kafka import Producer
 
     producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "acks": "all"})
-    for value, _ in bad_frames(good).values():
+    for value in values:
         producer.produce(topic, value=value)
-        held.bad_payloads.append(base64.b64encode(value).decode())
     if producer.flush(30):
-        raise RehearsalError("producing the bad frames to the rehearsal broker failed")
-    held.records = len(lines) + 7
-    return held
+        raise RehearsalError("producing raw values to the rehearsal broker failed")
+
+
+# Of bad_frames, the values a routed topic cannot route (no frame, or an id the registry does not hold): the source's
+# own dead letters. The others carry the id of the dataset whose good frame they were made from: its dead letters.
+UNROUTABLE_BAD_FRAMES = ("plain JSON", "Confluent frame", "truncated", "unknown UUID")
+UNBOUND_SCHEMA = "rehearsal.UnboundSchema"  # a schema of the registry no dataset on the topic is bound to
+
+
+def routed_kafka_input(assembly: Assembly, source: JobSource, broker, moto_endpoint: str, *, records: int,
+                       seed: int) -> HeldInput:
+    """A routed topic's frames (docs/kafka.md "One topic, several datasets"): each dataset's share framed with the
+    newest registered version of its own schema (dataset_frames, keys from 1,000,000 on, so a dataset another source
+    also carries keeps distinct keys), 1 in 50 framed with a schema of the registry no dataset is bound to, and
+    bad_frames made from the first dataset's good frame. Each dataset's part holds its share and the bad frames routed
+    to it; the source's own (unroutable) dead letters, the rest."""
+    import base64
+    from datetime import datetime, timezone
+
+    from glue_jobs import datasets
+    from glue_jobs.dataset_generate import RecordMaker, decimal_literal
+    from operations.kafka_producer import AvroFramer
+
+    routes = json.loads(source.arguments["--routes"])  # {registry schema: dataset}
+    registry, topic = source.arguments["--registry_name"], source.arguments["--topic"]
+    broker.create_topic(topic, max(2, records // 200))
+    unbound = max(2, records // 50)
+    shares = _shares(records - unbound - len(bad_frames(b"")), len(routes))
+    parts, good = {}, {}
+    for i, (schema, dataset) in enumerate(sorted(routes.items(), key=lambda route: route[1])):
+        version_id = register_versions(assembly, registry, schema, moto_endpoint)
+        parts[dataset], good[dataset] = dataset_frames(broker, topic, version_id, records=shares[i], seed=seed + i,
+                                                       dataset=dataset, first=1_000_000)
+    first = min(good)
+    table = datasets.load(first)
+    unbound_id = _register(_registry(moto_endpoint), registry, UNBOUND_SCHEMA,
+                           assembly.registered_versions(registry, next(s for s, d in routes.items() if d == first))[:1])
+    framer, maker = AvroFramer(table, unbound_id, version=1), RecordMaker(table, seed + 99)
+    unbound_values = [framer.frame(decimal_literal(maker.valid(2_000_000 + n, datetime.now(timezone.utc))), "unbound")[1]
+                      for n in range(unbound)]
+    bad = bad_frames(good[first])
+    produce_values(broker, topic, unbound_values + [value for value, _ in bad.values()])
+    unroutable = [base64.b64encode(v).decode() for v in unbound_values]
+    for name, (value, _) in bad.items():
+        (unroutable if name in UNROUTABLE_BAD_FRAMES else parts[first].bad_payloads).append(base64.b64encode(value).decode())
+        if name not in UNROUTABLE_BAD_FRAMES:
+            parts[first].records += 1
+    return HeldInput(Path(topic), records, [], unroutable, sum(p.duplicates for p in parts.values()), parts)
+
+
+def _shares(total: int, count: int) -> list[int]:
+    return [total // count + (1 if i < total % count else 0) for i in range(count)]
 
 
 def decoder_json(node, value) -> str:
@@ -269,6 +339,11 @@ def hold_source(assembly: Assembly, source: JobSource, *, workdir: Path, records
     source's frames produced to the local broker's topic, framed with the newest registered version. Returns the held
     input and the stand-in tables to add ({} for Kafka)."""
     name, dataset = source.name, source.arguments.get("--dataset")
+    if routed(source) and source.arguments["--source_type"] == "kafka":
+        if broker is None or moto_endpoint is None:
+            raise RehearsalError(f"{source.logical_id} reads Kafka ({name}): the rehearsal needs its broker and the moto "
+                                 "server's registry")
+        return routed_kafka_input(assembly, source, broker, moto_endpoint, records=records, seed=seed), {}
     if routed(source):
         held = routed_input(workdir / "held" / name, field_path=source.arguments["--route_field"],
                             routes=json.loads(source.arguments["--routes"]), records=records, files=files, seed=seed)
@@ -279,7 +354,8 @@ def hold_source(assembly: Assembly, source: JobSource, *, workdir: Path, records
     if broker is None or moto_endpoint is None:
         raise RehearsalError(f"{source.logical_id} reads Kafka ({name}): the rehearsal needs its broker and the moto "
                              "server's registry")
-    version_id = register_versions(assembly, source, moto_endpoint)
+    version_id = register_versions(assembly, source.arguments["--registry_name"], source.arguments["--schema_name"],
+                                   moto_endpoint)
     return kafka_frames_input(broker, source.arguments["--topic"], version_id, records=records, seed=seed,
                               dataset=dataset), {}
 

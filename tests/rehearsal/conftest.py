@@ -36,6 +36,12 @@ def cloud_assembly(tmp_path_factory) -> Path:
 # A dataset joining dev's routed stream `events` with its files and one line of config (docs/datasets.md "A routed
 # stream in an environment"): docs/examples/routed's sensor_readings, its records told apart by `kind`.
 JOINED_ROUTE = ("events", "reading", "sensor_readings")
+# A routed MSK topic in the same variant of dev, in its shared job: frames of checkouts and page_views (which dev's
+# routed stream carries too: the rehearsal gives the topic's records keys of their own), each routed by the registry
+# schema that wrote it (config `msk.datasets`, docs/kafka.md). Not clickstream or sensor_readings: the rehearsal cannot
+# reproduce the decoder's rendering of a double in a refused record's dead letter (rehearsal.scenario.decoder_json).
+ROUTED_TOPIC = {"mode": "provisioned", "source_name": "mix", "topic": "mix-events", "dataset": None,
+                "datasets": ["checkouts", "page_views"]}
 
 
 @pytest.fixture(scope="session")
@@ -44,7 +50,7 @@ def swapped_lines_assembly(tmp_path_factory) -> tuple[Path, Path]:
     dataset switched to Iceberg through its dataset.json only, as a team would (its source commits with Glue 5.0's
     Iceberg, 1.7.1, and the hourly job maintains the table with Glue 4.0's, 1.0.0), and a third dataset on dev's
     routed stream `events` (page_views and checkouts ship), added with its files (docs/examples/routed/datasets) and
-    one route value (JOINED_ROUTE). Returns the assembly and the datasets folder (the job reads
+    one route value (JOINED_ROUTE), and a routed MSK topic (ROUTED_TOPIC) in the same shared job. Returns the assembly and the datasets folder (the job reads
     its datasets from the zip; the rehearsal's held input and checks read them from this folder)."""
     import shutil
 
@@ -60,6 +66,8 @@ def swapped_lines_assembly(tmp_path_factory) -> tuple[Path, Path]:
     stream, value, dataset = JOINED_ROUTE
     (routed,) = [s for s in dev["kinesis_streams"] if s["name"] == stream]
     routed["route"]["values"][value] = dataset
+    dev["msk"] = {**dev.get("msk", {}), **ROUTED_TOPIC}
+    dev["streaming_jobs"][0]["sources"].append(ROUTED_TOPIC["source_name"])
     root = switch(tmp_path_factory.mktemp("swapped-datasets") / "datasets", "orders")  # as `make demo` switches it
     shutil.copytree(REPO / "docs" / "examples" / "routed" / "datasets" / dataset, root / dataset)
     with pytest.MonkeyPatch.context() as patch:  # only while synthesizing: the job reads its datasets from the zip

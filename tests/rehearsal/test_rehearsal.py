@@ -237,7 +237,8 @@ def test_each_job_kind_rehearses_on_the_other_allowed_glue_version(swapped_lines
                                                                    spark, tmp_path, monkeypatch):
     """dev's shared job on Glue 5.0 with five datasets: clickstream (Parquet), orders (Iceberg, by its dataset.json)
     and dev's routed stream carrying page_views and checkouts, joined by sensor_readings, which a team added with its
-    files and one route value: one Glue job, sized by its own block, each table holding exactly its records, each dataset's dead
+    files and one route value; and a routed MSK topic (a real broker) carrying checkouts and page_views by registry
+    schema: one Glue job, sized by its own block, each table holding exactly its records, each dataset's dead
     letters its own and the records no route takes the routed source's (the checks of problems())."""
     from glue_jobs import datasets
     from rehearsal.checks import parts_of, source_problems
@@ -249,7 +250,7 @@ def test_each_job_kind_rehearses_on_the_other_allowed_glue_version(swapped_lines
     (shared,) = [j for j in assembly.glue_jobs() if j.command == "gluestreaming"]
     assert [(s.name, s.arguments.get("--dataset"), s.arguments.get("--datasets")) for s in shared.sources] == [
         ("clickstream", "clickstream", None), ("orders", "orders", None),
-        ("events", None, "checkouts,page_views,sensor_readings")]
+        ("events", None, "checkouts,page_views,sensor_readings"), ("mix", None, "checkouts,page_views")]
     assert shared.arguments["--window_size_seconds"] == "60"  # its own block (dev.streaming_jobs[0].streaming)
     result = rehearse_environment(assembly, lines=spark_lines, workdir=tmp_path, moto_endpoint=moto_endpoint,
                                   records=RECORDS)
@@ -266,6 +267,23 @@ def test_each_job_kind_rehearses_on_the_other_allowed_glue_version(swapped_lines
         assert part.held.records and part.committed["records_in"] == part.held.records, part.label
         assert part.committed["dead_letters"] == len(part.held.bad_payloads), part.label
     assert sum(part.committed["records_in"] for part in parts.values()) == RECORDS
+    # The routed MSK topic as deployed (`--sources` routes {registry schema: dataset}, the KafkaRouter the entrypoint
+    # builds from it): checkouts' and page_views' frames, each framed with its own registry schema, in their datasets; frames of a schema no dataset is bound to and values that are no frame, the source's own dead letters.
+    mix = result.sources["mix"]
+    routes = json.loads(mix.arguments["--routes"])
+    assert sorted(routes.values()) == ["checkouts", "page_views"] and mix.arguments["--route_field"] == "schema"
+    assert mix.committed["records_in"] == RECORDS
+    parts = {part.label: part for part in parts_of(mix, s3)}
+    assert sorted(parts) == ["mix/checkouts", "mix/page_views", "mix/unroutable"]
+    for part in parts.values():
+        assert part.held.records and part.committed["records_in"] == part.held.records, part.label
+        assert part.committed["dead_letters"] == len(part.held.bad_payloads), part.label
+    from glue_jobs.schema import spark_dead_letter_schema
+
+    unrouted = spark.read.schema(spark_dead_letter_schema()).parquet(s3.path(parts["mix/unroutable"].dead_letter_path))
+    reasons = {r.reason: r[1] for r in unrouted.groupBy("reason").count().collect()}
+    # 1 in 50 of an unbound schema and the frame of an id the registry lacks; three values that are no frame
+    assert reasons == {"unroutable": RECORDS // 50 + 1, "malformed_record": 3}, reasons
     # The checks notice a record in the wrong dataset: with two datasets' shares swapped they fail, naming both.
     held = events.held.parts
     held["page_views"], held["checkouts"] = held["checkouts"], held["page_views"]
