@@ -81,10 +81,11 @@ def build_parser(prog: str = "python -m operations") -> argparse.ArgumentParser:
     produce = commands.add_parser(
         "produce", parents=[common], help="send NDJSON or dead letters to a source (Kinesis or MSK)", epilog=EPILOG,
         description="Send records to the source's Kinesis stream (PutRecords) or MSK topic (Schema Registry frames).")
-    which = produce.add_mutually_exclusive_group(required=True)
-    which.add_argument("--source", help="source name, e.g. clickstream (a Kinesis stream) or orders (the MSK topic)")
-    which.add_argument("--dataset", type=_dataset_name,
-                       help="the dataset to send: its one source in --environment is found in the config")
+    produce.add_argument("--source", help="source name, e.g. clickstream (a Kinesis stream) or orders (the MSK topic); "
+                                          "give --source, --dataset or both")
+    produce.add_argument("--dataset", type=_dataset_name,
+                         help="the dataset to send: its one source in --environment is found in the config; with "
+                              "--source, a routed MSK topic's dataset whose schema frames the records")
     what = produce.add_mutually_exclusive_group(required=True)
     what.add_argument("--file", help="newline-delimited JSON file (.gz allowed); blank lines are skipped")
     what.add_argument("--dead-letters", nargs="?", const="", metavar="LOCATION",
@@ -346,14 +347,29 @@ def _options_for(args, kind: str) -> None:
 
 
 def _produce_source(args, env) -> str:
-    """--source as given (checked), or the one source of --dataset in the environment."""
+    """--source as given (checked), or the one source of --dataset in the environment. Both: a routed MSK topic and
+    one of its datasets (the one whose registry schema frames the records: docs/kafka.md "One topic, several
+    datasets"); a mix is sent as one call per dataset."""
+    if args.source is None and args.dataset is None:
+        raise ToolError("give --source, --dataset, or both (a routed MSK topic and the dataset to send)")
     if args.source is not None:
-        return env.check_source(args.source)
+        source = env.check_source(args.source)
+        carried = env.config.carried[source]
+        if args.dataset is not None and (source not in env.config.msk.source_names or not env.config.msk.routed):
+            raise ToolError(f"--dataset with --source: only for a routed MSK topic, whose records are framed with the "
+                            f"dataset's schema; source {source!r} carries {', '.join(carried)}: leave --dataset out")
+        if args.dataset is not None and args.dataset not in carried:
+            raise ToolError(f"--dataset {args.dataset!r} is not carried by source {source!r} (its datasets: "
+                            f"{', '.join(carried)})")
+        if args.dataset is None and len(carried) > 1 and source in env.config.msk.source_names:
+            raise ToolError(f"source {source!r} is a routed MSK topic carrying {', '.join(carried)}: pass --dataset too "
+                            "(each record is framed with that dataset's registry schema)")
+        return source
     carrying = list(env.config.sources_of(args.dataset))
     if len(carrying) > 1 and set(carrying) <= set(env.config.msk.source_names):
         return carrying[0]  # the partition groups' jobs of one topic: the records go to that topic either way
     if len(carrying) != 1:
-        found = f"sources {', '.join(carrying)} carry it: pass --source" if carrying else "no source carries it"
+        found = f"sources {', '.join(carrying)} carry it: pass --source too" if carrying else "no source carries it"
         raise ToolError(f"--dataset {args.dataset!r} in environment {env.name!r}: {found}")
     return carrying[0]
 
@@ -427,8 +443,8 @@ def _produce_kafka(args, env, clients, outputs, items, stamp: str) -> int:
     from operations import kafka_producer
     from operations.producer import DeadLetters
 
-    (name,) = env.config.carried[args.source]  # a Kafka source carries one dataset
-    dataset = datasets.load(name)
+    carried = env.config.carried[args.source]
+    dataset = datasets.load(args.dataset if len(carried) > 1 else carried[0])  # a routed topic: --dataset (checked)
     version_id = kafka_producer.newest_registered(
         clients.glue, registry_name=outputs.schema_registry(), schema_name=outputs.dataset_schema(dataset.name),
         dataset=dataset)

@@ -29,6 +29,8 @@ fastavro = pytest.importorskip("fastavro")
 
 REGISTRY = "streamlake-dev"
 SCHEMA = "com.streamlake.orders.Order"
+PAGE_VIEWS_SCHEMA = datasets.load("page_views").avro_full_name
+ROUTED = ("orders", "page_views")  # kafka_env's param for a routed topic
 
 
 @pytest.fixture
@@ -39,13 +41,17 @@ def orders():
 @pytest.fixture
 def kafka_env(moto_server, broker, tmp_path, request):
     """dev with its orders source on MSK: a config file, the stack's outputs and registry, and a topic of its own.
-    `request.param` (indirect): the config's msk.partition_groups (default null: one job reads the topic)."""
+    `request.param` (indirect): the config's msk.partition_groups (default null: one job reads the topic), or ROUTED:
+    the topic carries orders and page_views (msk.datasets), each framed with its own registry schema."""
+    param = getattr(request, "param", None)
     raw = json.loads(DEFAULT_CONFIG_PATH.read_text())
     dev = raw["environments"]["dev"]
     dev["kinesis_streams"] = [s for s in dev["kinesis_streams"] if s["name"] == "clickstream"]
     dev["msk"] = {"mode": "existing", "bootstrap_servers": "b-1.lake.kafka.eu-west-1.amazonaws.com:9098",
                   "cluster_arn": "arn:aws:kafka:eu-west-1:123456789012:cluster/lake/0a1b2c3d-1111-2222-3333-444455556666-2",
-                  "partition_groups": getattr(request, "param", None)}
+                  "partition_groups": None if param == ROUTED else param}
+    if param == ROUTED:
+        dev["msk"] |= {"dataset": None, "datasets": list(ROUTED)}
     dev.pop("streaming_jobs")  # its shared job names source orders, which partition groups split in two
     config = tmp_path / "environments.json"
     config.write_text(json.dumps(raw))
@@ -55,13 +61,16 @@ def kafka_env(moto_server, broker, tmp_path, request):
     deployed = Deployed(moto_server)
     topic = f"orders-{uuid.uuid4().hex[:8]}"
     outputs = copy.deepcopy(dev_env.OUTPUTS) | {
-        "SchemaNameOrders": SCHEMA, "MskTopicName": topic, "MskBootstrapServers": broker.bootstrap_servers,
+        "SchemaNameOrders": SCHEMA, "SchemaNamePageViews": PAGE_VIEWS_SCHEMA, "MskTopicName": topic,
+        "MskBootstrapServers": broker.bootstrap_servers,
         "DeadLetterPathOrders": "s3://streamlake-dev-dead-letters/dead_letters/orders"}
     dev_env.deploy(deployed.session, endpoint_url=moto_server, outputs=outputs)
     glue = deployed.client("glue")
     version_id = glue.create_schema(RegistryId={"RegistryName": REGISTRY}, SchemaName=SCHEMA, DataFormat="AVRO",
                                     Compatibility="BACKWARD",
                                     SchemaDefinition=datasets.load("orders").registry_definition(1))["SchemaVersionId"]
+    glue.create_schema(RegistryId={"RegistryName": REGISTRY}, SchemaName=PAGE_VIEWS_SCHEMA, DataFormat="AVRO",
+                       Compatibility="BACKWARD", SchemaDefinition=datasets.load("page_views").registry_definition(1))
     broker.create_topic(topic, 2)
     return deployed, config, topic, version_id
 
@@ -114,6 +123,46 @@ def test_produce_frames_a_file_with_the_newest_registered_version_and_keys_by_th
     decoded = {m.key(): _decode(orders, m.value()) for m in messages}
     assert sorted(decoded) == [f"o-{i}".encode() for i in range(6)]
     assert [decoded[f"o-{i}".encode()]["total"] for i in range(6)] == [Decimal(10 + i / 4).quantize(Decimal("0.01")) for i in range(6)]
+
+
+@pytest.mark.parametrize("kafka_env", [ROUTED], ids=["routed"], indirect=True)
+def test_a_routed_topics_mix_is_sent_one_dataset_at_a_time_each_framed_with_its_own_schema(kafka_env, broker, orders, tmp_path):
+    """A topic carrying orders and page_views (msk.datasets): `--source orders --dataset D` frames D's records with D's
+    newest registered version; without --dataset the topic is refused naming its datasets, as is a dataset it does not
+    carry or --dataset beside a Kinesis stream."""
+    deployed, _, topic, orders_version = kafka_env
+    page_views = datasets.load("page_views")
+    views_version = deployed.client("glue").get_schema_version(
+        SchemaId={"RegistryName": REGISTRY, "SchemaName": PAGE_VIEWS_SCHEMA}, SchemaVersionNumber={"LatestVersion": True})["SchemaVersionId"]
+    from datetime import datetime, timezone
+
+    from glue_jobs.dataset_generate import RecordMaker
+
+    files = {"orders": [{**ORDER, "order_id": f"o-{i}"} for i in range(3)],
+             "page_views": [RecordMaker(page_views, 5).valid(i, datetime.now(timezone.utc)) for i in range(4)]}
+    for name, lines in files.items():
+        path = tmp_path / f"{name}.jsonl"
+        path.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+        result = _produce(kafka_env, "--source", "orders", "--dataset", name, "--file", str(path), "--kafka-auth", "none")
+        assert result.returncode == 0, result.stderr
+        assert f"sent {len(lines)} of {len(lines)} records to topic {topic}" in result.stdout and f"as dataset {name} v" in result.stdout
+    messages = _read_topic(broker, topic, 7)
+    by_version = {}
+    for m in messages:
+        by_version.setdefault(str(uuid.UUID(bytes=m.value()[2:18])), []).append(m.value())
+    assert {version: len(values) for version, values in by_version.items()} == {orders_version: 3, views_version: 4}
+    assert sorted(_decode(orders, v)["order_id"] for v in by_version[orders_version]) == ["o-0", "o-1", "o-2"]
+    views = [fastavro.schemaless_reader(io.BytesIO(v[18:]), fastavro.parse_schema(page_views.avro()), None)
+             for v in by_version[views_version]]
+    assert sorted(v[page_views.key[0]] for v in views) == sorted(line[page_views.key[0]] for line in files["page_views"])
+    path = tmp_path / "orders.jsonl"
+    for args, message in (
+            (("--source", "orders"), "source 'orders' is a routed MSK topic carrying orders, page_views: pass --dataset too"),
+            (("--source", "orders", "--dataset", "checkouts"), "--dataset 'checkouts' is not carried by source 'orders'"),
+            (("--source", "clickstream", "--dataset", "clickstream"), "--dataset with --source: only for a routed MSK topic")):
+        refused = _produce(kafka_env, *args, "--file", str(path), "--kafka-auth", "none")
+        assert refused.returncode != 0 and message in refused.stderr, refused.stderr
+    assert len(_read_topic(broker, topic, 7)) == 7  # nothing more was sent (it polls for an eighth)
 
 
 def test_dead_letters_replay_json_encoded_and_frames_unchanged(kafka_env, broker, orders, tmp_path):
