@@ -518,16 +518,20 @@ def dataset_shares(stream: str | None, rates: dict[str, float], env: Environment
     if not rates:
         return []
     if stream is None:
-        raise SizingError("--dataset-rate describes a routed stream's datasets: give --stream too")
-    route = env.routes.get(stream) if env is not None else None
-    if env is not None and route is None:
-        raise SizingError(f"--dataset-rate: stream {stream!r} of environment {env.name!r} is not routed (it carries "
-                          f"{', '.join(env.carried.get(stream, ())) or 'nothing yet'}); give --events-per-second")
-    if route is not None and set(rates) != set(route.datasets):
-        raise SizingError(f"--dataset-rate names {', '.join(sorted(rates))}; stream {stream!r} routes to "
-                          f"{', '.join(route.datasets)}: give each of them once")
+        raise SizingError("--dataset-rate describes a routed stream's datasets: give --stream too (--source for a routed "
+                          "MSK topic)")
+    kind = "topic source" if env is not None and stream in env.msk.source_names else "stream"
+    routed = env is not None and stream in env.routed
+    carried = env.carried.get(stream, ()) if env is not None else ()
+    if env is not None and not routed:
+        raise SizingError(f"--dataset-rate: {kind} {stream!r} of environment {env.name!r} is not routed (it carries "
+                          f"{', '.join(carried) or 'nothing yet'}); give --events-per-second")
+    if routed and set(rates) != set(carried):
+        raise SizingError(f"--dataset-rate names {', '.join(sorted(rates))}; {kind} {stream!r} routes to "
+                          f"{', '.join(carried)}: give each of them once")
     total = sum(rates.values())
-    return [f"routed stream {stream}: {total:g} records/s, the sum of its datasets'"] + [
+    return [f"routed {'topic' if kind == 'topic source' else 'stream'} {stream}: {total:g} records/s, the sum of its "
+            "datasets'"] + [
         f"  {name:20} {rate:g} records/s ({rate / total:.0%})" for name, rate in sorted(rates.items())]
 
 
@@ -654,6 +658,9 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.add_argument("--stream", help="the Kinesis stream the load is for: the config fragment then carries its entry "
                                          "whole (with --environment, the environment's whole kinesis_streams list)")
+    parser.add_argument("--source", help="a routed MSK topic's source the load is for (with --dataset-rate and "
+                                         "--environment): each dataset's share is printed; the topic's partitions are "
+                                         "the recommendation's kafka partitions")
     parser.add_argument("--dataset", help="the dataset that stream carries (kept from the environment's config when the "
                                           "stream is there)")
     parser.add_argument("--dataset-rate", action="append", default=[], metavar="DATASET=RECORDS_PER_SECOND",
@@ -679,6 +686,9 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
 
         if args.dataset not in datasets.names():
             parser.error(f"--dataset {args.dataset!r} is not a dataset (datasets/: {', '.join(datasets.names())})")
+    if args.source is not None and (args.stream is not None or not args.dataset_rate or not args.environment):
+        parser.error("--source names a routed MSK topic's source: give it with --dataset-rate and --environment, "
+                     "without --stream")
     if (args.dataset or args.retention_hours) and not args.stream:
         parser.error("--dataset and --retention-hours describe the stream --stream names; give --stream too")
     if args.group:
@@ -726,7 +736,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
             rec.warnings = check_environment(env, load, rec)
         else:
             rec = recommend(load, glue_version=args.glue_version)
-        shares = dataset_shares(args.stream, rates, env)
+        shares = dataset_shares(args.stream or args.source, rates, env)
     except (SizingError, ConfigError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

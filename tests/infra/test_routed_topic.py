@@ -163,3 +163,24 @@ def test_a_dataset_joining_the_routed_topic_is_added_in_the_diff_and_nothing_is_
     paths = {path for path, _, _ in job.changes}
     assert {"Properties.DefaultArguments.--sources.orders-mix.routes", "Properties.DefaultArguments.--sources.orders-mix.datasets",
             "Properties.DefaultArguments.--sources.orders-mix.dataset_digest.checkouts"} <= paths
+
+
+def test_sizing_a_routed_topic_sums_its_datasets_rates_and_states_each_share(monkeypatch, capsys):
+    from devtools import sizing
+
+    monkeypatch.setattr(sizing, "load_config", lambda: parse_config(topic_config()))
+    common = ["--environment", "staging", "--source", "orders", "--record-kb", "1", "--latency-seconds", "60",
+              "--records-per-core-per-second", "2000"]
+    sizing.main([*common, "--dataset-rate", "orders=300", "--dataset-rate", "page_views=100"])
+    out = capsys.readouterr().out
+    assert "routed topic orders: 400 records/s, the sum of its datasets'" in out
+    assert "orders               300 records/s (75%)" in out and "page_views           100 records/s (25%)" in out
+    assert "load: 400 events/s x 1 KB" in out  # sized on the sum
+    assert sizing.main([*common, "--dataset-rate", "orders=300"]) == 2
+    assert "--dataset-rate names orders; topic source 'orders' routes to orders, page_views" in capsys.readouterr().err
+    monkeypatch.setattr(sizing, "load_config", lambda: parse_config(SHIPPED))
+    assert sizing.main([*common, "--dataset-rate", "orders=300"]) == 2
+    assert "topic source 'orders' of environment 'staging' is not routed (it carries orders)" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        sizing.main([*common, "--stream", "clickstream", "--dataset-rate", "orders=1"])
+    assert "--source names a routed MSK topic's source" in capsys.readouterr().err
