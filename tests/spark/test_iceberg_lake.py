@@ -55,6 +55,9 @@ def test_the_table_is_the_lake_columns_partitioned_by_the_hour_of_event_time():
         IcebergTarget("lake", "ns; drop", DATASET)
 
 
+BATCHES = 4  # micro-batches of each of the first two runs of the end-to-end test
+
+
 def _dead_payloads(spark, tmp_path: Path) -> list[str]:
     from glue_jobs.schema import spark_dead_letter_schema
 
@@ -102,20 +105,23 @@ def _summary(stdout: str) -> tuple[int, int]:
 def test_an_iceberg_dataset_runs_locally_is_maintained_and_evolves_read_back_by_pyiceberg_and_spark(tmp_path, spark, iceberg_orders):
     """The local runner's micro-batches on an Iceberg table, read back by pyiceberg and Spark; the hourly maintenance
     (compaction/iceberg_maintenance.py, through `python -m compaction run-local --dataset`) between micro-batches and
-    after them, counted by pyiceberg: live data files, snapshots, manifests, orphan files older than a day removed and
-    younger kept, snapshots past the retention expired down to the last ten; a schema version committed as files and
-    a run over the same checkpoint on the rewritten table; every valid record once throughout. (One table for the local
+    after them (that command's `main` in the JVM of the Spark read), counted by pyiceberg: live data files, snapshots,
+    manifests, orphan files older than a day removed and younger kept, snapshots past the retention expired down to
+    the last ten; a schema version committed as files and a run over the same checkpoint on the rewritten table; every
+    valid record once throughout. (One table for the local
     run and its maintenance: each was a test of its own starting the same JVMs.)"""
-    expect = _generate(iceberg_orders, tmp_path / "all", records=2400, files=12, seed=31)
+    # Four micro-batches a run: with the first maintenance's two commits and the evolved run's one, 11 snapshots, more
+    # than the ten kept whatever their age (RETAIN_LAST), as the retention claims below need.
+    expect = _generate(iceberg_orders, tmp_path / "all", records=1600, files=2 * BATCHES, seed=31)
     assert expect["duplicates"] > 0  # copies across batches: the anti join must collapse them
     (tmp_path / "in").mkdir()
     files = sorted((tmp_path / "all").glob("*.json"))
-    for path in files[:6]:
+    for path in files[:BATCHES]:
         shutil.copy(path, tmp_path / "in")
     first_duplicates, batches = _summary(_run(_runner(tmp_path, "--once"), iceberg_orders))  # one file per micro-batch
-    assert batches == 6
+    assert batches == BATCHES
     before = _counts(tmp_path)
-    assert before["snapshots"] == 6 and before["manifests"] == 6
+    assert before["snapshots"] == BATCHES and before["manifests"] == BATCHES
     table = _pyiceberg_table(tmp_path)
     assert [f.name for f in table.spec().fields] == ["ordered_at_hour"]
     assert table.properties["write.metadata.previous-versions-max"] == "100"  # metadata.json files bounded
@@ -129,18 +135,19 @@ def test_an_iceberg_dataset_runs_locally_is_maintained_and_evolves_read_back_by_
     assert first["rows"] == before["rows"] and first["data_files"] < before["data_files"]
     assert first["manifests"] <= 2  # one per batch became one (the rewrite's own may add one)
 
-    # The stream goes on after maintenance committed: 6 more micro-batches on the rewritten table.
-    for path in files[6:]:
+    # The stream goes on after maintenance committed: more micro-batches on the rewritten table.
+    for path in files[BATCHES:]:
         shutil.copy(path, tmp_path / "in")
     duplicates, batches = _summary(_run(_runner(tmp_path, "--once"), iceberg_orders))
-    assert batches == 6 and first_duplicates + duplicates == expect["duplicates"]
+    assert batches == BATCHES and first_duplicates + duplicates == expect["duplicates"]
     tags = _assert_every_record_once(spark, tmp_path, expect)
     stream = tags[0].split(":")[1]
-    assert tags == [batch_tag("local", stream, b) for b in range(12)]  # one append per batch, its id in the summary
+    # one append per batch, its id in the summary
+    assert tags == [batch_tag("local", stream, b) for b in range(2 * BATCHES)]
 
     # Schema evolution, then a run over the same checkpoint: version 2 adds `items[].discount` (optional decimal) and
     # a top-level `channel`, committed as files only, and one new input file carries them. The run commits that file's
-    # batch alone (none of the first twelve again), and the new fields are in the table's schema after it; the rows
+    # batch alone (none of the first eight again), and the new fields are in the table's schema after it; the rows
     # written before read them as null.
     _evolve(tmp_path, iceberg_orders, expect["valid_keys"][0])
     again = _run(_runner(tmp_path, "--once"), iceberg_orders)
@@ -148,7 +155,7 @@ def test_an_iceberg_dataset_runs_locally_is_maintained_and_evolves_read_back_by_
     # Three copies dropped: one within the batch and two by the append; the two whose content differs are counted.
     assert "duplicates=3 (2 differing from the copy kept) batches=1" in again, again[-2000:]
     table = _pyiceberg_table(tmp_path)
-    assert [t for t in _tags(table) if t] == [*tags, batch_tag("local", stream, 12)]
+    assert [t for t in _tags(table) if t] == [*tags, batch_tag("local", stream, 2 * BATCHES)]
     assert str(table.schema().find_field("items.element.discount").field_type) == "decimal(10, 2)"
     assert str(table.schema().find_field("channel").field_type) == "string"
     rows = {r["order_id"]: r for r in table.scan().to_arrow().to_pylist()}
@@ -172,26 +179,43 @@ def test_an_iceberg_dataset_runs_locally_is_maintained_and_evolves_read_back_by_
     two_days_ago = time.time() - 2 * 86400
     os.utime(old_orphan, (two_days_ago, two_days_ago))
     after_stream = _counts(tmp_path)
-    out = _maintain(tmp_path, iceberg_orders, "--snapshot-retention-hours", "1")
-    final = _counts(tmp_path)
-    assert "orphan_files_removed=1" in out and not old_orphan.exists() and young_orphan.exists()
+    # The CLI's maintenance with a retention of one hour, then the same maintenance as of eight days later (its
+    # `now`): every snapshot is past the 7-day retention, the last ten are kept, and the table still reads every row;
+    # then the table as Spark reads it through the Iceberg catalog. One JVM for the three (the CLI's `main` in the
+    # session the read starts; its session is that one): the CLI as a user runs it, a process of its own, is the first
+    # maintenance above. Between the two maintenances pyiceberg counts the table and the orphans are looked for.
+    out = _spark_read(tmp_path, iceberg_orders, before=(
+        "import io, os\n"
+        "from contextlib import redirect_stdout\n"
+        "from datetime import datetime, timedelta, timezone\n"
+        "from pathlib import Path\n"
+        "from compaction import __main__ as cli\n"
+        "from compaction.iceberg_maintenance import MaintenanceSettings, maintain\n"
+        "from glue_jobs.local_runner import local_iceberg_target\n"
+        "from tests.spark.test_iceberg_lake import _counts\n"
+        "printed = io.StringIO()\n"
+        "with redirect_stdout(printed):\n"
+        f"    code = cli.main(['run-local', '--dataset', {DATASET!r}, '--lake', {str(tmp_path / 'lake')!r},"
+        " '--target-file-mb', '64', '--snapshot-retention-hours', '1'])\n"
+        f"print('CLI ' + json.dumps({{'code': code, 'stdout': printed.getvalue(),"
+        f" 'counts': _counts(Path({str(tmp_path)!r})),"
+        f" 'orphans': [os.path.exists(p) for p in ({str(old_orphan)!r}, {str(young_orphan)!r})]}}))\n"
+        f"result = maintain(s, local_iceberg_target({DATASET!r}), MaintenanceSettings(64, 168),"
+        " now=datetime.now(timezone.utc) + timedelta(days=8))\n"
+        "print(result.render())\n"))
+    (cli_line,) = [line for line in out["stdout"].splitlines() if line.startswith("CLI ")]
+    cli = json.loads(cli_line.removeprefix("CLI "))
+    final = cli["counts"]
+    assert cli["code"] == 0, cli["stdout"]
+    assert "orphan_files_removed=1" in cli["stdout"] and cli["orphans"] == [False, True]  # the old one, not the young
     assert final["rows"] == valid and final["data_files"] < after_stream["data_files"]
     assert final["manifests"] <= 2
     # Snapshots are all younger than an hour: retention keeps them.
     assert final["snapshots"] >= after_stream["snapshots"] > 10
-
-    # The same maintenance as of eight days later (its `now`): every snapshot is past the 7-day retention, the last
-    # ten are kept, and the table still reads every row; then the table as Spark reads it through the Iceberg catalog.
-    out = _spark_read(tmp_path, iceberg_orders, before=(
-        "from datetime import datetime, timedelta, timezone\n"
-        "from compaction.iceberg_maintenance import MaintenanceSettings, maintain\n"
-        "from glue_jobs.local_runner import local_iceberg_target\n"
-        f"result = maintain(s, local_iceberg_target({DATASET!r}), MaintenanceSettings(64, 168),"
-        " now=datetime.now(timezone.utc) + timedelta(days=8))\n"
-        "print(result.render())\n"))
     expired = _counts(tmp_path)
     assert expired["snapshots"] == 10 and expired["rows"] == valid
-    assert "manifest_lists_expired=" in out["stdout"] and "manifest_lists_expired=0 " not in out["stdout"]
+    eight_days = out["stdout"].splitlines()[-1]
+    assert "manifest_lists_expired=" in eight_days and "manifest_lists_expired=0 " not in eight_days, out["stdout"]
     assert out["rows"] == out["keys"] == valid and out["items"] > out["rows"]
     # The duplicate check reads only the batch's hours: the bounds reach Iceberg's scan as filters on the column.
     assert "filters=ordered_at IS NOT NULL, ordered_at >= 1763596800000000, ordered_at < 1763600400000000" in out["plan"]
