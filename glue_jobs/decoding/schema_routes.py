@@ -29,10 +29,12 @@ from pyspark.sql import functions as F
 
 from glue_jobs.decoding.registry_frames import HEADER_BYTES, HEADER_VERSION, RegistryVersions
 from glue_jobs.decoding.routes import RESERVED, RouteError
-from glue_jobs.job_arguments import ROUTED_BY_SCHEMA
 
 _NAME = re.compile(r"^[A-Za-z0-9_.\-$#]{1,255}$")  # Glue's schema and registry names (CreateSchema: SchemaName pattern)
-FIELD = ROUTED_BY_SCHEMA  # what a routed Kafka source is routed by (its `route_field`, its checkpoint's owner record)
+# What a routed Kafka source is routed by: its `route_field` (glue_jobs/job_arguments.ROUTED_BY_SCHEMA, the same text:
+# tests/spark/test_kafka_routes.py; a decoding stage does not import the job's argument contract) and its checkpoint's
+# owner record.
+FIELD = "schema"
 
 
 @dataclass(frozen=True)

@@ -185,3 +185,13 @@ def test_a_dataset_bound_between_a_crash_and_the_replay_gets_none_of_the_partly_
 def test_schema_routes_that_cannot_route_are_refused_naming_the_key(registry, routes, message):
     with pytest.raises(RouteError, match=message.replace("(", r"\(")):
         SchemaRoutes.of(registry, routes)
+
+
+def test_the_route_field_the_stack_writes_is_the_one_the_router_records():
+    """job_arguments.ROUTED_BY_SCHEMA (what the stack writes as a Kafka source's `route_field` and the entrypoint checks)
+    and schema_routes.FIELD (what the router records with the checkpoint) are one text, written in both modules because a
+    decoding stage does not import the job's argument contract."""
+    from glue_jobs.decoding.schema_routes import FIELD
+    from glue_jobs.job_arguments import ROUTED_BY_SCHEMA
+
+    assert FIELD == ROUTED_BY_SCHEMA == SchemaRoutes.of("r", {"s": "orders"}).field
