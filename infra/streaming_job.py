@@ -32,7 +32,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from glue_jobs.datasets import Dataset
-from glue_jobs.decoding.schema_routes import FIELD as SCHEMA_FIELD
+from glue_jobs.job_arguments import ROUTED_BY_SCHEMA
 from glue_jobs.metrics import METRICS_NAMESPACE
 from glue_jobs.schema import ICEBERG_TABLE_FOLDER
 from infra import job_assets
@@ -182,7 +182,7 @@ class StreamingJob(Construct):
             if source.kafka is not None and (source.route is not None) != (source.kafka.schema_name is None):
                 raise ValueError(f"streaming job {name}, source {source.name}: a Kafka source names its one schema, or "
                                  "is routed by schema (SchemaRoutes), not both")
-            if source.route is not None and (source.route.field == SCHEMA_FIELD) != (source.kafka is not None):
+            if source.route is not None and (source.route.field == ROUTED_BY_SCHEMA) != (source.kafka is not None):
                 raise ValueError(f"streaming job {name}, source {source.name}: a Kafka source is routed by registry "
                                  f"schema, a Kinesis one by a field, not {source.route.field!r}")
             iceberg = [c.dataset.name for c in source.carried if c.dataset.table_format == "iceberg"]

@@ -342,10 +342,10 @@ class EnvironmentConfig:
     @property
     def routed(self) -> dict[str, str]:
         """{source name: what it is routed by} for every routed source: a Kinesis stream's route field, "schema" for
-        each job of a routed MSK topic (glue_jobs/decoding/schema_routes.py FIELD)."""
-        from glue_jobs.decoding.schema_routes import FIELD
+        each job of a routed MSK topic (the `route_field` the stack writes for it, glue_jobs/job_arguments.py)."""
+        from glue_jobs.job_arguments import ROUTED_BY_SCHEMA
 
-        kafka = {source: FIELD for source in self.msk.source_names} if self.msk.routed else {}
+        kafka = {source: ROUTED_BY_SCHEMA for source in self.msk.source_names} if self.msk.routed else {}
         return {name: route.field for name, route in self.routes.items()} | kafka
 
     def sources_of(self, dataset: str) -> tuple[str, ...]:
