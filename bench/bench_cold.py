@@ -9,8 +9,8 @@ and timed from the parent, start to exit, JVM start-up, session, planning and JI
           fresh local session (glue_jobs.local_runner.local_spark_session, the runner's own settings);
   runner: `python -m glue_jobs run-local --once --source-name clickstream --dataset clickstream`, as a user runs it (strict
           contract, dead letters, duplicate collapse, staged publish with commit markers, the streaming engine).
-One unmeasured pair first (the generated files into the page cache), then --repeats pairs, alternating which
-side goes first. Reported: the medians and bare/runner (higher is better; the runner's share of bare speed).
+--repeats pairs (after --warmup unmeasured ones, none by default: the files were just written, so they are in the
+page cache), alternating which side goes first. Reported: the medians and bare/runner (higher is better; the runner's share of bare speed).
 Both sides must write the same hour partitions, and the runner's counts must reconcile with the generator's.
 """
 
@@ -65,7 +65,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--files", type=int, default=50)
     parser.add_argument("--span-hours", type=int, default=450)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=3, help="measured pairs (default 3)")
+    parser.add_argument("--warmup", type=int, default=0,
+                        help="unmeasured pairs first (default 0: the generator has just written the files, so they are in "
+                             "the page cache already; docs/performance.md \"make bench's length\")")
     parser.add_argument("--shape", choices=("generated", "producers"), default="generated",
                         help="records as the generator makes them, or shaped like producers' (glue_jobs/generate.PRODUCER_SHAPES)")
     parser.add_argument("--work", default="bench-output/cold")
@@ -75,8 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.bare_child:
         bare_child(*args.bare_child)
         return 0
-    if min(args.records, args.files, args.span_hours, args.repeats) < 1:
-        parser.error("--records, --files, --span-hours and --repeats must be at least 1")
+    if min(args.records, args.files, args.span_hours, args.repeats) < 1 or args.warmup < 0:
+        parser.error("--records, --files, --span-hours and --repeats must be at least 1, --warmup 0 or more")
 
     from glue_jobs.generate import generate
 
@@ -110,17 +113,17 @@ def main(argv: list[str] | None = None) -> int:
 
     times: dict[str, list[float]] = {"bare": [], "runner": []}
     counts: dict = {}
-    for number in range(args.repeats + 1):
+    for number in range(args.warmup + args.repeats):
         pair: dict[str, float] = {}
-        for side in (("bare", "runner") if number % 2 else ("runner", "bare")):
+        for side in (("runner", "bare") if number % 2 else ("bare", "runner")):
             if side == "bare":
                 pair["bare"] = bare()
             else:
                 pair["runner"], counts = runner()
-        if number:
+        if number >= args.warmup:
             for side, seconds in pair.items():
                 times[side].append(seconds)
-        label = f"repeat {number}" if number else "warm-up (page cache, not counted)"
+        label = f"repeat {number - args.warmup + 1}" if number >= args.warmup else "warm-up (not counted)"
         print(f"{label}: bare {pair['bare']:.1f} s, runner {pair['runner']:.1f} s", flush=True)
 
     bare_hours, runner_hours = hour_partitions(work / "bare"), hour_partitions(work / "runner" / "lake")
@@ -137,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     ratio = bare_median / runner_median
     result = {
         "records": args.records, "files": args.files, "span_hours": args.span_hours, "hour_partitions": len(runner_hours),
-        "repeats": args.repeats, "bare_seconds": [round(t, 2) for t in times["bare"]],
+        "repeats": args.repeats, "warmup": args.warmup, "bare_seconds": [round(t, 2) for t in times["bare"]],
         "runner_seconds": [round(t, 2) for t in times["runner"]], "bare_median_seconds": round(bare_median, 2),
         "runner_median_seconds": round(runner_median, 2), "ratio": round(ratio, 3), "runner_counts": counts,
         "shape": args.shape, "shapes": expect.shapes,

@@ -5,7 +5,8 @@
 
 1. Runner: the orders dataset's generated records streamed by the local runner (`python -m glue_jobs run-local
    --once`, one file per micro-batch), once as committed (Parquet) and once switched to Iceberg through its
-   dataset.json, each run its own process, alternating, after one warm-up of each. Row: Iceberg / Parquet wall time.
+   dataset.json, each run its own process, alternating (no warm-up run: nothing carries over between processes).
+   Row: Iceberg / Parquet wall time.
 2. Small files: in one Iceberg-enabled session, `--small-files` files of one hour (bench/bench_compaction.py's
    rows) compacted by the hourly compaction (Parquet lake) and the same rows as `--small-files` data files of an
    Iceberg table maintained by compaction/iceberg_maintenance.py (rewrite, manifests, expiry, orphans), alternating
@@ -60,8 +61,9 @@ def runner_rows(workdir: Path, records: int, files: int, repetitions: int) -> di
     subprocess.run([sys.executable, "-m", "glue_jobs", "generate", "--dataset", "orders", "--out", str(inputs), "--records",
                     str(records), "--files", str(files), "--seed", "5"], env=base, cwd=REPO, check=True, capture_output=True)
     parquet_env, iceberg_env = base, {**base, "STREAMLAKE_DATASETS": str(datasets)}
-    _run_runner(workdir / "parquet", inputs, parquet_env)
-    _run_runner(workdir / "iceberg", inputs, iceberg_env)
+    # No unmeasured pair first: each run is a whole process (nothing JIT-compiled carries over), and the generator has
+    # just written the inputs (in the page cache); a warm-up pair took about 115 s of `make bench` (docs/performance.md
+    # "make bench's length").
     parquet, iceberg = [], []
     for i in range(repetitions):
         order = [("parquet", parquet_env, parquet), ("iceberg", iceberg_env, iceberg)]
