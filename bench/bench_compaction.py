@@ -24,6 +24,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import shutil
 import statistics
 import sys
@@ -77,18 +78,27 @@ def generate(spark, partition_dir: Path, files: int, rows_per_file: int) -> None
     }
     scratch = partition_dir.parent / "_generate"
     # A few tasks, each rolling to a new file every `rows_per_file` rows (maxRecordsPerFile): the same files, each of
-    # consecutive ids, as a task per file made, without scheduling and committing 2,000 tasks (46 s of 127 s here).
-    # Spark names a task's files part-<task>-<job>-c<NNN>, so they sort in id order while a task writes at most 1,000.
-    tasks = next(n for n in (4, 2, 1) if files % n == 0 and files // n <= 1000 or n == 1)
+    # consecutive ids, as a task per file made, without scheduling and committing a task per file (docs/performance.md
+    # "make bench's length"). Each task's range is a whole number of files. Spark names a task's files
+    # part-<task>-<job>-c<n>: ordered by task, then n, they are in id order.
+    tasks = next(n for n in (4, 2, 1) if files % n == 0)
     frame = spark.range(0, total, numPartitions=tasks).select(*[columns[c].alias(c) for c in data_columns()])
     frame.write.option("compression", "snappy").option("maxRecordsPerFile", rows_per_file).parquet(str(scratch))
     partition_dir.mkdir(parents=True)
-    written = sorted(scratch.glob("*.parquet"))
+    written = sorted(scratch.glob("*.parquet"), key=_task_and_file)
     if len(written) != files:
         raise RuntimeError(f"generated {len(written)} files, expected {files}")
     for i, part in enumerate(written):
         part.rename(partition_dir / f"part-clickstream-b{i}-0.snappy.parquet")
     shutil.rmtree(scratch)
+
+
+def _task_and_file(path: Path) -> tuple[int, int]:
+    """(task, file number) of a file Spark wrote as part-<task>-<job id>-c<file number>.<codec>.parquet."""
+    match = re.fullmatch(r"part-(\d+)-.*-c(\d+)\..*parquet", path.name)
+    if match is None:
+        raise RuntimeError(f"unexpected file name from Spark's writer: {path.name}")
+    return int(match.group(1)), int(match.group(2))
 
 
 def reset(pristine: Path, lake: Path) -> None:

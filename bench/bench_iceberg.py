@@ -62,8 +62,7 @@ def runner_rows(workdir: Path, records: int, files: int, repetitions: int) -> di
                     str(records), "--files", str(files), "--seed", "5"], env=base, cwd=REPO, check=True, capture_output=True)
     parquet_env, iceberg_env = base, {**base, "STREAMLAKE_DATASETS": str(datasets)}
     # No unmeasured pair first: each run is a whole process (nothing JIT-compiled carries over), and the generator has
-    # just written the inputs (in the page cache); a warm-up pair took about 115 s of `make bench` (docs/performance.md
-    # "make bench's length").
+    # just written the inputs, so they are in the page cache (docs/performance.md "make bench's length").
     parquet, iceberg = [], []
     for i in range(repetitions):
         order = [("parquet", parquet_env, parquet), ("iceberg", iceberg_env, iceberg)]

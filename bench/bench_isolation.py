@@ -145,8 +145,8 @@ def main(argv: list[str] | None = None) -> int:
     busy = _files(inputs / "busy", records=loud, windows=batches + 2, seed=2, bad_ratio=0.01)
     bad = _files(inputs / "bad", records=loud, windows=batches + 2, seed=3, bad_ratio=1.0)
     medians = {}
-    # The quiet source alone once first, unmeasured: the JVM compiles the batch's code over the first runs, and the
-    # alone run measured first still did (its batches 1.36 s falling to 0.69 s, 2026-11-30), which flattered both rows.
+    # The quiet source alone once first, unmeasured: the JVM compiles the batch's code over the first runs, and an alone
+    # run measured first was still compiling, which flattered both rows (docs/performance.md, isolation).
     for label, files in (("warm-up", {"quiet": quiet}), ("alone", {"quiet": quiet}), ("busy", {"quiet": quiet, "busy": busy}),
                          ("bad", {"quiet": quiet, "bad": bad})):
         every = run(spark, work / label, window=args.window, files=files, quiet_batches=batches)

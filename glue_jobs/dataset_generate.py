@@ -72,8 +72,8 @@ def pattern_text(pattern: str, rng: random.Random) -> str:
 
 @functools.lru_cache(maxsize=256)
 def _parsed(pattern: str):
-    """The pattern's parse tree, parsed once per pattern: parsing it again for every value took about a sixth of a
-    generated record's time. `walk` only reads the tree."""
+    """The pattern's parse tree, parsed once per pattern, not for every value (docs/performance.md "make bench's
+    length"). `walk` only reads the tree."""
     return _sre.parse(pattern)
 
 
