@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.rows import at_least, write_result  # noqa: E402
+from bench.rows import at_least, use_local_fs, write_result  # noqa: E402
 
 TARGET_RATIO = 0.8  # bare/runner, whole processes, on either shape of records (0.75 before 2026-11-28)
 _SUMMARY = re.compile(r"summary: records=(\d+) written=(\d+) dead_letters=(\d+) .*duplicates=(\d+)")
@@ -61,6 +61,7 @@ def hour_partitions(root: Path) -> set[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    use_local_fs()  # before any session or process of this benchmark (bench/rows.py)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--files", type=int, default=50)

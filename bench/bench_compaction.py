@@ -4,7 +4,7 @@
                                                [--repetitions 5] [--out build/bench_compaction.json]
 
 In ONE process and Spark session: generate a pristine partition of --files streaming-style files, then
-alternate (after one warm-up of each, not counted)
+alternate (after warm-up pairs, not counted, until the JVM's compiler is quiet: bench/rows.py jit_quiet)
   bare:       list the partition, spark.read.parquet(*files).repartition(N).write.parquet(new dir), with N the
               number of files the compaction produces;
   compaction: the full job on that partition (recovery scan, discovery, journal, read exactly the files,
@@ -35,7 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.rows import at_most  # noqa: E402
+from bench.rows import at_most, jit_compile_ms, jit_quiet, use_local_fs  # noqa: E402
 from compaction.faults import FaultInjector  # noqa: E402
 from compaction.job import Compactor  # noqa: E402
 from compaction.metrics import LogMetricSink  # noqa: E402
@@ -44,6 +44,10 @@ from compaction.transforms import data_columns, data_schema  # noqa: E402
 from glue_jobs.lake.storage import HadoopStorage  # noqa: E402
 
 TARGET_RATIO = 1.1  # compaction time / bare read-and-write time (issue 32)
+# The warm-up ends when the last JIT_WINDOW pairs spent at most JIT_SHARE of their wall time in the JIT compilers
+# (a pair is a compaction and a bare rewrite, about ten seconds here; bench_small_batch.py's pairs are about one).
+JIT_WINDOW = 2
+JIT_SHARE = 0.2
 HOUR = datetime(2026, 1, 1, 5, tzinfo=timezone.utc)
 PARTITION = f"event_date={HOUR:%Y-%m-%d}/event_hour={HOUR.hour}"
 
@@ -129,14 +133,21 @@ def compaction(spark, lake: Path, target_mb: float):
 
 
 def main(argv=None) -> int:
+    use_local_fs()  # before any session or process of this benchmark (bench/rows.py)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--files", type=int, default=2000)
     parser.add_argument("--rows-per-file", type=int, default=500)
     parser.add_argument("--target-file-mb", type=float, default=4.0)
-    parser.add_argument("--repetitions", type=int, default=5)
+    parser.add_argument("--repetitions", type=int, default=5, help="measured pairs (default 5)")
+    parser.add_argument("--warmup", type=int, default=1, help="unmeasured pairs first, at least (default 1)")
+    parser.add_argument("--max-warmup", type=int, default=10,
+                        help="unmeasured pairs at most, when the compiler is not quiet before (default 10)")
     parser.add_argument("--out", default="build/bench_compaction.json")
     parser.add_argument("--workdir", help="scratch directory (default: a new temporary one, removed after)")
     args = parser.parse_args(argv)
+    if args.repetitions < 1 or args.warmup < 1 or args.max_warmup < args.warmup:
+        parser.error("--repetitions and --warmup must be at least 1 (the warm-up learns the output's file count), "
+                     "--max-warmup at least --warmup")
 
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="bench-compaction-"))
     pristine, lake, bare_out = workdir / "pristine", workdir / "lake", workdir / "bare-out"
@@ -149,27 +160,42 @@ def main(argv=None) -> int:
         print(f"generated {args.files} files x {args.rows_per_file} rows = {input_bytes / MB:.1f} MB "
               f"in {time.perf_counter() - started:.1f} s")
 
-        reset(pristine, lake)
-        warm_compaction, warm_result = compaction(spark, lake, args.target_file_mb)
-        file_count = warm_result.files_after
-        reset(pristine, lake)
-        warm_bare = bare(spark, storage, lake, bare_out, file_count)
-        print(f"warm-up: compaction {warm_compaction:.2f} s (re-staged: {warm_result.restaged}), bare {warm_bare:.2f} s")
+        warm: list[tuple[float, int | None]] = []  # the warm-up pairs' (seconds, compiler milliseconds)
+        while len(warm) < args.max_warmup and not (len(warm) >= args.warmup and jit_quiet(warm, window=JIT_WINDOW, share=JIT_SHARE)):
+            compiled_before = jit_compile_ms(spark)
+            reset(pristine, lake)
+            warm_compaction, warm_result = compaction(spark, lake, args.target_file_mb)
+            file_count = warm_result.files_after
+            reset(pristine, lake)
+            warm_bare = bare(spark, storage, lake, bare_out, file_count)
+            compiled = None if compiled_before is None else jit_compile_ms(spark) - compiled_before
+            warm.append((warm_compaction + warm_bare, compiled))
+            print(f"warm-up {len(warm)}: compaction {warm_compaction:.2f} s (re-staged: {warm_result.restaged}), "
+                  f"bare {warm_bare:.2f} s, compiler {compiled} ms", flush=True)
 
         bare_times, compaction_times, results = [], [], []
+        compiler_ms: dict[str, list[int | None]] = {"bare": [], "compaction": []}  # the JIT's time in each (rows.jit_compile_ms)
+
+        def compiling(side: str, call, *args):
+            before = jit_compile_ms(spark)
+            out = call(*args)
+            compiler_ms[side].append(None if before is None else jit_compile_ms(spark) - before)
+            return out
+
         for i in range(args.repetitions):
             # Alternate which side goes first, so a machine getting busier or quieter favours neither.
             if i % 2:
-                bare_times.append(bare(spark, storage, lake, bare_out, file_count))
-            seconds, result = compaction(spark, lake, args.target_file_mb)
+                bare_times.append(compiling("bare", bare, spark, storage, lake, bare_out, file_count))
+            seconds, result = compiling("compaction", compaction, spark, lake, args.target_file_mb)
             compaction_times.append(seconds)
             results.append(result)
             sizes = sorted(p.stat().st_size for p in (lake / PARTITION).glob("*.parquet"))
             file_count = result.files_after  # bare writes as many files as the compaction did
             reset(pristine, lake)
             if not i % 2:
-                bare_times.append(bare(spark, storage, lake, bare_out, file_count))
-            print(f"rep {i + 1}: bare {bare_times[-1]:.2f} s, compaction {seconds:.2f} s "
+                bare_times.append(compiling("bare", bare, spark, storage, lake, bare_out, file_count))
+            print(f"rep {i + 1}: bare {bare_times[-1]:.2f} s (compiler {compiler_ms['bare'][-1]} ms), compaction {seconds:.2f} s "
+                  f"(compiler {compiler_ms['compaction'][-1]} ms) "
                   f"({result.files_before} -> {result.files_after} files, {result.duplicates} duplicates removed, "
                   f"sizes {sizes[0] / MB:.2f}-{sizes[-1] / MB:.2f} MB, re-staged: {result.restaged})")
 
@@ -188,6 +214,9 @@ def main(argv=None) -> int:
             "repetitions": args.repetitions,
             "bare_seconds": [round(t, 3) for t in bare_times],
             "compaction_seconds": [round(t, 3) for t in compaction_times],
+            "compiler_ms": compiler_ms,
+            "warmup_pairs": len(warm),
+            "warmup_compiler_ms": [ms for _, ms in warm],
             "bare_median_seconds": round(bare_median, 3),
             "compaction_median_seconds": round(compaction_median, 3),
             "ratio": round(ratio, 3),

@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.rows import alternate, at_least  # noqa: E402
+from bench.rows import alternate, at_least, use_local_fs  # noqa: E402
 
 TARGET_RATIO = 0.65
 
@@ -71,6 +71,7 @@ def runner(spark, dataset, input_dir: str, work: Path) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
+    use_local_fs()  # before any session or process of this benchmark (bench/rows.py)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", default="orders")
     parser.add_argument("--records", type=int, default=300_000)

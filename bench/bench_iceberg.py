@@ -30,7 +30,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.rows import measured, write_result  # noqa: E402
+from bench.rows import measured, use_local_fs, write_result  # noqa: E402
 
 
 def _switched(datasets: Path) -> Path:
@@ -138,6 +138,7 @@ def small_file_rows(workdir: Path, small_files: int, rows_per_file: int, repetit
 
 
 def main(argv=None) -> int:
+    use_local_fs()  # before any session or process of this benchmark (bench/rows.py)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=20_000)
     parser.add_argument("--files", type=int, default=10)

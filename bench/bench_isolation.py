@@ -21,7 +21,6 @@ Glue job's driver and executors are separate machines.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import statistics
 import sys
@@ -31,9 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-os.environ["STREAMLAKE_LOCAL_FS"] = "forkless"
-
-from bench.rows import at_most, measured, write_result  # noqa: E402
+from bench.rows import at_most, measured, use_local_fs, write_result  # noqa: E402
 
 TARGET = 1.2
 
@@ -121,6 +118,7 @@ def run(spark, work: Path, *, window: int, files: dict[str, list[Path]], quiet_b
 
 
 def main(argv: list[str] | None = None) -> int:
+    use_local_fs("forkless")  # before any session or process of this benchmark (bench/rows.py)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--window", type=int, default=1, help="trigger interval of every source, seconds (default 1)")
     parser.add_argument("--records", type=int, default=200, help="records per window of the quiet source (default 200)")

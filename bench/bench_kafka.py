@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_dataset import write_by_hour  # noqa: E402
-from bench.rows import alternate, at_least, write_result  # noqa: E402
+from bench.rows import alternate, at_least, use_local_fs, write_result  # noqa: E402
 
 TARGET_RATIO = 0.7
 REGISTRY, REGION = "streamlake-bench", "eu-west-1"
@@ -82,6 +82,7 @@ def runner(spark, registry, dataset, bootstrap_servers: str, topic: str, work: P
 
 
 def main(argv: list[str] | None = None) -> int:
+    use_local_fs()  # before any session or process of this benchmark (bench/rows.py)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", default="orders")
     parser.add_argument("--records", type=int, default=200_000)

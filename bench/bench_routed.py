@@ -29,7 +29,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.rows import alternate, at_least, local_fs, write_result  # noqa: E402
+from bench.rows import alternate, at_least, local_fs, use_local_fs, write_result  # noqa: E402
 
 TARGET = 0.9
 # Every `kind` the generator writes for a valid record (each dataset's enum symbols) routes to its dataset.
@@ -45,6 +45,7 @@ def _metadata(checkpoint: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    use_local_fs()  # before any session or process of this benchmark (bench/rows.py)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=4000, help="records of each dataset (default 4000)")
     parser.add_argument("--warmup", type=int, default=1, help="unmeasured pairs first (default 1)")

@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.rows import alternate, at_most, local_fs, write_result  # noqa: E402
+from bench.rows import alternate, at_most, local_fs, use_local_fs, write_result  # noqa: E402
 
 TARGET = 0.8
 
@@ -51,6 +51,7 @@ def batch_function(spark, name: str, work: Path):
 
 
 def main(argv: list[str] | None = None) -> int:
+    use_local_fs()  # before any session or process of this benchmark (bench/rows.py)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sources", type=int, default=8, help="sources in the job (default 8)")
     parser.add_argument("--records", type=int, default=4000, help="records in each source's batch (default 4000)")

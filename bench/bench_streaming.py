@@ -38,7 +38,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.rows import at_least, measured  # noqa: E402
+from bench.rows import at_least, measured, use_local_fs  # noqa: E402
 
 TARGET_RATIO = 0.85  # (b)/(a), warm, in one process, on either shape of records (0.8 before 2026-11-28)
 GLUE_JOB_TARGET_RATIO = 0.7  # (c)/(a)
@@ -104,6 +104,7 @@ def timed(spark, fn) -> tuple[float, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    use_local_fs()  # before any session or process of this benchmark (bench/rows.py)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--files", type=int, default=50)

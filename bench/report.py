@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.rows import local_fs, met  # noqa: E402
+from bench.rows import local_fs, met, use_local_fs  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -129,6 +129,7 @@ def chart(results: dict[str, dict], path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    use_local_fs()  # before any session or process of this benchmark (bench/rows.py)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("results", nargs="+", type=Path, help="the benchmarks' JSON results (each with its 'rows')")
     parser.add_argument("--out-dir", type=Path, default=Path("bench-output"))

@@ -12,11 +12,43 @@ from pathlib import Path
 
 from glue_jobs.session import LOCAL_FS_VARIABLE, forkless_local_fs
 
-# The benchmarks run on Hadoop's own local file system unless STREAMLAKE_LOCAL_FS says otherwise (every benchmark and
-# the processes it starts import this first): it starts a process per file and directory created, a cost per file
-# that stands in for the object store's. Without it the bare paths, which write more files than the runner, gain the
-# most (figures: docs/performance.md, "The local file system").
-os.environ.setdefault(LOCAL_FS_VARIABLE, "hadoop")
+# The benchmarks' local file system, unless STREAMLAKE_LOCAL_FS says otherwise: Hadoop's own starts a process per file
+# and directory created, a cost per file that stands in for the object store's. Without it the bare paths, which write
+# more files than the runner, gain the most (figures: docs/performance.md, "The local file system").
+BENCH_LOCAL_FS = "hadoop"
+
+
+def use_local_fs(kind: str | None = None) -> None:
+    """Set the local file system of this benchmark's sessions and of the processes it starts (they inherit the
+    variable): `kind`, or BENCH_LOCAL_FS unless STREAMLAKE_LOCAL_FS is set. Each benchmark's `main` calls it first, never
+    an import: a test that imports a benchmark's helpers keeps its own file system (tests/ops/test_bench_report.py)."""
+    if kind is not None:
+        os.environ[LOCAL_FS_VARIABLE] = kind
+    else:
+        os.environ.setdefault(LOCAL_FS_VARIABLE, BENCH_LOCAL_FS)
+    forkless_local_fs()  # a misspelt value fails here, naming the variable
+
+
+def jit_compile_ms(spark) -> int | None:
+    """Milliseconds the JVM's just-in-time compilers have spent so far, summed over their threads:
+    `CompilationMXBean.getTotalCompilationTime` ("the approximate accumulated elapsed time (in milliseconds) spent in
+    compilation. If multiple threads are used for compilation, this value is summation of the approximate time that each
+    thread spent in compilation", Java SE 17 API, java.lang.management). In local mode the driver's JVM runs the tasks
+    too, so this is all the compiling the measured work caused. None when the JVM does not monitor compilation time.
+
+    Why a benchmark reads it: on 2 cores, HotSpot's compiler threads share the CPU with the work being timed, for
+    dozens of small batches after the first (figures: docs/performance.md, "Warm is when the compiler is quiet")."""
+    bean = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getCompilationMXBean()
+    return int(bean.getTotalCompilationTime()) if bean.isCompilationTimeMonitoringSupported() else None
+
+
+def jit_quiet(pairs: list[tuple[float, int | None]], *, window: int, share: float) -> bool:
+    """Whether the last `window` (seconds, compiler milliseconds) pairs spent at most `share` of their time compiling:
+    the warm-up's end (jit_compile_ms). Without compiler figures, never quiet: the caller's cap ends the warm-up."""
+    last = pairs[-window:]
+    if len(last) < window or any(ms is None for _, ms in last):
+        return False
+    return sum(ms for _, ms in last) / 1000 <= share * sum(seconds for seconds, _ in last)
 
 
 def local_fs() -> str:

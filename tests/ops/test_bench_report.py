@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import importlib
 import json
+import os
+import sys
+from pathlib import Path
 
 import pytest
 
 from bench import report
-from bench.rows import at_least, at_most, measured, met
+from bench.rows import BENCH_LOCAL_FS, at_least, at_most, jit_quiet, measured, met, use_local_fs
+from glue_jobs.session import LOCAL_FS_VARIABLE
 
 
 def _write(path, rows, **extra):
@@ -83,3 +88,40 @@ def test_the_commit_is_marked_by_changes_to_anything_but_the_table_it_writes(tmp
     assert report.commit().endswith(" + uncommitted changes")  # no table named: any change counts
     code.write_text("x = 2\n")
     assert report.commit(table).endswith(" + uncommitted changes")
+
+
+@pytest.mark.parametrize("script", sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "bench").glob("bench_*.py")))
+def test_importing_a_benchmark_leaves_the_local_file_system_alone(script, monkeypatch):
+    # A benchmark sets STREAMLAKE_LOCAL_FS in its main (bench/rows.py use_local_fs), never on import: an import once set
+    # it for every later test in the process, and the Spark lines' file system tests failed.
+    for module in (f"bench.{script}", "bench.rows"):  # imported again, as a new process would
+        monkeypatch.delitem(sys.modules, module, raising=False)
+    monkeypatch.delenv(LOCAL_FS_VARIABLE, raising=False)
+    importlib.import_module(f"bench.{script}")
+    assert LOCAL_FS_VARIABLE not in os.environ
+
+
+def test_a_benchmark_picks_its_file_system_in_main_and_a_misspelt_one_fails(monkeypatch):
+    monkeypatch.delenv(LOCAL_FS_VARIABLE, raising=False)
+    use_local_fs()
+    assert os.environ[LOCAL_FS_VARIABLE] == BENCH_LOCAL_FS
+    monkeypatch.setenv(LOCAL_FS_VARIABLE, "forkless")
+    use_local_fs()  # the operator's choice stands
+    assert os.environ[LOCAL_FS_VARIABLE] == "forkless"
+    use_local_fs("hadoop")  # a benchmark that must measure one file system says which
+    assert os.environ[LOCAL_FS_VARIABLE] == "hadoop"
+    monkeypatch.setenv(LOCAL_FS_VARIABLE, "Forkless")
+    with pytest.raises(ValueError, match="STREAMLAKE_LOCAL_FS"):
+        use_local_fs()
+
+
+@pytest.mark.parametrize(("pairs", "quiet"), [
+    ([(1.0, 150)] * 5, True),  # 15% of the time compiling, under 20%
+    ([(1.0, 150)] * 4 + [(1.0, 300)], True),  # 18% over the window
+    ([(1.0, 150)] * 4 + [(1.0, 410)], False),  # 20.2%
+    ([(1.0, 900)] * 10 + [(1.0, 100)] * 5, True),  # only the last window counts
+    ([(1.0, 100)] * 4, False),  # fewer pairs than the window
+    ([(1.0, 100)] * 4 + [(1.0, None)], False),  # no compiler figures: never quiet, the cap ends the warm-up
+])
+def test_the_warm_up_ends_when_the_compiler_is_quiet(pairs, quiet):
+    assert jit_quiet(pairs, window=5, share=0.2) is quiet

@@ -4,19 +4,11 @@ writer (part-<task>-<job>-c<n>), so this runs on every Spark line."""
 
 from __future__ import annotations
 
-import os
-
 from pyspark.sql import functions as F
 
-from glue_jobs.session import LOCAL_FS_VARIABLE
 
-
-def test_each_generated_file_holds_its_own_batch_in_id_order(spark, tmp_path, monkeypatch):
-    # Importing a bench script sets the benchmarks' local file system unless one is set (bench/rows.py): set it to what
-    # it is now (unset means forkless), so the tests after this one keep theirs (monkeypatch puts back the variable as
-    # it was, unset included).
-    monkeypatch.setenv(LOCAL_FS_VARIABLE, os.environ.get(LOCAL_FS_VARIABLE, "forkless"))
-    from bench.bench_compaction import generate
+def test_each_generated_file_holds_its_own_batch_in_id_order(spark, tmp_path):
+    from bench.bench_compaction import generate  # sets nothing on import (tests/ops/test_bench_report.py)
 
     files, rows_per_file = 12, 5  # four tasks of three files each
     generate(spark, tmp_path / "hour", files, rows_per_file)
