@@ -11,7 +11,9 @@ the source once more, on this rare path only). The batch then writes as usual.
 Not a record's fault, and so raised as before (the batch fails and is retried: nothing lost, nothing stored):
 - the whole batch writes in the first probe (a transient failure: the batch is written again, no dead letter);
 - no probe writes at all (the sink itself fails: S3 denied, a full disk), so no row can be blamed;
-- more than MAX_UNWRITABLE rows fail alone (a systematic failure is a bug to see, not data to dead-letter).
+- more than MAX_UNWRITABLE rows fail alone (a systematic failure is a bug to see, not data to dead-letter);
+- the query is being stopped (`query_stopping`): nothing is probed, so a stop is not held up by a search for a record
+  nobody blames; the batch is not committed and is replayed when the query starts again.
 Probes are Parquet writes; a failure only the Iceberg commit makes (not the files) is not isolated (unverified that
 one exists).
 """
@@ -27,6 +29,12 @@ from pyspark.sql import functions as F
 from glue_jobs.contract import UNWRITABLE
 
 MAX_UNWRITABLE = 100
+# What a write raises when its query is being stopped. Spark's MicroBatchExecution.stop() (3.3 to 4.x) cancels the
+# query's job group (`cancelJobGroup(runId.toString)`: the running job fails, "Job <n> cancelled part of cancelled job
+# group ...") and then interrupts the query's thread (`interruptAndAwaitExecutionThreadTermination`: a driver waiting on
+# a broadcast or a file raises one of the interruptions below).
+INTERRUPTIONS = frozenset({"java.lang.InterruptedException", "java.io.InterruptedIOException",
+                           "java.nio.channels.ClosedByInterruptException"})
 log = logging.getLogger("glue_jobs.lake.unwritable")
 
 
@@ -45,6 +53,23 @@ def first_line(error: BaseException) -> str:
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
     useful = [line for line in lines if not line.startswith(("An error occurred while calling", "Traceback"))]
     return (useful or lines or [type(error).__name__])[0][:500]
+
+
+def query_stopping(error: BaseException) -> bool:
+    """Whether `error` is how a stopped query fails its batch (INTERRUPTIONS, or a Spark job cancelled), anywhere in its
+    Java exception's chain of causes. Anything else, or an error without a Java side, is not."""
+    java = getattr(error, "java_exception", None) or getattr(error, "_origin", None)
+    for _ in range(50):  # a cause chain is short; this bounds a cyclic one
+        if java is None:
+            return False
+        try:
+            name, message = str(java.getClass().getName()), str(java.getMessage() or "")
+            if name in INTERRUPTIONS or (name == "org.apache.spark.SparkException" and " cancelled " in f" {message} "):
+                return True
+            java = java.getCause()
+        except Exception:  # noqa: BLE001 - an answer is wanted, not a second failure: not known to be a stop
+            return False
+    return False
 
 
 def bisect(row_ids: list[int], probe: Callable[[int, int], None]) -> tuple[list[int], BaseException | None]:
@@ -90,6 +115,10 @@ def isolate(batch, batch_id: int, error: BaseException, probe: Callable[[int, in
     """(the key hashes of the rows no write takes, their valid copies, the dead letters' detail) (see the module doc), or
     ((), 0, "") when the batch writes now; raises `error` when the failure is not a record's. `probe(low, high)` writes
     the lake rows with row ids in [low, high] (raising on failure)."""
+    if query_stopping(error):
+        log.warning("batch %s: the write failed as its query stops (%s); it replays when the query starts again", batch_id,
+                    first_line(error))
+        raise error
     log.warning("batch %s: the write failed (%s); looking for records no retry can write", batch_id, first_line(error))
     try:
         failing, last = bisect(batch.valid_row_ids(), probe)

@@ -632,3 +632,41 @@ def test_the_bisection_finds_each_row_no_write_takes_and_blames_none_when_none_w
         bisect([4], probe_refusing({4}))
     with pytest.raises(RuntimeError, match=f"more than {MAX_UNWRITABLE}"):
         bisect(ids, probe_refusing(set(ids[:MAX_UNWRITABLE + 1])))
+
+
+def test_a_write_failed_by_its_query_stopping_is_raised_without_probing(spark):
+    """A query's stop (Spark's MicroBatchExecution.stop) cancels its job group, then interrupts its thread: the batch's
+    write fails with the job cancelled. No record is to blame: nothing is probed (the stop is not held up by a search
+    that rewrites the batch) and the error is raised, so the batch is not committed and replays. Here a real job is
+    cancelled as a stop cancels it; a record's failure is still searched for (the tests above)."""
+    import threading
+    import time
+
+    from glue_jobs.lake.unwritable import isolate, query_stopping
+
+    context, group, failed = spark.sparkContext, "test-a-stopping-query", []
+
+    def long_job() -> None:
+        context.setJobGroup(group, "a job cancelled as a query's stop cancels it", interruptOnCancel=True)
+        try:
+            spark.range(0, 10**13, numPartitions=2).selectExpr("sum(id)").collect()
+        except Exception as error:  # noqa: BLE001 - the cancellation is what the test looks at
+            failed.append(error)
+
+    worker = threading.Thread(target=long_job, daemon=True)
+    worker.start()
+    deadline = time.monotonic() + 60
+    while not context.statusTracker().getJobIdsForGroup(group) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    context.cancelJobGroup(group)
+    worker.join(60)
+    assert len(failed) == 1 and query_stopping(failed[0])
+    probed: list[tuple[int, int]] = []
+    with pytest.raises(type(failed[0])) as raised:
+        isolate(None, 7, failed[0], lambda low, high: probed.append((low, high)))
+    assert raised.value is failed[0] and not probed
+
+    with pytest.raises(Exception) as refused:  # noqa: PT011 - the class differs between Spark lines
+        spark.range(1).selectExpr("raise_error('a record cannot be written')").collect()
+    assert not query_stopping(refused.value)
+    assert not query_stopping(RuntimeError("Job 3 cancelled part of cancelled job group"))  # no Java side: not known
