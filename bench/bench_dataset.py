@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     cores = spark.sparkContext.defaultParallelism
     passes, totals = alternate(lambda: bare_read_parse_write(spark, dataset, str(work / "input"), str(work / "bare")),
                                lambda: runner(spark, dataset, str(work / "input"), work / "runner"),
-                               warmup=args.warmup, repeats=args.repeats)
+                               warmup=args.warmup, repeats=args.repeats, spark=spark)
     bare, ours = statistics.median(passes["bare"]), statistics.median(passes["runner"])
     ratio = bare / ours
     reconciles = totals["records_in"] == totals["records_written"] + totals["dead_letters"] + totals["duplicates_collapsed"]

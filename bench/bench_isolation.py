@@ -7,8 +7,9 @@ One process, one local Spark application with fair scheduling (`spark.scheduler.
 starts it), each source's query in a thread of its own and its own scheduler pool (glue_jobs/sources/source_queries.py
 run_sources), each running the job's batch function (MicroBatchWriter over the local runner's text source) on its
 own lake, dead letters and checkpoint, on the forkless local file system. Every `--window` seconds a feeder hands each
-source its next file; after one unmeasured run of the quiet source alone (the JVM's warm-up), three runs, one after
-the other:
+source its next file; after unmeasured rounds of the three runs below, until the JVM's compiler is quiet (a round
+spent at most JIT_SHARE of its time compiling, bench/rows.py jit_quiet; at most --max-warmup rounds), three runs, one
+after the other:
   alone: the quiet source only, `--records` generated clickstream records a window;
   busy:  the quiet source beside one receiving `--ratio` times as many (its batches longer than the window);
   bad:   the quiet source beside one receiving as many records, every one of them bad (all dead letters).
@@ -30,9 +31,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.rows import at_most, measured, use_local_fs, write_result  # noqa: E402
+from bench.rows import at_most, jit_compile_ms, jit_quiet, measured, use_local_fs, write_result  # noqa: E402
 
 TARGET = 1.2
+JIT_SHARE = 0.2  # a warm-up round that spent at most this share of its wall time in the JIT compilers ends the warm-up
 
 
 def _files(folder: Path, *, records: int, windows: int, seed: int, bad_ratio: float) -> list[Path]:
@@ -125,10 +127,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ratio", type=int, default=50, help="how many times more the busy source receives (default 50)")
     parser.add_argument("--windows", type=int, default=12, help="quiet batches measured per run, after the warm-up (default 12)")
     parser.add_argument("--warmup", type=int, default=3, help="quiet batches left out at the start of each run (default 3)")
+    parser.add_argument("--max-warmup", type=int, default=4,
+                        help="unmeasured rounds of the three runs at most, when the compiler is not quiet before (default 4)")
     parser.add_argument("--scheduler", choices=("FAIR", "FIFO"), default="FAIR",
                         help="spark.scheduler.mode (default FAIR, as the job runs; FIFO to compare)")
     parser.add_argument("--out", type=Path, default=Path("bench-output/isolation.json"), help="where the result goes")
     args = parser.parse_args(argv)
+    if args.max_warmup < 0:
+        parser.error("--max-warmup must be 0 or more")
 
     from glue_jobs.session import local_session
 
@@ -142,27 +148,42 @@ def main(argv: list[str] | None = None) -> int:
     loud = args.records * args.ratio
     busy = _files(inputs / "busy", records=loud, windows=batches + 2, seed=2, bad_ratio=0.01)
     bad = _files(inputs / "bad", records=loud, windows=batches + 2, seed=3, bad_ratio=1.0)
-    medians = {}
-    # The quiet source alone once first, unmeasured: the JVM compiles the batch's code over the first runs, and an alone
-    # run measured first was still compiling, which flattered both rows (docs/performance.md, isolation).
-    for label, files in (("warm-up", {"quiet": quiet}), ("alone", {"quiet": quiet}), ("busy", {"quiet": quiet, "busy": busy}),
-                         ("bad", {"quiet": quiet, "bad": bad})):
+    medians: dict[str, float] = {}
+    compiler_ms: dict[str, int | None] = {}
+    scenarios = (("alone", {"quiet": quiet}), ("busy", {"quiet": quiet, "busy": busy}), ("bad", {"quiet": quiet, "bad": bad}))
+
+    def timed_run(label: str, files: dict[str, list[Path]]) -> tuple[dict[str, list[float]], float, int | None]:
+        before, started = jit_compile_ms(spark), time.perf_counter()
         every = run(spark, work / label, window=args.window, files=files, quiet_batches=batches)
-        if label == "warm-up":
-            continue
+        return every, time.perf_counter() - started, None if before is None else jit_compile_ms(spark) - before
+
+    # Unmeasured rounds of all three runs first, until the compiler is quiet: a run measured while the JVM still
+    # compiles the batch's code (the busy and all-bad sources' paths too) measures the compiler beside it
+    # (docs/performance.md, "Warm is when the compiler is quiet"; isolation).
+    warm: list[tuple[float, int | None]] = []
+    while len(warm) < args.max_warmup and not jit_quiet(warm, window=1, share=JIT_SHARE):
+        seconds, compiled = 0.0, 0
+        for label, files in scenarios:
+            _, run_seconds, run_compiled = timed_run(f"warm-up-{label}", files)
+            seconds, compiled = seconds + run_seconds, None if run_compiled is None or compiled is None else compiled + run_compiled
+        warm.append((seconds, compiled))
+        print(f"warm-up round {len(warm)}: {seconds:.1f} s, compiler {compiled} ms", flush=True)
+    for label, files in scenarios:
+        every, _, compiler_ms[label] = timed_run(label, files)
         durations = every["quiet"][args.warmup:]
         medians[label] = statistics.median(durations)
         other = [f"; the {name} source's median {statistics.median(d[1:]):.2f} s over {len(d) - 1} batches"
                  for name, d in every.items() if name != "quiet" and len(d) > 1]
         print(f"{label}: quiet source's batches {', '.join(f'{d:.2f}' for d in durations)} s, "
-              f"median {medians[label]:.3f} s{''.join(other)}", flush=True)
+              f"median {medians[label]:.3f} s, compiler {compiler_ms[label]} ms{''.join(other)}", flush=True)
     rows = [
         measured("quiet source alone, median batch (s)", round(medians["alone"], 3), "s"),
         at_most(f"quiet beside a {args.ratio}x busy source / alone", round(medians["busy"] / medians["alone"], 3), TARGET),
         at_most(f"quiet beside an all-bad {args.ratio}x source / alone", round(medians["bad"] / medians["alone"], 3), TARGET),
     ]
     write_result(args.out, {"bench": "isolation", "scheduler": args.scheduler, "window_seconds": args.window, "records": args.records,
-                            "ratio": args.ratio, "medians": medians, "rows": rows})
+                            "ratio": args.ratio, "medians": medians, "compiler_ms": compiler_ms,
+                            "warmup_rounds": [{"seconds": round(sec, 1), "compiler_ms": ms} for sec, ms in warm], "rows": rows})
     for row in rows:
         print(f"{row['row']}: {row['value']}" + (f" (target <= {row['target']})" if row["target"] else ""))
     spark.stop()

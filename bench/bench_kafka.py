@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         passes, totals = alternate(
             lambda: bare_read_decode_write(spark, dataset, broker.bootstrap_servers, topic, str(work / "bare")),
             lambda: runner(spark, registry, dataset, broker.bootstrap_servers, topic, work / "runner"),
-            warmup=args.warmup, repeats=args.repeats)
+            warmup=args.warmup, repeats=args.repeats, spark=spark)
         spark.stop()
     bare, ours = statistics.median(passes["bare"]), statistics.median(passes["runner"])
     ratio = bare / ours

@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
             counted.append(sum(stats.records_in for stats in every))
 
         print("each pass: bare = three sources in one job, runner = one routed source", flush=True)
-        timed, _ = alternate(sources, one_routed, warmup=args.warmup, repeats=args.repeats)
+        timed, _ = alternate(sources, one_routed, warmup=args.warmup, repeats=args.repeats, spark=spark)
     if set(counted) != {len(lines)}:
         raise SystemExit(f"the routed batches read {sorted(set(counted))} records, not the {len(lines)} written")
     passes = {"sources": [round(t, 3) for t in timed["bare"]], "routed": [round(t, 3) for t in timed["runner"]]}

@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
                                              for name in names}, poll_seconds=0.05)
 
         print("each pass: bare = the batches one after another, runner = the shared job's window", flush=True)
-        timed, _ = alternate(separate, shared, warmup=args.warmup, repeats=args.repeats)
+        timed, _ = alternate(separate, shared, warmup=args.warmup, repeats=args.repeats, spark=spark)
     passes = {"separate": [round(t, 3) for t in timed["bare"]], "shared": [round(t, 3) for t in timed["runner"]]}
     for label in labels:  # both ways wrote their lakes
         written = sum(1 for name in names for _ in (work / label / name / "lake").rglob("*.parquet"))

@@ -83,22 +83,32 @@ def write_result(path: Path, result: dict) -> None:
     path.write_text(json.dumps(result, indent=2) + "\n")
 
 
-def alternate(bare, ours, *, warmup: int, repeats: int, log=print) -> tuple[dict[str, list[float]], object]:
+def alternate(bare, ours, *, warmup: int, repeats: int, log=print, spark=None) -> tuple[dict[str, list], object]:
     """Run `bare()` then `ours()` warmup + repeats times, alternating (the same warm JVM for both), timing each.
-    Returns the measured seconds per side (warm-up passes left out) and what the last `ours()` returned."""
+    Returns the measured seconds per side (warm-up passes left out) and what the last `ours()` returned. With `spark`,
+    each pass's JIT compiler milliseconds too (jit_compile_ms), warm-up passes included: "bare_compiler_ms" and
+    "runner_compiler_ms", so a reader sees how much compiling the measured passes still shared the cores with."""
     import time
 
-    passes: dict[str, list[float]] = {"bare": [], "runner": []}
+    passes: dict[str, list] = {"bare": [], "runner": [], **({"bare_compiler_ms": [], "runner_compiler_ms": []} if spark else {})}
     result = None
+
+    def compiled() -> int | None:
+        return jit_compile_ms(spark) if spark is not None else None
+
     for number in range(warmup + repeats):
-        started = time.perf_counter()
+        before, started = compiled(), time.perf_counter()
         bare()
-        bare_seconds = time.perf_counter() - started
+        bare_seconds, middle = time.perf_counter() - started, compiled()
         started = time.perf_counter()
         result = ours()
-        our_seconds = time.perf_counter() - started
+        our_seconds, after = time.perf_counter() - started, compiled()
         phase = "warm-up" if number < warmup else "measured"
-        log(f"pass {number + 1} ({phase}): bare {bare_seconds:.2f} s, runner {our_seconds:.2f} s", flush=True)
+        jit = "" if before is None else f" (compiler: bare {middle - before} ms, runner {after - middle} ms)"
+        log(f"pass {number + 1} ({phase}): bare {bare_seconds:.2f} s, runner {our_seconds:.2f} s{jit}", flush=True)
+        if before is not None:
+            passes["bare_compiler_ms"].append(middle - before)
+            passes["runner_compiler_ms"].append(after - middle)
         if number >= warmup:
             passes["bare"].append(bare_seconds)
             passes["runner"].append(our_seconds)
