@@ -649,7 +649,9 @@ def test_a_write_failed_by_its_query_stopping_is_raised_without_probing(spark):
     def long_job() -> None:
         context.setJobGroup(group, "a job cancelled as a query's stop cancels it", interruptOnCancel=True)
         try:
-            spark.range(0, 10**13, numPartitions=2).selectExpr("sum(id)").collect()
+            # Long enough to be running when it is cancelled, short enough (about 20 s here) that a cancellation
+            # that never came would fail the assertions below instead of hanging the run.
+            spark.range(0, 10**11, numPartitions=2).selectExpr("sum(id)").collect()
         except Exception as error:  # noqa: BLE001 - the cancellation is what the test looks at
             failed.append(error)
 
@@ -670,3 +672,58 @@ def test_a_write_failed_by_its_query_stopping_is_raised_without_probing(spark):
         spark.range(1).selectExpr("raise_error('a record cannot be written')").collect()
     assert not query_stopping(refused.value)
     assert not query_stopping(RuntimeError("Job 3 cancelled part of cancelled job group"))  # no Java side: not known
+
+
+def test_a_query_stopped_mid_write_stops_clean_and_its_restart_writes_each_record_once(spark, tmp_path, monkeypatch, caplog):
+    """The stop as a query meets it: the batch's lake write is running a Spark job when `query.stop()` comes (the test
+    holds the write in a long job of the query's own job group). The query ends without an error, nothing is probed or
+    published, and the query started again on the same checkpoint writes every record once."""
+    import logging
+    import threading
+    import time
+    import uuid
+
+    from glue_jobs.sources import from_local_files
+
+    inputs, checkpoint = tmp_path / "in", tmp_path / "cp"
+    inputs.mkdir()
+    checkpoint.mkdir()
+    (checkpoint / "metadata").write_text(json.dumps({"id": str(uuid.uuid4())}) + "\n")
+    (inputs / "0.json").write_text("\n".join(_event(i) for i in ("a", "b", "c")) + "\n")
+    writing, original = threading.Event(), MicroBatchWriter._write_lake
+
+    def held_first_time(self, *args, **kwargs):
+        if not writing.is_set():
+            writing.set()  # a job the stop cancels: it runs in the batch's thread, in the query's job group (finite, as above)
+            self.spark.range(0, 10**11, numPartitions=2).selectExpr("sum(id)").collect()
+        return original(self, *args, **kwargs)
+
+    def start():
+        writer = MicroBatchWriter(spark, source_name="clicks", lake_path=str(tmp_path / "lake"),
+                                  dead_letter_path=str(tmp_path / "dead"), checkpoint_path=str(checkpoint))
+        stream = spark.readStream.format("text").option("wholetext", "true").load(str(inputs))
+        return stream.writeStream.foreachBatch(
+            lambda raw, batch_id: writer(from_local_files(raw, "clicks", int(time.time() * 1000)), batch_id)).option(
+            "checkpointLocation", str(checkpoint)).start()
+
+    monkeypatch.setattr(MicroBatchWriter, "_write_lake", held_first_time)
+    caplog.set_level(logging.INFO, logger="glue_jobs")
+    query = start()
+    deadline = time.monotonic() + 120
+    while not (writing.is_set() and spark.sparkContext.statusTracker().getActiveJobsIds()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert writing.is_set(), "the batch never reached its lake write"
+    query.stop()
+    assert query.exception() is None
+    assert any("as its query stops" in r.getMessage() for r in caplog.records)
+    assert not any("looking for records" in r.getMessage() for r in caplog.records)
+    assert not list((tmp_path / "lake").rglob("*.parquet"))
+
+    monkeypatch.setattr(MicroBatchWriter, "_write_lake", original)
+    query = start()
+    try:
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    lake = spark.read.schema(spark_lake_schema()).parquet(str(tmp_path / "lake"))
+    assert sorted(r.event_id for r in lake.select("event_id").collect()) == ["a", "b", "c"]
