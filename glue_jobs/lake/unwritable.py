@@ -42,7 +42,7 @@ def first_line(error: BaseException) -> str:
     """The first line of what caused the error: the root cause of its Java exception when it has one (Spark 3.3 raises a
     Py4JJavaError whose own message is only "Job aborted."; later lines wrap it in a captured exception, `_origin`),
     else the first line of its text that says something."""
-    java = getattr(error, "java_exception", None) or getattr(error, "_origin", None)
+    java = _java_side(error)
     try:
         while java is not None and java.getCause() is not None:
             java = java.getCause()
@@ -55,10 +55,18 @@ def first_line(error: BaseException) -> str:
     return (useful or lines or [type(error).__name__])[0][:500]
 
 
+def _java_side(error: BaseException):
+    """The Java exception behind a pyspark error: Py4JJavaError's `java_exception` (Spark 3.3), a captured exception's
+    `_origin` (later lines); None for an error raised in Python."""
+    return getattr(error, "java_exception", None) or getattr(error, "_origin", None)
+
+
 def query_stopping(error: BaseException) -> bool:
     """Whether `error` is how a stopped query fails its batch (INTERRUPTIONS, or a Spark job cancelled), anywhere in its
-    Java exception's chain of causes. Anything else, or an error without a Java side, is not."""
-    java = getattr(error, "java_exception", None) or getattr(error, "_origin", None)
+    Java exception's chain of causes. A job cancelled by other hands (killed in Spark's UI) counts too: no record is to
+    blame for it either, and the batch fails and replays as it did before records were isolated. Anything else, or an
+    error without a Java side, is not."""
+    java = _java_side(error)
     for _ in range(50):  # a cause chain is short; this bounds a cyclic one
         if java is None:
             return False
