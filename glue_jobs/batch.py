@@ -127,8 +127,13 @@ class MicroBatchWriter:
                  redecode: Callable[[list[str]], DataFrame | None] | None = None, *, frame_anomalies: int = 0) -> BatchStats:
         """`redecode(version_ids)`: for a source that decodes with a schema-version map (Kafka), called once when the
         batch holds values of versions the map lacks; it returns the batch's envelope decoded again after learning
-        a version, or None (those records stay dead letters with unknown_schema_version)."""
-        started, batch_id = self.clock(), int(batch_id)
+        a version, or None (those records stay dead letters with unknown_schema_version). A batch its query's stop
+        cut short raises unwritable.QueryStopped, which Spark counts as the stop it is."""
+        with unwritable.stops_seen(int(batch_id), self.source_name):
+            return self._batch(envelope, int(batch_id), redecode, frame_anomalies)
+
+    def _batch(self, envelope: DataFrame, batch_id: int, redecode, frame_anomalies: int) -> BatchStats:
+        started = self.clock()
         recorded = self.commit.committed_stats(batch_id)
         if recorded is not None:
             log.info("batch %s of %s was already committed; replay writes nothing", batch_id, self.source_name)

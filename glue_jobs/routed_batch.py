@@ -51,6 +51,7 @@ from glue_jobs.lake.iceberg_lake import APPEND_SETTINGS, IcebergTarget
 from glue_jobs.lake.lake_layout import dead_letter_write_columns
 from glue_jobs.lake.packed_batch import CACHE_SETTINGS
 from glue_jobs.lake.storage import HadoopStorage
+from glue_jobs.lake.unwritable import stops_seen
 from glue_jobs.metrics import MetricsSink, NoOpMetricsSink
 from glue_jobs.observed import observed as observed_values
 from glue_jobs.observed import row_count
@@ -252,7 +253,10 @@ class RoutedWriter:
         it under a part still planning. Every part runs even when no record routes to it (an empty part costs its
         writer's count, and the unroutable part a write job, per batch). A part's failure is raised once every part is done (the replay redoes only the parts without a
         marker)."""
-        batch_id = int(batch_id)
+        with stops_seen(int(batch_id), self.source_name):  # a stop's error, from any part, leaves as QueryStopped
+            return self._parts(frame, int(batch_id), frame_anomalies)
+
+    def _parts(self, frame: DataFrame, batch_id: int, frame_anomalies: int) -> list[BatchStats]:
         routes = self.routes_for(batch_id)
         routed, cached = self.router.route(frame, routes)
 

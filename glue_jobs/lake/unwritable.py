@@ -13,7 +13,7 @@ Not a record's fault, and so raised as before (the batch fails and is retried: n
 - no probe writes at all (the sink itself fails: S3 denied, a full disk), so no row can be blamed;
 - more than MAX_UNWRITABLE rows fail alone (a systematic failure is a bug to see, not data to dead-letter);
 - the query is being stopped (`query_stopping`): nothing is probed, so a stop is not held up by a search for a record
-  nobody blames; the batch is not committed and is replayed when the query starts again.
+  nobody blames; the batch is raised as `QueryStopped`, not committed, and replayed when the query starts again.
 Probes are Parquet writes; a failure only the Iceberg commit makes (not the files) is not isolated (unverified that
 one exists).
 """
@@ -21,7 +21,8 @@ one exists).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -35,7 +36,27 @@ MAX_UNWRITABLE = 100
 # a broadcast or a file raises one of the interruptions below).
 INTERRUPTIONS = frozenset({"java.lang.InterruptedException", "java.io.InterruptedIOException",
                            "java.nio.channels.ClosedByInterruptException"})
+# What Spark 3.3 and 3.5 count as a stop when a Python foreachBatch function fails: py4j hands the JVM the Python error
+# as text only (py4j clientserver.py `_call_proxy` sends `traceback.format_exc()` unless propagate_java_exceptions is set,
+# and pyspark's java_gateway.py does not set it), as a Py4JException, and StreamExecution.isInterruptionException matches
+# that text with PROXY_ERROR: "py4j.protocol.Py4JJavaError: An error occurred while calling" + ".+(\r\n|\r|\n): " + one
+# of INTERRUPTIONS (apache/spark sql/core/.../execution/streaming/StreamExecution.scala, v3.3.4 and v3.5.4; Spark 4.1's,
+# in streaming/runtime/, also accepts a cancelled job group's SparkException text). A cancelled job's error ("Job <n>
+# cancelled part of cancelled job group") does not match before 4.1, so a stop whose cancellation reached the batch
+# before its interrupt ended the query with that error. Spark only asks when its query's state is TERMINATED, which
+# stop() sets first (isInterruptedByStop), so a job cancelled by other hands still fails the query.
+STOP_TEXT = "py4j.protocol.Py4JJavaError: An error occurred while calling the batch function\n: java.lang.InterruptedException"
 log = logging.getLogger("glue_jobs.lake.unwritable")
+
+
+class QueryStopped(RuntimeError):
+    """The batch failed because its query is stopping (`query_stopping`), raised with STOP_TEXT in its message so that
+    Spark ends the query as stopped, not failed, whichever of the stop's cancellation or interrupt reached the batch
+    first. The batch is not committed; it replays when the query starts again."""
+
+    def __init__(self, batch_id: int, error: BaseException) -> None:
+        super().__init__(f"batch {batch_id}: its query is stopping ({STOP_TEXT}: {first_line(error)})")
+        self.error = error  # what the stop made the batch raise (not chained: stops_seen says why)
 
 
 def first_line(error: BaseException) -> str:
@@ -78,6 +99,23 @@ def query_stopping(error: BaseException) -> bool:
         except Exception:  # noqa: BLE001 - an answer is wanted, not a second failure: not known to be a stop
             return False
     return False
+
+
+@contextmanager
+def stops_seen(batch_id: int, source_name: str) -> Iterator[None]:
+    """Around a batch function's body: an error `query_stopping` recognises leaves as QueryStopped (logged once, the
+    batch named); every other error leaves as it came."""
+    try:
+        yield
+    except Exception as error:
+        if not query_stopping(error):
+            raise
+        log.warning("batch %s of %s: failed as its query stops (%s); it replays when the query starts again", batch_id,
+                    source_name, first_line(error))
+        # Not chained: Spark 4.1's pattern (calling((.|\r\n|\r|\n)*)(names)) recurses per character after the first
+        # "calling" it finds, and the chained error's Java stack trace overflowed the thread's stack (seen in
+        # tests/spark/test_streaming_batch.py); alone, this error's text puts STOP_TEXT in its last lines.
+        raise QueryStopped(batch_id, error) from None
 
 
 def bisect(row_ids: list[int], probe: Callable[[int, int], None]) -> tuple[list[int], BaseException | None]:
@@ -124,9 +162,7 @@ def isolate(batch, batch_id: int, error: BaseException, probe: Callable[[int, in
     ((), 0, "") when the batch writes now; raises `error` when the failure is not a record's. `probe(low, high)` writes
     the lake rows with row ids in [low, high] (raising on failure)."""
     if query_stopping(error):
-        log.warning("batch %s: the write failed as its query stops (%s); it replays when the query starts again", batch_id,
-                    first_line(error))
-        raise error
+        raise error  # MicroBatchWriter raises it as QueryStopped
     log.warning("batch %s: the write failed (%s); looking for records no retry can write", batch_id, first_line(error))
     try:
         failing, last = bisect(batch.valid_row_ids(), probe)
