@@ -146,22 +146,25 @@ BENCH_RECORDS ?= 1000000
 BENCH_RESULTS := bench-output/streaming.json bench-output/streaming-producers.json bench-output/small-batch.json bench-output/compaction.json bench-output/cold.json \
   bench-output/cold-producers.json bench-output/orders.json bench-output/kafka-orders.json bench-output/iceberg.json \
   bench-output/shared-job.json bench-output/routed.json
+BENCH_LENGTHS := bench-output/lengths.jsonl
+# Each benchmark's whole process timed (bench/timed.py), for the row of make bench's own length.
+BENCH_TIMED := $(PY) bench/timed.py --log $(BENCH_LENGTHS) --
 # Every benchmark runs (a failing one does not stop the others); bench/report.py then writes the table to
 # docs/benchmarks.md and fails naming each row that misses its target or whose benchmark did not finish.
 bench: synth $(JARS) $(FUNCTIONS)
-	mkdir -p bench-output && rm -f $(BENCH_RESULTS)
-	-$(PY) bench/bench_streaming.py --records $(BENCH_RECORDS) --cdk-out cdk.out --out bench-output/streaming.json
-	-$(PY) bench/bench_streaming.py --records $(BENCH_RECORDS) --shape producers --no-glue-job --out bench-output/streaming-producers.json
-	-$(PY) bench/bench_small_batch.py --out bench-output/small-batch.json
-	-$(PY) bench/bench_compaction.py --out bench-output/compaction.json
-	-$(PY) bench/bench_cold.py --records $(BENCH_RECORDS) --out bench-output/cold.json
-	-$(PY) bench/bench_cold.py --records $(BENCH_RECORDS) --shape producers --out bench-output/cold-producers.json
-	-$(PY) bench/bench_dataset.py --dataset orders --out bench-output/orders.json
-	-$(PY) bench/bench_kafka.py --dataset orders --out bench-output/kafka-orders.json
-	-$(PY) bench/bench_iceberg.py --out bench-output/iceberg.json
-	-$(PY) bench/bench_shared_job.py --out bench-output/shared-job.json
-	-$(PY) bench/bench_routed.py --out bench-output/routed.json
-	$(PY) bench/report.py $(BENCH_RESULTS) --out-dir bench-output --markdown docs/benchmarks.md
+	mkdir -p bench-output && rm -f $(BENCH_RESULTS) $(BENCH_LENGTHS)
+	-$(BENCH_TIMED) bench/bench_streaming.py --records $(BENCH_RECORDS) --cdk-out cdk.out --out bench-output/streaming.json
+	-$(BENCH_TIMED) bench/bench_streaming.py --records $(BENCH_RECORDS) --shape producers --no-glue-job --out bench-output/streaming-producers.json
+	-$(BENCH_TIMED) bench/bench_small_batch.py --out bench-output/small-batch.json
+	-$(BENCH_TIMED) bench/bench_compaction.py --out bench-output/compaction.json
+	-$(BENCH_TIMED) bench/bench_cold.py --records $(BENCH_RECORDS) --out bench-output/cold.json
+	-$(BENCH_TIMED) bench/bench_cold.py --records $(BENCH_RECORDS) --shape producers --out bench-output/cold-producers.json
+	-$(BENCH_TIMED) bench/bench_dataset.py --dataset orders --out bench-output/orders.json
+	-$(BENCH_TIMED) bench/bench_kafka.py --dataset orders --out bench-output/kafka-orders.json
+	-$(BENCH_TIMED) bench/bench_iceberg.py --out bench-output/iceberg.json
+	-$(BENCH_TIMED) bench/bench_shared_job.py --out bench-output/shared-job.json
+	-$(BENCH_TIMED) bench/bench_routed.py --out bench-output/routed.json
+	$(PY) bench/report.py $(BENCH_RESULTS) --lengths $(BENCH_LENGTHS) --out-dir bench-output --markdown docs/benchmarks.md
 
 # Markdown summary of what the working tree changes against BASE (default HEAD): no credentials needed.
 BASE ?= HEAD

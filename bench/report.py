@@ -1,12 +1,13 @@
 """The verdict of `make bench`: every benchmark's rows in one table, with the machine, date and commit.
 
     python bench/report.py bench-output/streaming.json bench-output/compaction.json ... \\
-        [--out-dir bench-output] [--markdown docs/benchmarks.md]
+        [--out-dir bench-output] [--markdown docs/benchmarks.md] [--lengths bench-output/lengths.jsonl]
 
 Writes bench-output/bench.json (what `python -m devtools.sizing` reads for the measured records/s per
 core), bench-output/bench.png, and the Markdown table docs/benchmarks.md: each row's value,
 target and whether it is met. Exits 1 when a row misses its target, naming each such row; a result file
-that is missing (its benchmark failed) fails it too.
+that is missing (its benchmark failed) fails it too. With `--lengths` (bench/timed.py's log) it adds the row of
+`make bench`'s own length and each benchmark's seconds.
 """
 
 from __future__ import annotations
@@ -22,9 +23,25 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.rows import local_fs, met, use_local_fs  # noqa: E402
+from bench.rows import at_most, local_fs, met, use_local_fs  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
+# `make bench` in at most 25 minutes on the 2-core machine the target was set on, so that three runs fit a sitting
+# (issue 58). A time in seconds, so it depends on the machine as the 4,000-record row's does.
+LENGTH_TARGET_SECONDS = 1500
+
+
+def length_row(lengths: Path) -> tuple[dict | None, list[dict]]:
+    """The row of `make bench`'s length, from bench/timed.py's log (None when the log is absent or empty), and the
+    log's entries (each script's whole process, one after another)."""
+    if not lengths.exists():
+        return None, []
+    entries = [json.loads(line) for line in lengths.read_text().splitlines() if line.strip()]
+    if not entries:
+        return None, []
+    total = round(sum(entry["seconds"] for entry in entries))
+    return at_most(f"make bench's {len(entries)} benchmarks one after another, whole processes (target: 25 minutes on the "
+                   "2-core machine it was set on), seconds", total, LENGTH_TARGET_SECONDS, "s"), entries
 
 
 def machine() -> dict:
@@ -94,6 +111,10 @@ def markdown(report: dict) -> str:
         target = f"{row['op']} {_figure(row['target'], row['unit'])}" if row["target"] is not None else "—"
         lines.append(f"| {row['row']} | **{_figure(row['value'], row['unit'])}** | {target} | "
                      f"{'—' if verdict is None else 'yes' if verdict else '**NO**'} |")
+    if report.get("lengths"):
+        lines += ["", "Each benchmark's whole process, seconds: " + ", ".join(
+            f"{entry['script']} {entry['seconds']:g}" + ("" if entry["exit"] == 0 else f" (exit {entry['exit']})")
+            for entry in report["lengths"]) + "."]
     missing = report["missing"]
     if missing:
         lines += ["", f"Results missing (the benchmark failed before writing them): {', '.join(missing)}."]
@@ -134,6 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("results", nargs="+", type=Path, help="the benchmarks' JSON results (each with its 'rows')")
     parser.add_argument("--out-dir", type=Path, default=Path("bench-output"))
     parser.add_argument("--markdown", type=Path, default=None, help="also write the table here (make bench: docs/benchmarks.md)")
+    parser.add_argument("--lengths", type=Path, default=None,
+                        help="bench/timed.py's log of each benchmark's whole process: adds the row of make bench's length")
     args = parser.parse_args(argv)
 
     results, rows, missing, spark = {}, [], [], None
@@ -145,8 +168,15 @@ def main(argv: list[str] | None = None) -> int:
         results[path.stem] = result
         rows += result.get("rows", [])
         spark = spark or result.get("spark")
+    lengths: list[dict] = []
+    if args.lengths is not None:
+        row, lengths = length_row(args.lengths)
+        if row is None:
+            missing.append(str(args.lengths))
+        else:
+            rows.append(row)
     report = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": commit(args.markdown), "machine": machine(), "local_fs": local_fs(),
-              "spark": spark, "rows": rows, "missing": missing, "summary": summary(results),
+              "spark": spark, "rows": rows, "missing": missing, "summary": summary(results), "lengths": lengths,
               **results}  # each benchmark's whole result under its file's name: "streaming" is what sizing reads
     args.out_dir.mkdir(parents=True, exist_ok=True)
     (args.out_dir / "bench.json").write_text(json.dumps(report, indent=2) + "\n")

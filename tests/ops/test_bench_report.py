@@ -68,6 +68,37 @@ def test_a_benchmark_that_wrote_no_result_fails_the_verdict(tmp_path, capsys):
     assert "Results missing" in (tmp_path / "out" / "bench.md").read_text()
 
 
+def test_make_bench_length_is_timed_per_benchmark_and_judged_against_its_target(tmp_path, capsys):
+    """bench/timed.py times each benchmark's whole process (a failing one too, its exit code passed on); the report adds
+    the row of make bench's length, judged against 25 minutes, and each benchmark's seconds under the table."""
+    from bench import timed
+
+    log = tmp_path / "lengths.jsonl"
+    quick, failing = tmp_path / "bench_quick.py", tmp_path / "bench_failing.py"
+    quick.write_text("import sys, time; time.sleep(0.2); sys.exit(0)\n")
+    failing.write_text("import sys; sys.exit(3)\n")
+    assert timed.main(["--log", str(log), "--", str(quick), "--records", "5"]) == 0
+    assert timed.main(["--log", str(log), "--", str(failing)]) == 3
+    entries = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [(e["script"], e["arguments"], e["exit"]) for e in entries] == [
+        ("bench_quick.py", ["--records", "5"], 0), ("bench_failing.py", [], 3)]
+    assert entries[0]["seconds"] >= 0.2
+    with pytest.raises(SystemExit):
+        timed.main(["--log", str(log), "--", "--records", "5"])  # no script named: refused, nothing run
+
+    result = _write(tmp_path / "cold.json", [at_least("cold", 0.76, 0.75)])
+    log.write_text("\n".join(json.dumps({"script": name, "arguments": [], "seconds": seconds, "exit": code})
+                             for name, seconds, code in [("bench_cold.py", 900.4, 0), ("bench_kafka.py", 700.2, 1)]) + "\n")
+    assert report.main([str(result), "--lengths", str(log), "--out-dir", str(tmp_path / "out")]) == 1
+    assert "NOT met: make bench's 2 benchmarks one after another" in capsys.readouterr().err
+    table = (tmp_path / "out" / "bench.md").read_text()
+    assert "whole processes (target: 25 minutes on the 2-core machine it was set on), seconds | **1601 s** | <= 1500 s | **NO** |" in table
+    assert "Each benchmark's whole process, seconds: bench_cold.py 900.4, bench_kafka.py 700.2 (exit 1)." in table
+    log.write_text("")  # a run that timed nothing: the row is missing, and so the verdict fails
+    assert report.main([str(result), "--lengths", str(log), "--out-dir", str(tmp_path / "out")]) == 1
+    assert f"missing: {log}" in capsys.readouterr().err
+
+
 def test_the_commit_is_marked_by_changes_to_anything_but_the_table_it_writes(tmp_path, monkeypatch):
     import subprocess
 
