@@ -113,8 +113,8 @@ def stops_seen(batch_id: int, source_name: str) -> Iterator[None]:
         log.warning("batch %s of %s: failed as its query stops (%s); it replays when the query starts again", batch_id,
                     source_name, first_line(error))
         # Not chained: Spark 4.1's pattern (calling((.|\r\n|\r|\n)*)(names)) recurses per character after the first
-        # "calling" it finds, and the chained error's Java stack trace overflowed the thread's stack (seen in
-        # tests/spark/test_streaming_batch.py); alone, this error's text puts STOP_TEXT in its last lines.
+        # "calling" it finds, and asked about the chained traceback (the cancelled job's Java stack trace in it) it
+        # overflowed the stack (StackOverflowError, seen on 4.1.1); alone, this error's text ends with STOP_TEXT.
         raise QueryStopped(batch_id, error) from None
 
 
