@@ -55,7 +55,8 @@ class QueryStopped(RuntimeError):
     first. The batch is not committed; it replays when the query starts again."""
 
     def __init__(self, batch_id: int, error: BaseException) -> None:
-        super().__init__(f"batch {batch_id}: its query is stopping ({STOP_TEXT}: {first_line(error)})")
+        super().__init__(f"batch {batch_id}: its Spark job was cancelled or interrupted, as a query's stop does ({STOP_TEXT}: "
+                         f"{first_line(error)})")
         self.error = error  # what the stop made the batch raise (not chained: stops_seen says why)
 
 
@@ -110,8 +111,9 @@ def stops_seen(batch_id: int, source_name: str) -> Iterator[None]:
     except Exception as error:
         if not query_stopping(error):
             raise
-        log.warning("batch %s of %s: failed as its query stops (%s); it replays when the query starts again", batch_id,
-                    source_name, first_line(error))
+        # Also a job cancelled by other hands (Spark's UI): that query fails, and this line says what a stop would mean.
+        log.warning("batch %s of %s: its Spark job was cancelled or interrupted, as a query's stop does (%s): not committed, "
+                    "it replays when the query starts again", batch_id, source_name, first_line(error))
         # Not chained: Spark 4.1's pattern (calling((.|\r\n|\r|\n)*)(names)) recurses per character after the first
         # "calling" it finds, and asked about the chained traceback (the cancelled job's Java stack trace in it) it
         # overflowed the stack (StackOverflowError, seen on 4.1.1); alone, this error's text ends with STOP_TEXT.
