@@ -689,8 +689,8 @@ def test_a_write_failed_by_its_query_stopping_is_raised_without_probing(spark):
 def spark_counts_as_stop(spark, error: BaseException) -> bool:
     """Spark's own verdict on a Python foreachBatch function that raised `error`, as the query thread gets it: py4j sends
     the JVM `traceback.format_exc()` (clientserver.py `_call_proxy`) in a Py4JException ("An exception was raised by the
-    Python Proxy. Return Message: ", py4j Protocol.getReturnValue), and StreamExecution.isInterruptionException (its
-    package moved in Spark 4) reads it."""
+    Python Proxy. Return Message: ", py4j Protocol.getReturnValue), and StreamExecution.isInterruptionException reads it
+    (in execution.streaming on 3.3 and 3.5, execution.streaming.runtime on 4.1, the lines this project tests)."""
     import traceback
 
     jvm = spark.sparkContext._jvm
