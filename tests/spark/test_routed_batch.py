@@ -389,3 +389,75 @@ def test_the_glue_entrypoint_runs_a_routed_source_from_the_keys_the_stack_writes
     assert parts == {"checkouts": 2, "page_views": 3, "sensor_readings": 2} and unroutable == 4
     assert sum(parts.values()) + unroutable == len(PAYLOADS)  # the parts and the unroutable reconcile with the batch
     assert [s.frame_anomalies for s in every] == [0, 0, 0, 1]  # the frame's, counted once, with the part every batch has
+
+
+@pytest.mark.parametrize("part", ["checkouts", "unroutable"])
+def test_a_routed_source_stopped_while_one_part_writes_stops_clean_and_its_restart_writes_each_record_once(
+        spark, tmp_path, routed, monkeypatch, caplog, part):
+    """A stop as a routed query meets it: one part is running a Spark job (held in a long job of the query's own job group,
+    which the part's thread inherits) while the other parts run or have committed: the checkouts part's lake write (its
+    MicroBatchWriter turns the cancellation into unwritable.QueryStopped), or the unroutable records' part (whose error
+    only RoutedWriter's own unwritable.stops_seen turns into one; without it no warning names the stop, which is how this
+    test failed, and on Spark 3.3 and 3.5 the query ends clean only when the stop's interrupt reaches its thread before
+    the batch's raw error does). The query ends as stopped (no error), the held part publishes nothing, and the query started
+    again on the same checkpoint leaves every valid record once in its own dataset's lake, every bad one once in its dead
+    letters, every unroutable one once."""
+    import logging
+    import threading
+    import types
+
+    from glue_jobs.batch import MicroBatchWriter
+    from glue_jobs.routed_batch import UnroutableWriter
+    from glue_jobs.sources import from_local_files
+
+    expect = routed_files(tmp_path / "in", files=1, per_file=40, seed=5)
+    checkpoint = tmp_path / "cp"
+    checkpoint.mkdir()
+    (checkpoint / "metadata").write_text('{"id":"abcd1234-0000-4000-8000-000000000000"}\n')
+    writing = threading.Event()
+    owner, method = (MicroBatchWriter, "_write_lake") if part == "checkouts" else (UnroutableWriter, "__call__")
+    original = getattr(owner, method)
+
+    def held_first_time(self, *args, **kwargs):
+        if (part == "unroutable" or self.table.name == part) and not writing.is_set():
+            writing.set()  # three tasks, which no other stage here has: the test waits for this job and no other
+            spark.range(0, 10**11, numPartitions=3).selectExpr("sum(id)").collect()
+        return original(self, *args, **kwargs)
+
+    def start():
+        writer = RoutedWriter.under(spark, source_name="events", routes=routed, lake_root=str(tmp_path / "lake"),
+                                    dead_letter_root=str(tmp_path / "dead"), checkpoint_path=str(checkpoint), icebergs={})
+        stream = spark.readStream.format("text").option("wholetext", "true").load(str(tmp_path / "in"))
+        return stream.writeStream.foreachBatch(
+            lambda raw, batch_id: writer(from_local_files(raw, "events", int(time.time() * 1000)), batch_id)).option(
+            "checkpointLocation", str(checkpoint)).start()
+
+    monkeypatch.setattr(owner, method, held_first_time)
+    caplog.set_level(logging.INFO, logger="glue_jobs")
+    query = start()
+    tracker, deadline = spark.sparkContext.statusTracker(), time.monotonic() + 120
+
+    def held() -> bool:
+        return any((tracker.getStageInfo(stage) or types.SimpleNamespace(numTasks=0)).numTasks == 3
+                   for stage in tracker.getActiveStageIds())
+
+    while not (writing.is_set() and held()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert writing.is_set() and held(), f"the {part} part never started its held job"
+    query.stop()
+    assert query.exception() is None
+    assert any("as a query's stop does" in r.getMessage() for r in caplog.records)
+    held_output = tmp_path / ("lake/checkouts" if part == "checkouts" else "dead/unroutable")
+    assert not list(held_output.rglob("*.parquet"))
+
+    monkeypatch.setattr(owner, method, original)
+    query = start()
+    try:
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    for name in DATASETS:
+        ids = [r.event_id for r in spark.read.parquet(str(tmp_path / "lake" / name)).select("event_id").collect()]
+        assert sorted(ids) == sorted(expect.valid[name]), f"{name}'s lake"
+        assert [r[0] for r in _dead(spark, tmp_path / "dead" / name)] == sorted(expect.bad[name]), f"{name}'s dead letters"
+    assert [r[0] for r in _dead(spark, tmp_path / "dead" / "unroutable")] == sorted(expect.unroutable)
