@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from glue_jobs.lake.status_text import parse_status, parse_status_array
+from glue_jobs.lake.status_text import REPLY_BYTES, parse_status, parse_status_array, status_lines
 
 log = logging.getLogger(__name__)
 
@@ -22,8 +22,9 @@ log = logging.getLogger(__name__)
 # most BULK_DELETE_CHUNK paths a call, and at least BULK_DELETE_MIN_CHUNKS calls when there are more paths: callers'
 # progress (on_deleted) moves a chunk at a time, so a small partition's deletes still happen in steps.
 BULK_DELETE_CLASS, BULK_DELETE_CHUNK, BULK_DELETE_MIN_CHUNKS = "com.streamlake.glue.BulkDelete", 250, 8
-# Moves (a batch's publish, compaction's) go to the JVM in one call with this class of jvm/glue-functions.
-BULK_RENAME_CLASS = "com.streamlake.glue.BulkRename"
+# Classes of jvm/glue-functions: moves (a batch's publish, compaction's) in one JVM call; a listing's statuses as text
+# (without it, FileStatus.toString reads each local file's permissions again: docs/performance.md, "Listing a batch's staged files").
+BULK_RENAME_CLASS, STATUS_LINES_CLASS = "com.streamlake.glue.BulkRename", "com.streamlake.glue.StatusLines"
 _LOGGED: set[str] = set()
 
 
@@ -245,14 +246,16 @@ class HadoopStorage:
         _concurrently(move, moves, threads=threads, name="rename")
 
     def _file_infos(self, statuses) -> list[FileInfo]:
-        """FileInfo of each FileStatus, from the text of the whole array when it parses exactly, else from each
-        status's own text, else from its attributes: so for directories, whose text has no length (getLen()
-        need not be 0)."""
+        """FileInfo of each FileStatus, from StatusLines' text of the whole array (jvm/glue-functions) when it reads
+        exactly, else from the array's own text, else from each status's own text, else from its attributes: so for
+        directories, whose own text has no length (getLen() need not be 0)."""
         if not statuses:
             return []
-        # ArrayUtils.toString(Object) (commons-lang3, on Spark's classpath): py4j cannot pass a FileStatus[]
-        # where java.util.Arrays expects Object[].
-        parsed = parse_status_array(str(self._jvm.org.apache.commons.lang3.ArrayUtils.toString(statuses)), len(statuses))
+        count = len(statuses)
+        lines = self._bulk_class(STATUS_LINES_CLASS, "reading listings", "four fields a status", "FileStatus.toString")
+        parsed = status_lines(lambda start: str(lines.describe(statuses, start, REPLY_BYTES)), count) if lines else None
+        if parsed is None:  # ArrayUtils.toString(Object), commons-lang3: py4j cannot pass a FileStatus[] as Object[]
+            parsed = parse_status_array(str(self._jvm.org.apache.commons.lang3.ArrayUtils.toString(statuses)), count)
         if parsed is None:
             parsed = [parse_status(str(status.toString())) for status in statuses]
         out = []

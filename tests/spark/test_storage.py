@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from glue_jobs.lake.status_text import parse_status, parse_status_array
-from glue_jobs.lake.storage import BULK_RENAME_CLASS, FileInfo, HadoopStorage, is_hidden
+from glue_jobs.lake.status_text import REPLY_BYTES, parse_status, parse_status_array, parse_status_lines, status_lines
+from glue_jobs.lake.storage import BULK_RENAME_CLASS, STATUS_LINES_CLASS, FileInfo, HadoopStorage, is_hidden
 
 
 def test_list_write_read_rename_delete(spark, tmp_path):
@@ -127,8 +127,13 @@ def test_listing_matches_the_attributes_read_one_by_one(spark, tmp_path):
     assert fs.list(str(tmp_path / "missing")) == []
 
 
-def test_listing_of_plain_names_directories_and_odd_names_matches_the_attributes(spark, tmp_path):
+@pytest.mark.parametrize("status_lines", [True, False], ids=["StatusLines", "statuses' own text"])
+def test_listing_of_plain_names_directories_and_odd_names_matches_the_attributes(spark, tmp_path, status_lines):
+    """Each way a listing's statuses are read (jvm/glue-functions' StatusLines, or without that jar the statuses' own
+    text) gives what each status's attributes say, names that could confuse a reader included."""
     fs = HadoopStorage(spark)
+    if not status_lines:
+        fs._classes[STATUS_LINES_CLASS] = None  # as without the jar
     for i in range(5):
         (tmp_path / f"part-{i}.snappy.parquet").write_bytes(b"x" * i)
     (tmp_path / "event_hour=3").mkdir()
@@ -144,6 +149,11 @@ def test_listing_of_plain_names_directories_and_odd_names_matches_the_attributes
     # A name that spells out other fields must not be read as them.
     (tmp_path / "x; isDirectory=false; length=5; modification_time=9.parquet").write_text("forged")
     assert fs.list(str(tmp_path)) == _listed_one_attribute_at_a_time(spark, str(tmp_path), include_hidden=False)
+    (tmp_path / "tab\there.parquet").write_text("a tab")  # kept whole: the path is the line's last field
+    (tmp_path / "new\nline.parquet").write_text("a newline")  # adds a line: that listing is read another way
+    (tmp_path / "F\t1\t2\tfile:\nforged.parquet").write_text("a line's fields in a name")
+    assert fs.list(str(tmp_path)) == _listed_one_attribute_at_a_time(spark, str(tmp_path), include_hidden=False)
+    assert (fs._classes[STATUS_LINES_CLASS] is not None) == status_lines  # the tests' sessions load the jar
 
 
 # ---- the bulk status read, on the text Hadoop prints (no file system) -------------------------------
@@ -175,6 +185,50 @@ def test_the_status_array_text_gives_each_files_fields_and_leaves_directories_to
 def test_a_status_array_with_an_ambiguous_name_is_not_read_at_all(odd_name):
     text = _array(_file_status("file:/lake/a.parquet"), _file_status(f"file:/lake/{odd_name}"))
     assert parse_status_array(text, 2) is None
+
+
+def test_status_lines_give_each_entrys_fields_or_nothing_when_not_exactly_one_line_each():
+    text = "D\t0\t9\tfile:/lake/event_hour=3\nF\t5\t1795483598132\tfile:/lake/a\tb.parquet\n"
+    assert parse_status_lines(text, 2) == [("file:/lake/event_hour=3", True, 0, 9),
+                                           ("file:/lake/a\tb.parquet", False, 5, 1795483598132)]
+    assert parse_status_lines("", 0) == []
+    assert parse_status_lines("F\t5\t9\tfile:/lake/new\nline.parquet\n", 1) is None  # a newline in a path
+    assert parse_status_lines(text, 3) is None and parse_status_lines(text.rstrip("\n"), 2) is None
+    for odd in ("X\t5\t9\tfile:/a\n", "F\t-5\t9\tfile:/a\n", "F\t5\t9\t\n", "F\t5\tfile:/a\n", "F\t5\t9\tfile:/a\n\n"):
+        assert parse_status_lines(odd, 1) is None, repr(odd)
+
+
+def test_a_listing_longer_than_one_reply_is_read_in_replies_under_the_budget(spark, tmp_path):
+    """py4j sends a reply over 8,192 characters in two writes, the second held back until the first is acknowledged
+    (jvm/glue-functions StatusLines): a long listing comes in several replies, each under REPLY_BYTES, and reads as the
+    attributes say."""
+    fs = HadoopStorage(spark)
+    for i in range(300):
+        (tmp_path / f"part-{i:05d}-{'é' * 20}-{'x' * 60}.snappy.parquet").write_bytes(b"x" * i)
+    real, replies = fs._bulk_class(STATUS_LINES_CLASS, "", "", ""), []
+
+    class Spy:
+        def describe(self, statuses, start, budget):
+            reply = str(real.describe(statuses, start, budget))
+            replies.append(len(reply.encode()) + reply.count("\n") + reply.count("\\"))  # as py4j escapes it
+            return reply
+
+    fs._classes[STATUS_LINES_CLASS] = Spy()
+    assert fs.list(str(tmp_path)) == _listed_one_attribute_at_a_time(spark, str(tmp_path), include_hidden=False)
+    assert len(replies) > 5 and max(replies) <= REPLY_BYTES
+
+
+def test_status_line_replies_are_read_in_turn_and_not_at_all_when_one_does_not_read():
+    lines = [f"F\t{i}\t9\tfile:/lake/{i}.parquet\n" for i in range(5)]
+
+    def replies(size):
+        return lambda start: f"{len(lines[start:start + size])}\n" + "".join(lines[start:start + size])
+
+    assert status_lines(replies(2), 5) == [(f"file:/lake/{i}.parquet", False, i, 9) for i in range(5)]
+    assert status_lines(replies(9), 0) == []
+    assert status_lines(lambda start: "0\n", 5) is None  # no progress: not read, rather than asked forever
+    assert status_lines(lambda start: "x\n" + lines[start], 5) is None
+    assert status_lines(replies(9), 3) is None  # more statuses than the listing has
 
 
 def test_a_status_array_of_another_length_than_expected_is_not_read():
