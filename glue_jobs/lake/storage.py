@@ -22,8 +22,8 @@ log = logging.getLogger(__name__)
 # most BULK_DELETE_CHUNK paths a call, and at least BULK_DELETE_MIN_CHUNKS calls when there are more paths: callers'
 # progress (on_deleted) moves a chunk at a time, so a small partition's deletes still happen in steps.
 BULK_DELETE_CLASS, BULK_DELETE_CHUNK, BULK_DELETE_MIN_CHUNKS = "com.streamlake.glue.BulkDelete", 250, 8
-# Classes of jvm/glue-functions: moves (a batch's publish, compaction's) in one JVM call; a listing's statuses as text
-# (without it, FileStatus.toString reads each local file's permissions again: docs/performance.md, "Listing a batch's staged files").
+# Classes of jvm/glue-functions: moves (a batch's publish, compaction's) in one JVM call; a listing's statuses as text,
+# in replies py4j sends in one write (docs/performance.md, "Listing a batch's staged files").
 BULK_RENAME_CLASS, STATUS_LINES_CLASS = "com.streamlake.glue.BulkRename", "com.streamlake.glue.StatusLines"
 _LOGGED: set[str] = set()
 
