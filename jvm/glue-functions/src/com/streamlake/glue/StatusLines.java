@@ -18,10 +18,9 @@ import org.apache.hadoop.fs.FileStatus;
  * py4j 0.10.9.5, 0.10.9.7 and 0.10.9.9, what PySpark 3.3, 3.5 and 4.1 ship), so a longer reply leaves in two writes,
  * and Nagle's algorithm holds the second until the receiver acknowledges the first, which a receiver delays ("Interactions
  * between Nagle and delayed acknowledgments", Internet Core Protocols, O'Reilly:
- * https://www.oreilly.com/library/view/internet-core-protocols/1565925726/ch07s04s03s01.html). Measured on Linux: a
- * reply of 9 to 10 thousand characters took 42-44 ms, one under 8,192 a fraction of a millisecond
- * (docs/performance.md, "Listing a batch's staged files"). A reply here stays under {@code budget} bytes, py4j's
- * escapes counted; the caller asks again from where it stopped.
+ * https://www.oreilly.com/library/view/internet-core-protocols/1565925726/ch07s04s03s01.html; what it costs:
+ * docs/performance.md, "Listing a batch's staged files"). A reply here stays under {@code budget} bytes, py4j's escapes
+ * counted; the caller asks again from where it stopped.
  *
  * <p>The path comes last, so a tab in it stays in it; a newline in a path makes the caller's line count differ from
  * the reply's first line, and it then reads those statuses another way. Compiled with {@code javac --release 8}.
