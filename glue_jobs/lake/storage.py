@@ -253,7 +253,7 @@ class HadoopStorage:
             return []
         count = len(statuses)
         lines = self._bulk_class(STATUS_LINES_CLASS, "reading listings", "four fields a status", "FileStatus.toString")
-        parsed = status_lines(lambda start: str(lines.describe(statuses, start, REPLY_BYTES)), count) if lines else None
+        parsed = status_lines(lambda start: str(lines.describe(statuses, start, REPLY_BYTES)), count) if lines is not None else None
         if parsed is None:  # ArrayUtils.toString(Object), commons-lang3: py4j cannot pass a FileStatus[] as Object[]
             parsed = parse_status_array(str(self._jvm.org.apache.commons.lang3.ArrayUtils.toString(statuses)), count)
         if parsed is None:
