@@ -246,14 +246,12 @@ class HadoopStorage:
         _concurrently(move, moves, threads=threads, name="rename")
 
     def _file_infos(self, statuses) -> list[FileInfo]:
-        """FileInfo of each FileStatus, from StatusLines' text of the whole array (jvm/glue-functions) when it reads
-        exactly, else from the array's own text, else from each status's own text, else from its attributes: so for
-        directories, whose own text has no length (getLen() need not be 0)."""
-        if not statuses:
+        """FileInfo of each FileStatus: from StatusLines' text (jvm/glue-functions), else the array's own text, else each
+        status's own text, else its attributes (so a directory, whose own text has no length: getLen() need not be 0)."""
+        if not (count := len(statuses)):
             return []
-        count = len(statuses)
         lines = self._bulk_class(STATUS_LINES_CLASS, "reading listings", "four fields a status", "FileStatus.toString")
-        parsed = status_lines(lambda start: str(lines.describe(statuses, start, REPLY_BYTES)), count) if lines is not None else None
+        parsed = None if lines is None else status_lines(lambda start: str(lines.describe(statuses, start, REPLY_BYTES)), count)
         if parsed is None:  # ArrayUtils.toString(Object), commons-lang3: py4j cannot pass a FileStatus[] as Object[]
             parsed = parse_status_array(str(self._jvm.org.apache.commons.lang3.ArrayUtils.toString(statuses)), count)
         if parsed is None:
@@ -265,8 +263,7 @@ class HadoopStorage:
                 entry = (str(status.getPath()), bool(status.isDirectory()), int(status.getLen()),
                          int(status.getModificationTime()))
             full, is_dir, size, modified = entry
-            out.append(FileInfo(path=full, name=full.rstrip("/").rsplit("/", 1)[-1], size=size, modified_ms=modified,
-                                is_dir=is_dir))
+            out.append(FileInfo(path=full, name=full.rstrip("/").rsplit("/", 1)[-1], size=size, modified_ms=modified, is_dir=is_dir))
         return out
 
 
