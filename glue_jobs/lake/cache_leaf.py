@@ -36,6 +36,21 @@ def cached_leaf(persisted: DataFrame) -> DataFrame:
     return persisted
 
 
+def one_stage(leaf: DataFrame) -> DataFrame:
+    """`leaf` (cached_leaf's frame) coalesced to one partition when its cache is one partition, else `leaf`: an
+    aggregation over a plan of one partition that Spark knows as such (CoalesceExec of 1 reports SinglePartition,
+    apache/spark sql/core .../execution/basicPhysicalOperators.scala) needs no exchange, so the counts' two
+    aggregations run in one stage instead of three, and a task no fewer. How many partitions the cache has: its RDD,
+    `InMemoryRelation.cacheBuilder.cachedColumnBuffers` (sql/core .../execution/columnar/InMemoryRelation.scala), which
+    the first query over the cache would build anyway; a cache of more partitions is not coalesced (its tasks would
+    run one at a time). Where the relation is not reachable (the persisted frame itself), `leaf` as it is."""
+    try:
+        partitions = leaf._jdf.queryExecution().analyzed().cacheBuilder().cachedColumnBuffers().getNumPartitions()
+    except Py4JError:
+        return leaf
+    return leaf.coalesce(1) if partitions == 1 else leaf
+
+
 @functools.cache
 def _warn_once(message: str) -> None:
     logging.getLogger("glue_jobs.lake.packed_batch").warning(message)

@@ -36,7 +36,7 @@ from pyspark.sql import functions as F
 from glue_jobs.column_seq import ColumnSeq, aggregate, select
 from glue_jobs.contract import COUNTED, REASON_CODES
 from glue_jobs.decoding.registry_frames import UNKNOWN_SCHEMA_VERSION, version_id_of
-from glue_jobs.lake.cache_leaf import cached_leaf
+from glue_jobs.lake.cache_leaf import cached_leaf, one_stage
 from glue_jobs.lake.dropped_copies import observed_losers, ranked_keys, with_keys
 from glue_jobs.lake.lake_layout import dead_letter_write_columns, epoch_millis, hour_modulo, lake_write_columns
 from glue_jobs.lake.lake_table import LakeTable
@@ -131,10 +131,10 @@ class PackedBatch:
         self._persisted.unpersist()
 
     def counts(self) -> BatchCounts:
-        """The batch's counts, in one aggregation over (reason number, event_id hash): only longs and counts
-        are shuffled, never ids or payloads. The one action that materializes the batch and fills the cache."""
+        """The batch's counts, in one aggregation over (reason number, event_id hash): only longs and counts are shuffled
+        (nothing for a cache of one partition: one_stage), never ids or payloads. The one action that fills the cache."""
         by, per_key, totals = _count_columns(self.table.event_time, self._counted, SparkContext._jvm)
-        row = aggregate(aggregate(self._frame, by, per_key), None, totals).collect()[0]
+        row = aggregate(aggregate(one_stage(self._frame), by, per_key), None, totals).collect()[0]
         return BatchCounts(
             records_in=int(row["records_in"]),
             valid=int(row["valid"]),

@@ -565,6 +565,38 @@ def test_the_batch_reads_its_cache_as_one_plan_node(spark):
     assert not batch._persisted.is_cached
 
 
+@pytest.mark.parametrize("partitions, stages", [(1, 1), (2, 3)])
+def test_a_batch_cached_in_one_partition_is_counted_in_one_stage(spark, tmp_path, partitions, stages):
+    """The counts' two aggregations need no exchange over a cache of one partition (cache_leaf.one_stage): its job runs
+    one stage, not three, and counts what the three stages count over the same records in two partitions. The records
+    come from files, one partition each (a scan Spark does not know as a single partition, as a source's batch).
+    Adaptive execution off, as in a streaming query's batch (with it on, Spark 3.5 fills the cache in a job of its own)."""
+    import uuid
+
+    from glue_jobs.lake.lake_table import LakeTable
+    from glue_jobs.lake.packed_batch import PackedBatch
+    from glue_jobs.session import session_conf
+    from glue_jobs.sources import from_local_files
+
+    for number in range(partitions):
+        (tmp_path / f"part-{number}.json").write_text("".join(f"{p}\n" for p in PAYLOADS[number::partitions]))
+    envelope = from_local_files(spark.read.option("wholetext", "true").text(str(tmp_path)), "clicks", int(NOW * 1000))
+    assert envelope.rdd.getNumPartitions() == partitions
+    context, group = spark.sparkContext, f"counts-{uuid.uuid4().hex}"
+    validated = LakeTable.of("clickstream").validate(envelope, now_ms=int(NOW * 1000))
+    with session_conf(spark, {"spark.sql.adaptive.enabled": "false"}), PackedBatch(validated, tasks=2) as batch:
+        context.setJobGroup(group, "the counts")
+        try:
+            counts = batch.counts()
+        finally:
+            context.setLocalProperty("spark.jobGroup.id", None)
+    tracker = context.statusTracker()
+    (job,) = tracker.getJobIdsForGroup(group)
+    assert len(tracker.getJobInfo(job).stageIds) == stages
+    assert (counts.records_in, counts.valid, counts.by_reason, len(json.loads(counts.duplicate_keys))) == (
+        6, 4, {"malformed_json": 1, "invalid_type": 1}, 1)
+
+
 def test_a_kinesis_batch_counts_the_payloads_holding_a_replacement_character(spark, tmp_path):
     """Glue hands the job Kinesis records as text (inferSchema=true): a byte that was not UTF-8 may arrive as U+FFFD
     (unverified: no AWS page says what its reader does), where the job cannot tell it from one a producer sent. So the
