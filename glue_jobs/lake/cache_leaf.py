@@ -20,20 +20,24 @@ def cached_leaf(persisted: DataFrame) -> DataFrame:
     computed again from the batch, as before. These are Spark internals, checked on Spark 3.3, 3.5 and 4.1 (tests) and unverified on
     Glue's own Spark builds: where they are missing, the batch reads the persisted frame, logged once, with the same rows."""
     session = persisted.sparkSession
-    jss, jvm = session._jsparkSession, session._jvm
     try:
-        cached = jss.sharedState().cacheManager().lookupCachedData(persisted._jdf)
-        if cached.isDefined():
-            relation = cached.get().cachedRepresentation()
-            for name in ("org.apache.spark.sql.classic.Dataset", "org.apache.spark.sql.Dataset"):
-                holder = getattr(jvm, name)
-                if not isinstance(holder, JavaPackage):  # a class of this Spark
-                    return DataFrame(holder.ofRows(jss, relation), session)
+        cached = session._jsparkSession.sharedState().cacheManager().lookupCachedData(persisted._jdf)
+        if cached.isDefined() and (leaf := frame_of(session, cached.get().cachedRepresentation())) is not None:
+            return leaf
     except Py4JError as error:
         _warn_once(f"the batch cache's plan node is not reachable on Spark {session.version} ({error}); reading the persisted frame")
         return persisted
     _warn_once(f"no cache entry or Dataset.ofRows on Spark {session.version}; reading the persisted frame")
     return persisted
+
+
+def frame_of(session, plan) -> DataFrame | None:
+    """A DataFrame of a logical plan built in the JVM (`Dataset.ofRows`, which analyzes it), None on a Spark without it."""
+    for name in ("org.apache.spark.sql.classic.Dataset", "org.apache.spark.sql.Dataset"):
+        holder = getattr(session._jvm, name)
+        if not isinstance(holder, JavaPackage):  # a class of this Spark
+            return DataFrame(holder.ofRows(session._jsparkSession, plan), session)
+    return None
 
 
 def one_stage(leaf: DataFrame) -> DataFrame:

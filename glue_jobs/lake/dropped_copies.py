@@ -15,13 +15,16 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import struct
 import threading
 
+from py4j.protocol import Py4JError
 from pyspark import SparkContext
 from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 
 from glue_jobs.column_seq import ColumnSeq, select
+from glue_jobs.lake.cache_leaf import frame_of
 from glue_jobs.lake.survivors import content_hash, survivor_first
 from glue_jobs.observed import observed
 from glue_jobs.schema import INGESTION_COLUMNS
@@ -49,17 +52,44 @@ def ranked_keys(counts, without_keys: tuple[int, ...] = ()) -> str:
 
 def with_keys(rows: DataFrame, duplicate_keys: str, key: str) -> DataFrame:
     """The rows whose key hash is in `duplicate_keys` (a JSON array), with no Spark job up to KEYS_INLINE_UP_TO hashes:
-    up to IN_SET_FROM an array literal (generated code holds a reference to it, not its values), then an IN list
-    (OptimizeIn makes it an InSet past `spark.sql.optimizer.inSetConversionThreshold`, also a reference); more, a
-    broadcast semi join. tests/spark/test_dropped_copies.py reads the generated code for the values."""
+    up to IN_SET_FROM an array literal (generated code holds a reference to it, not its values), then an InSet built in
+    the JVM (`key_set`), or where it cannot be an IN list (OptimizeIn makes it an InSet past
+    `spark.sql.optimizer.inSetConversionThreshold`, also a reference); more, a broadcast semi join.
+    tests/spark/test_dropped_copies.py reads the generated code for the values."""
     hashes = duplicate_keys.count(",") + 1
     if hashes <= min(IN_SET_FROM, KEYS_INLINE_UP_TO):  # Spark's In writes its values into generated code: a class a batch
         listed = ", ".join(f"{value.strip()}L" for value in duplicate_keys[1:-1].split(","))
         return rows.filter(F.expr(f"array_contains(array({listed}), `{key}`)"))  # an array literal is a reference
     if hashes <= KEYS_INLINE_UP_TO:
-        return rows.filter(F.expr(f"`{key}` IN ({duplicate_keys[1:-1]})"))
+        return key_set(rows, duplicate_keys, key) or rows.filter(F.expr(f"`{key}` IN ({duplicate_keys[1:-1]})"))
     keys = rows.sparkSession.range(1).select(F.explode(F.from_json(F.lit(duplicate_keys), "array<bigint>")).alias(key))
     return rows.join(F.broadcast(keys), key, "left_semi")
+
+
+def key_set(rows: DataFrame, duplicate_keys: str, key: str) -> DataFrame | None:
+    """`rows` filtered by Spark's InSet of the hashes (what OptimizeIn makes of a long IN list: apache/spark sql/catalyst
+    .../optimizer/expressions.scala), built in the JVM from the hashes as 8-byte values in one array: an IN list of 5,000
+    hashes cost SQL parsing and analysis of 5,000 literals in every batch (docs/performance.md). The generated code
+    refers to the set (InSet.genCodeWithSet for a long column). Spark internals (InSet, UnresolvedAttribute, the logical
+    Filter, Dataset.ofRows), checked on 3.3, 3.5 and 4.1 by the tests; None, logged once, where they are not reachable."""
+    values = json.loads(duplicate_keys)
+    session = rows.sparkSession
+    jvm = session._jvm
+    try:
+        array = session.sparkContext._gateway.new_array(jvm.long, len(values))
+        jvm.java.nio.ByteBuffer.wrap(bytearray(struct.pack(f">{len(values)}q", *values))).asLongBuffer().get(array)
+        catalyst = jvm.org.apache.spark.sql.catalyst
+        condition = catalyst.expressions.InSet(catalyst.analysis.UnresolvedAttribute.quoted(key),
+                                               jvm.scala.Predef.wrapLongArray(array).toSet())
+        return frame_of(session, catalyst.plans.logical.Filter(condition, rows._jdf.queryExecution().analyzed()))
+    except Py4JError as error:
+        _warn_once(f"the duplicated keys' InSet is not reachable on Spark {session.version} ({error}): an IN list instead")
+        return None
+
+
+@functools.cache
+def _warn_once(message: str) -> None:
+    log.warning(message)
 
 
 def observed_losers(candidates: DataFrame, key: tuple[str, ...], dropped: Observation, *, row: str,

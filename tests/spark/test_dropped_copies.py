@@ -125,3 +125,30 @@ def test_the_key_hashes_picked_are_not_written_into_generated_code(spark, hashes
     body = code.split("Generated code:", 1)[1]
     assert "_key" in code and "7000000000" not in body  # line numbers and comments hold no value either
     assert picked.count() == 0
+
+
+@pytest.mark.parametrize("reachable", [True, False])
+def test_the_key_hashes_past_an_array_literal_are_an_inset_built_in_the_jvm_or_else_an_in_list(spark, monkeypatch, caplog,
+                                                                                                 reachable):
+    """Past IN_SET_FROM hashes the candidates' filter is Spark's InSet, made in the JVM from the hashes as data (no SQL
+    text of thousands of literals to parse and analyze); where the internals it needs are not reachable, an IN list,
+    logged: the same rows either way."""
+    from py4j.protocol import Py4JError
+    from pyspark.sql import functions as F
+
+    frame = spark.range(200).select(F.col("id"), F.xxhash64("id").alias("_key"))
+    wanted = {row["id"]: row["_key"] for row in frame.filter("id % 9 = 0").collect()}
+    listed = json.dumps([*wanted.values(), *(-7_000_000_000_123 + n for n in range(30))])
+    if not reachable:
+        dropped_copies._warn_once.cache_clear()
+
+        def unreachable(*_):
+            raise Py4JError("no such class")
+
+        monkeypatch.setattr(dropped_copies, "frame_of", unreachable)
+    with caplog.at_level(logging.WARNING, logger="glue_jobs.lake.dropped_copies"):
+        picked = dropped_copies.with_keys(frame, listed, "_key")
+    plan = picked._jdf.queryExecution().analyzed().toString()
+    assert ("INSET" in plan.upper()) is reachable and (" IN (" in plan.upper()) is not reachable
+    assert ("an IN list instead" in caplog.text) is not reachable
+    assert sorted(row["id"] for row in picked.collect()) == sorted(wanted) and len(wanted) == 23
