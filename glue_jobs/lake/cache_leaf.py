@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import logging
 
 from py4j.java_gateway import JavaPackage
@@ -25,9 +24,9 @@ def cached_leaf(persisted: DataFrame) -> DataFrame:
         if cached.isDefined() and (leaf := frame_of(session, cached.get().cachedRepresentation())) is not None:
             return leaf
     except Py4JError as error:
-        _warn_once(f"the batch cache's plan node is not reachable on Spark {session.version} ({error}); reading the persisted frame")
+        _warn_once("leaf", f"the batch cache's plan node is not reachable on Spark {session.version} ({error}); reading the persisted frame")
         return persisted
-    _warn_once(f"no cache entry or Dataset.ofRows on Spark {session.version}; reading the persisted frame")
+    _warn_once("no leaf", f"no cache entry or Dataset.ofRows on Spark {session.version}; reading the persisted frame")
     return persisted
 
 
@@ -47,14 +46,20 @@ def one_stage(leaf: DataFrame) -> DataFrame:
     aggregations run in one stage instead of three, and a task no fewer. How many partitions the cache has: its RDD,
     `InMemoryRelation.cacheBuilder.cachedColumnBuffers` (sql/core .../execution/columnar/InMemoryRelation.scala), which
     the first query over the cache would build anyway; a cache of more partitions is not coalesced (its tasks would
-    run one at a time). Where the relation is not reachable (the persisted frame itself), `leaf` as it is."""
+    run one at a time). Where the relation is not reachable (the persisted frame itself), `leaf` as it is, logged once."""
     try:
         partitions = leaf._jdf.queryExecution().analyzed().cacheBuilder().cachedColumnBuffers().getNumPartitions()
-    except Py4JError:
+    except Py4JError as error:
+        _warn_once("partitions", f"the batch cache's partitions are not reachable on Spark {leaf.sparkSession.version} ({error}): counted in three stages")
         return leaf
     return leaf.coalesce(1) if partitions == 1 else leaf
 
 
-@functools.cache
-def _warn_once(message: str) -> None:
-    logging.getLogger("glue_jobs.lake.packed_batch").warning(message)
+_WARNED: set[str] = set()
+
+
+def _warn_once(kind: str, message: str) -> None:
+    """`message`, the first time `kind` happens in this process (a py4j error's text differs from call to call)."""
+    if kind not in _WARNED:
+        _WARNED.add(kind)
+        logging.getLogger("glue_jobs.lake.packed_batch").warning(message)

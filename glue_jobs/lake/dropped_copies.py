@@ -83,13 +83,13 @@ def key_set(rows: DataFrame, duplicate_keys: str, key: str) -> DataFrame | None:
                                                jvm.scala.Predef.wrapLongArray(array).toSet())
         return frame_of(session, catalyst.plans.logical.Filter(condition, rows._jdf.queryExecution().analyzed()))
     except Py4JError as error:
-        _warn_once(f"the duplicated keys' InSet is not reachable on Spark {session.version} ({error}): an IN list instead")
+        if not _WARNED:  # once a process: a py4j error's text differs from call to call
+            _WARNED.append(error)
+            log.warning("the duplicated keys' InSet is not reachable on Spark %s (%s): an IN list instead", session.version, error)
         return None
 
 
-@functools.cache
-def _warn_once(message: str) -> None:
-    log.warning(message)
+_WARNED: list = []
 
 
 def observed_losers(candidates: DataFrame, key: tuple[str, ...], dropped: Observation, *, row: str,

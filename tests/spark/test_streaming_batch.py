@@ -597,6 +597,20 @@ def test_a_batch_cached_in_one_partition_is_counted_in_one_stage(spark, tmp_path
         6, 4, {"malformed_json": 1, "invalid_type": 1}, 1)
 
 
+def test_a_frame_that_is_no_cache_is_counted_as_it_is_and_said_once(spark, caplog, monkeypatch):
+    """one_stage reads the partitions of a cache; handed anything else (the persisted frame, where the cache's node was
+    not reachable), it leaves the frame alone and logs it once."""
+    import logging
+
+    from glue_jobs.lake import cache_leaf
+
+    monkeypatch.setattr(cache_leaf, "_WARNED", set())
+    frame = spark.range(5).coalesce(1)
+    with caplog.at_level(logging.WARNING, logger="glue_jobs.lake.packed_batch"):
+        assert cache_leaf.one_stage(frame) is frame and cache_leaf.one_stage(frame) is frame
+    assert caplog.text.count("counted in three stages") == 1
+
+
 def test_a_kinesis_batch_counts_the_payloads_holding_a_replacement_character(spark, tmp_path):
     """Glue hands the job Kinesis records as text (inferSchema=true): a byte that was not UTF-8 may arrive as U+FFFD
     (unverified: no AWS page says what its reader does), where the job cannot tell it from one a producer sent. So the
