@@ -24,9 +24,9 @@ def cached_leaf(persisted: DataFrame) -> DataFrame:
         if cached.isDefined() and (leaf := frame_of(session, cached.get().cachedRepresentation())) is not None:
             return leaf
     except Py4JError as error:
-        _warn_once("leaf", f"the batch cache's plan node is not reachable on Spark {session.version} ({error}); reading the persisted frame")
+        warn_once(_log, "leaf", f"the batch cache's plan node is not reachable on Spark {session.version} ({error}); reading the persisted frame")
         return persisted
-    _warn_once("no leaf", f"no cache entry or Dataset.ofRows on Spark {session.version}; reading the persisted frame")
+    warn_once(_log, "no leaf", f"no cache entry or Dataset.ofRows on Spark {session.version}; reading the persisted frame")
     return persisted
 
 
@@ -50,16 +50,18 @@ def one_stage(leaf: DataFrame) -> DataFrame:
     try:
         partitions = leaf._jdf.queryExecution().analyzed().cacheBuilder().cachedColumnBuffers().getNumPartitions()
     except Py4JError as error:
-        _warn_once("partitions", f"the batch cache's partitions are not reachable on Spark {leaf.sparkSession.version} ({error}): counted in three stages")
+        warn_once(_log, "partitions", f"the batch cache's partitions are not reachable on Spark {leaf.sparkSession.version} ({error}): counted in three stages")
         return leaf
     return leaf.coalesce(1) if partitions == 1 else leaf
 
 
+_log = logging.getLogger("glue_jobs.lake.packed_batch")
 _WARNED: set[str] = set()
 
 
-def _warn_once(kind: str, message: str) -> None:
-    """`message`, the first time `kind` happens in this process (a py4j error's text differs from call to call)."""
+def warn_once(log: logging.Logger, kind: str, message: str) -> None:
+    """`message`, the first time `kind` (what fell back) happens in this process: a py4j error's text names a new object
+    id on every call, so the message itself would be new every batch."""
     if kind not in _WARNED:
         _WARNED.add(kind)
-        logging.getLogger("glue_jobs.lake.packed_batch").warning(message)
+        log.warning(message)

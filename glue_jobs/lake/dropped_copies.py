@@ -24,7 +24,7 @@ from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 
 from glue_jobs.column_seq import ColumnSeq, select
-from glue_jobs.lake.cache_leaf import frame_of
+from glue_jobs.lake.cache_leaf import frame_of, warn_once
 from glue_jobs.lake.survivors import content_hash, survivor_first
 from glue_jobs.observed import observed
 from glue_jobs.schema import INGESTION_COLUMNS
@@ -81,15 +81,14 @@ def key_set(rows: DataFrame, duplicate_keys: str, key: str) -> DataFrame | None:
         catalyst = jvm.org.apache.spark.sql.catalyst
         condition = catalyst.expressions.InSet(catalyst.analysis.UnresolvedAttribute.quoted(key),
                                                jvm.scala.Predef.wrapLongArray(array).toSet())
-        return frame_of(session, catalyst.plans.logical.Filter(condition, rows._jdf.queryExecution().analyzed()))
+        picked = frame_of(session, catalyst.plans.logical.Filter(condition, rows._jdf.queryExecution().analyzed()))
     except Py4JError as error:
-        if not _WARNED:  # once a process: a py4j error's text differs from call to call
-            _WARNED.append(error)
-            log.warning("the duplicated keys' InSet is not reachable on Spark %s (%s): an IN list instead", session.version, error)
-        return None
-
-
-_WARNED: list = []
+        picked, reason = None, error
+    else:
+        reason = "no Dataset.ofRows"
+    if picked is None:
+        warn_once(log, "key set", f"the duplicated keys' InSet is not reachable on Spark {session.version} ({reason}): an IN list instead")
+    return picked
 
 
 def observed_losers(candidates: DataFrame, key: tuple[str, ...], dropped: Observation, *, row: str,

@@ -12,7 +12,7 @@ import pytest
 
 from glue_jobs.batch import MicroBatchWriter
 from glue_jobs.commit import BatchStats
-from glue_jobs.lake import dropped_copies
+from glue_jobs.lake import cache_leaf, dropped_copies
 from glue_jobs.local_runner import RunSummary
 from glue_jobs.metrics import DIFFERING_DUPLICATES, metric_data
 from glue_jobs.session import session_conf
@@ -140,7 +140,7 @@ def test_the_key_hashes_past_an_array_literal_are_an_inset_built_in_the_jvm_or_e
     wanted = {row["id"]: row["_key"] for row in frame.filter("id % 9 = 0").collect()}
     listed = json.dumps([*wanted.values(), *(-7_000_000_000_123 + n for n in range(30))])
     if not reachable:
-        monkeypatch.setattr(dropped_copies, "_WARNED", [])
+        monkeypatch.setattr(cache_leaf, "_WARNED", set())
 
         def unreachable(*_):
             raise Py4JError("no such class")
