@@ -236,15 +236,18 @@ class MicroBatchWriter:
             tag = batch_tag(self.source_name, self.stream_id, batch_id)
             # The batch's own session (the query's clone): the catalog that commits is the one that looks.
             recorded = committed_rows(rows.sparkSession, self.iceberg, tag)
+            held_hours = None  # a replay: which hours held a key is not known, every hour of the batch is looked at
             if recorded is not None:
                 log.info("batch %s of %s: its Iceberg append %s is committed already", batch_id, self.source_name, tag)
                 if dropped is not None:
                     rows.count()  # the copies dropped within the batch, counted as the attempt that committed counted them
                 written = recorded
             else:
-                written = append_batch(self.table, self.iceberg, rows, tag, (counts.oldest_event_ms, counts.newest_event_ms))
+                written, held_hours = append_batch(self.table, self.iceberg, rows, tag,
+                                                   (counts.oldest_event_ms, counts.newest_event_ms))
             losers, differing = dropped_copies.counted(dropped) or (None, 0)
-            return LakeWritten(written, differing + self._differing_from_table(batch, counts, batch_id, without_keys, written, losers))
+            return LakeWritten(written, differing + self._differing_from_table(
+                batch, counts, batch_id, without_keys, written, losers, held_hours))
         observed = Observation()
         rows.observe(observed, row_count()).write.options(**self._parquet_options).partitionBy(
             "event_date", "event_hour").parquet(self.commit.lake_staging(batch_id))
@@ -252,15 +255,17 @@ class MicroBatchWriter:
         return LakeWritten(written, (dropped_copies.counted(dropped) or (0, 0))[1])
 
     def _differing_from_table(self, batch: PackedBatch, counts: BatchCounts, batch_id: int, without_keys: tuple[int, ...],
-                              written: int, losers: int | None = None) -> int:
+                              written: int, losers: int | None = None, held_hours: tuple[int, ...] | None = None) -> int:
         """Of the rows an Iceberg append left out because the table held their key for the hour already, those whose
         content differs from the row the table holds (iceberg_lake.differing_from_table): looked for only when the
         append left rows out (`losers`: the copies dropped within the batch; None when they were not observed, then
-        whenever the batch wrote fewer rows than it holds valid ones)."""
+        whenever the batch wrote fewer rows than it holds valid ones), in the hours it left them out of (`held_hours`,
+        None: every hour of the batch)."""
         if counts.valid - (losers or 0) - written <= 0:  # rows left out as unwritable (without_keys) only cost a look
             return 0
         rows = self._lake_rows(batch, counts, batch_id, without_keys=without_keys)
-        return differing_from_table(self.table, self.iceberg, rows, (counts.oldest_event_ms, counts.newest_event_ms))
+        return differing_from_table(self.table, self.iceberg, rows, (counts.oldest_event_ms, counts.newest_event_ms),
+                                    held_hours)
 
     def _write_dead_letters(self, batch: PackedBatch, counts: BatchCounts, batch_id: int, started: float,
                             extra: DataFrame | None = None) -> int:

@@ -20,9 +20,11 @@ append that carries them (ACCEPT_ANY_SCHEMA below). `ensure_table` creates it wh
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from typing import NamedTuple
 
 from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
@@ -52,6 +54,7 @@ APPEND_SETTINGS = {CHECK_ORDERING: "false", ADAPTIVE: "false"}
 # `write.metadata.previous-versions-max`). Snapshots and manifests are bounded by the hourly maintenance.
 METADATA_LIMITS = {"write.metadata.delete-after-commit.enabled": "true", "write.metadata.previous-versions-max": "100"}
 _HOUR = "_streamlake_hour"
+_HELD = "_streamlake_held"  # the table's side of append_batch's join: the key is in the table for the hour
 _PART = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -124,43 +127,62 @@ def existing_keys(spark, table: LakeTable, target: IcebergTarget, low_ms: int, h
             .select(*(F.col(f"`{k}`") for k in table.key), F.floor(event_time_ms(table) / F.lit(MS_PER_HOUR)).alias(_HOUR)))
 
 
+class Appended(NamedTuple):
+    """What append_batch did: the rows it appended, and the epoch hours (event time) of the rows it left out because
+    the table held their key for the hour already: the only hours differing_from_table has to read."""
+
+    rows: int
+    held_hours: tuple[int, ...]
+
+
 def append_batch(table: LakeTable, target: IcebergTarget, rows: DataFrame, tag: str,
-                 event_bounds_ms: tuple[int | None, int | None]) -> int:
+                 event_bounds_ms: tuple[int | None, int | None]) -> Appended:
     """Append a batch's lake rows (one per key, glue_jobs/lake/packed_batch.py) in one Iceberg commit tagged `tag`,
-    leaving out keys the table holds already for the same hour; returns the rows appended. `event_bounds_ms`: the
-    earliest and latest event time of the rows (the batch's counts already hold them: no pass over the rows here)."""
+    leaving out keys the table holds already for the same hour. `event_bounds_ms`: the earliest and latest event time
+    of the rows (the batch's counts already hold them: no pass over the rows here).
+
+    The rows are joined to the table's keys of those hours (left outer, the table's side marked) rather than anti
+    joined, so the append's own observation also names the hours of the rows left out: one job either way, and the
+    check for differing copies after it reads those hours only, not every hour the batch touches (on a table whose
+    hours hold a file per batch, that read grew with every batch: docs/performance.md "Iceberg")."""
     ms = event_time_ms(table)
     earliest, latest = event_bounds_ms
-    new = rows
+    new, measures, observed = rows, [row_count()], Observation()
     if earliest is not None and latest is not None:
         low = earliest // MS_PER_HOUR * MS_PER_HOUR
         high = (latest // MS_PER_HOUR + 1) * MS_PER_HOUR
         keys = list(table.key)
-        existing = existing_keys(rows.sparkSession, table, target, low, high)
-        new = (rows.withColumn(_HOUR, F.floor(ms / F.lit(MS_PER_HOUR)))
-               .join(existing, [*keys, _HOUR], "left_anti").drop(_HOUR)
-               .select(*(F.col(f"`{name}`") for name in rows.columns)))
-    observed = Observation()
+        held = F.col(_HELD).isNotNull()
+        existing = existing_keys(rows.sparkSession, table, target, low, high).withColumn(_HELD, F.lit(True))
+        new = rows.withColumn(_HOUR, F.floor(ms / F.lit(MS_PER_HOUR))).join(existing, [*keys, _HOUR], "left")
+        # A string, not an array: it crosses py4j as one value on every pyspark line (glue_jobs/observed.py)
+        measures = [F.count(F.when(~held, F.lit(1))).alias("rows"),
+                    F.concat_ws(",", F.collect_set(F.when(held, F.col(_HOUR).cast("string")))).alias("held")]
+        new = new.observe(observed, *measures).where(~held).select(*(F.col(f"`{name}`") for name in rows.columns))
+    else:
+        new = new.observe(observed, *measures)
     # By name at every depth: a field merged into the table goes last, where the batch's rows may hold it elsewhere
     # (Iceberg's `spark.sql.iceberg.check-ordering`, true by default, refuses such an append as "out of order").
     # Adaptive execution off for the append (a streaming micro-batch has it off anyway): with it on, an append whose
     # rows were all left out never delivered its observation, and `observed.get` waited for ever (seen on Spark 3.5.4
     # with Iceberg 1.7.1 in a batch session; why is unverified: tests/spark/test_iceberg_lines.py keeps the case).
     with session_conf(rows.sparkSession, APPEND_SETTINGS):
-        (new.observe(observed, row_count())
-         .writeTo(target.name).option(f"snapshot-property.{BATCH_PROPERTY}", tag).option("merge-schema", "true").append())
-    return int(observed_values(observed, "rows")["rows"])
+        new.writeTo(target.name).option(f"snapshot-property.{BATCH_PROPERTY}", tag).option("merge-schema", "true").append()
+    values = observed_values(observed, *(["rows", "held"] if len(measures) > 1 else ["rows"]))
+    return Appended(int(values["rows"]), tuple(sorted(int(h) for h in str(values.get("held") or "").split(",") if h)))
 
 
 def differing_from_table(table: LakeTable, target: IcebergTarget, rows: DataFrame,
-                         event_bounds_ms: tuple[int | None, int | None]) -> int:
+                         event_bounds_ms: tuple[int | None, int | None], hours: tuple[int, ...] | None = None) -> int:
     """Of a batch's lake `rows` (after its own collapse), those whose key the table holds for the same hour with another
     content (survivors.content_hash over every column but the ingestion metadata and the partitions). A row append_batch
     wrote meets itself and is equal, so call it after the append: what it counts are the rows the append left out that
     differ from the row kept. Both sides are compared in one type per column (`merged`: struct fields by name at any
-    depth, a field merged into the table goes last), a field or column only one side has being null on the other."""
+    depth, a field merged into the table goes last), a field or column only one side has being null on the other.
+    `hours`: the epoch hours to read (Appended.held_hours: no row left out elsewhere can differ); None reads every
+    hour of `event_bounds_ms` (a replayed batch, whose append is not in this attempt)."""
     earliest, latest = event_bounds_ms
-    if earliest is None or latest is None:
+    if earliest is None or latest is None or hours == ():
         return 0
     skipped = {name for name, _, _ in INGESTION_COLUMNS + PARTITION_COLUMNS}
     mine = {f.name: f.dataType for f in rows.schema.fields if f.name not in skipped}
@@ -179,9 +201,23 @@ def differing_from_table(table: LakeTable, target: IcebergTarget, rows: DataFram
         return frame.select(*(F.col(k) for k in keys), F.floor(event_time_ms(table) / F.lit(MS_PER_HOUR)).alias(_HOUR),
                             content_hash(values).alias(alias))
 
-    existing = spark_table.where((event_time >= F.lit(_utc(low))) & (event_time < F.lit(_utc(high))))
+    ranges = [(low, high)] if hours is None else _runs(hours)
+    existing = spark_table.where(functools.reduce(lambda a, b: a | b, [
+        (event_time >= F.lit(_utc(start))) & (event_time < F.lit(_utc(end))) for start, end in ranges]))
     joined = hashed(rows, mine, "_mine").join(hashed(existing, theirs, "_theirs"), [*table.key, _HOUR])
     return joined.where(F.col("_mine") != F.col("_theirs")).count()
+
+
+def _runs(hours: tuple[int, ...]) -> list[tuple[int, int]]:
+    """Epoch hours as [start, end) millisecond ranges, consecutive hours in one range: timestamp bounds on the event
+    time column, which Iceberg prunes its hours() partitions by (existing_keys says why not unix_millis)."""
+    runs: list[list[int]] = []
+    for hour in sorted(set(hours)):
+        if runs and runs[-1][1] == hour:
+            runs[-1][1] = hour + 1
+        else:
+            runs.append([hour, hour + 1])
+    return [(start * MS_PER_HOUR, end * MS_PER_HOUR) for start, end in runs]
 
 
 def merged(first: DataType, second: DataType) -> DataType:

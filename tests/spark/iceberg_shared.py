@@ -62,27 +62,37 @@ def lines_part():
     v1_items = "array<struct<sku:string,quantity:int,unit_price:decimal(10,2)>>"
     item = "named_struct('sku', 'sku-1', 'quantity', 2, 'unit_price', 6.25)"
     batch0 = frame([row("o-1", at(9, 5), item), row("o-2", at(9, 40), item), row("o-3", at(10, 1), item)], v1_items)
-    written0 = append_batch(table, target, batch0, "orders-in:s:0", (ms(at(9, 5)), ms(at(10, 1))))
+    def hour(when):
+        return ms(when) // 3_600_000
+
+    appended0 = append_batch(table, target, batch0, "orders-in:s:0", (ms(at(9, 5)), ms(at(10, 1))))
     # o-1 again in hour 9 with another order time (left out, differing), o-1 in hour 11 (another hour: kept), o-4 new,
     # o-2 again as it was (left out, the same)
     batch1 = frame([row("o-1", at(9, 30), item), row("o-1", at(11, 0), item), row("o-4", at(9, 50), item),
                     row("o-2", at(9, 40), item)], v1_items)
-    written1 = append_batch(table, target, batch1, "orders-in:s:1", (ms(at(9, 30)), ms(at(11, 0))))
-    differing1 = differing_from_table(table, target, batch1, (ms(at(9, 30)), ms(at(11, 0))))
+    appended1 = append_batch(table, target, batch1, "orders-in:s:1", (ms(at(9, 30)), ms(at(11, 0))))
+    bounds1 = (ms(at(9, 30)), ms(at(11, 0)))
+    # every hour of the batch read, the hours the append names (its held rows' hours only), an hour holding no copy
+    differing1 = [differing_from_table(table, target, batch1, bounds1), differing_from_table(table, target, batch1, bounds1, appended1.held_hours),
+                  differing_from_table(table, target, batch1, bounds1, (hour(at(11)),))]
     # a newer schema version: an optional field inside the items' element struct
     v2_items = "array<struct<sku:string,quantity:int,unit_price:decimal(10,2),gift_note:string>>"
     gift = "named_struct('sku', 'sku-2', 'quantity', 1, 'unit_price', 3.00, 'gift_note', 'for you')"
     batch2 = frame([row("o-5", at(12, 0), gift)], v2_items)
-    written2 = append_batch(table, target, batch2, "orders-in:s:2", (ms(at(12, 0)), ms(at(12, 0))))
+    appended2 = append_batch(table, target, batch2, "orders-in:s:2", (ms(at(12, 0)), ms(at(12, 0))))
     # older-version copies: o-3 as it was (the same), o-5 without the gift note the table holds for it (differing)
     batch3 = frame([row("o-3", at(10, 1), item), row("o-5", at(12, 0), item.replace("sku-1", "sku-2").replace("2, 'unit_price', 6.25", "1, 'unit_price', 3.00"))], v1_items)
-    written3 = append_batch(table, target, batch3, "orders-in:s:3", (ms(at(10, 1)), ms(at(12, 0))))
-    differing3 = differing_from_table(table, target, batch3, (ms(at(10, 1)), ms(at(12, 0))))
+    appended3 = append_batch(table, target, batch3, "orders-in:s:3", (ms(at(10, 1)), ms(at(12, 0))))
+    bounds3 = (ms(at(10, 1)), ms(at(12, 0)))
+    differing3 = [differing_from_table(table, target, batch3, bounds3), differing_from_table(table, target, batch3, bounds3, appended3.held_hours)]
+    appended = [appended0, appended1, appended2, appended3]
 
     stored = spark.table(target.name)
     partitioning = [r.asDict() for r in spark.sql(f"DESCRIBE TABLE {target.name}").collect()]
     return {
-        "written": [written0, written1, written2, written3],
+        "written": [a.rows for a in appended],
+        # the hours of the rows each append left out, as hours of the day (two apart in the last: two ranges read)
+        "held_hours": [[h - hour(at(0)) for h in a.held_hours] for a in appended],
         "differing": [differing1, differing3],
         "committed": [committed_rows(spark, target, f"orders-in:s:{n}") for n in range(3)] +
                      [committed_rows(spark, target, "orders-in:s:9")],

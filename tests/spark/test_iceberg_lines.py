@@ -19,7 +19,10 @@ from .iceberg_shared import iceberg_part
 def test_the_iceberg_lake_step_on_this_spark_line(tmp_path_factory):
     found, _ = iceberg_part(tmp_path_factory, "lines")
     assert found["written"] == [3, 2, 1, 0]
-    assert found["differing"] == [1, 1]  # o-1's other order time; o-5's gift note only the table's copy has
+    assert found["held_hours"] == [[], [9], [], [10, 12]]  # o-1 and o-2 in hour 9; o-3 in hour 10, o-5 in hour 12
+    # o-1's other order time; o-5's gift note only the table's copy has: the same reading every hour of the batch or
+    # only the hours the append names, and nothing in an hour that holds no copy (the hours are what is read)
+    assert found["differing"] == [[1, 1, 0], [1, 1]]
     assert found["committed"] == [3, 2, 1, None]
     assert found["rows"] == [["o-1", 9], ["o-1", 11], ["o-2", 9], ["o-3", 10], ["o-4", 9], ["o-5", 12]]
     assert found["items_type"] == "array<struct<sku:string,quantity:int,unit_price:decimal(10,2),gift_note:string>>"
