@@ -15,7 +15,8 @@ after the other:
   bad:   the quiet source beside one receiving as many records, every one of them bad (all dead letters).
 The figure is the median duration of the quiet source's batches (BatchStats.duration_ms, the batch function's own
 time) after `--warmup` batches, in each run; the rows are busy/alone and bad/alone, target <= 1.2 (issue 59: within
-20% of running alone). Measured on this machine (2 cores), not on Glue: a G.025X worker has 2 vCPUs as well, but a
+20% of running alone). Exits 2, saying why, when the busy source's batches were not longer than the window (the case
+the target is about: busy_case_missed). Measured on this machine (2 cores), not on Glue: a G.025X worker has 2 vCPUs as well, but a
 Glue job's driver and executors are separate machines.
 """
 
@@ -186,20 +187,20 @@ def main(argv: list[str] | None = None) -> int:
         at_most(f"quiet beside a {args.ratio}x busy source / alone", round(medians["busy"] / medians["alone"], 3), TARGET),
         at_most(f"quiet beside an all-bad {args.ratio}x source / alone", round(medians["bad"] / medians["alone"], 3), TARGET),
     ]
-    write_result(args.out, {"bench": "isolation", "scheduler": args.scheduler, "window_seconds": args.window, "records": args.records,
+    missed = busy_case_missed(busy_median, args.window)
+    write_result(args.out, {"bench": "isolation", "busy_case_missed": missed, "scheduler": args.scheduler, "window_seconds": args.window, "records": args.records,
                             "ratio": args.ratio, "medians": medians, "compiler_ms": compiler_ms,
                             "warmup_rounds": [{"seconds": round(sec, 1), "compiler_ms": ms} for sec, ms in warm], "rows": rows})
     for row in rows:
         print(f"{row['row']}: {row['value']}" + (f" (target <= {row['target']})" if row["target"] else ""))
     spark.stop()
-    premise = busy_longer_than_window(busy_median, args.window)
-    if premise:
-        print(premise, file=sys.stderr)
+    if missed:
+        print(missed, file=sys.stderr)
         return 2
     return 0
 
 
-def busy_longer_than_window(busy_median: float | None, window: int) -> str | None:
+def busy_case_missed(busy_median: float | None, window: int) -> str | None:
     """None when the busy source's batches took longer than the window, as issue 59's isolation case asks ("its batches
     longer than the window"); else why the run does not measure that case. On a faster machine the same `--ratio` gives
     batches shorter than the window, and the busy source then leaves the cores idle part of each window."""
