@@ -20,7 +20,7 @@ import threading
 
 from py4j.protocol import Py4JError
 from pyspark import SparkContext
-from pyspark.sql import DataFrame, Observation
+from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 
 from glue_jobs.column_seq import ColumnSeq, select
@@ -99,9 +99,8 @@ def observed_losers(candidates: DataFrame, key: tuple[str, ...], dropped: Observ
     hash), which are no content. The content is every lake column but the ingestion metadata (survivors.content_hash)."""
     fields = tuple((f.name, f.dataType) for f in candidates.schema.fields if f.name not in ignored)
     marked = select(select(candidates, _hashed(fields, SparkContext._jvm)), _marked(key, row, SparkContext._jvm))
-    observed = marked.filter(F.col(_RANK) > 1).observe(
-        dropped, F.count(F.lit(1)).alias("losers"), F.coalesce(F.sum(F.col(_DIFFERS).cast("long")), F.lit(0)).alias("differing"))
-    return observed.select(row)
+    losing, losers, differing = _losing(SparkContext._jvm)
+    return marked.filter(losing).observe(dropped, losers, differing).select(row)
 
 
 def counted(dropped: Observation | None, *, timeout_seconds: float = TIMEOUT_SECONDS) -> tuple[int, int] | None:
@@ -126,6 +125,14 @@ def counted(dropped: Observation | None, *, timeout_seconds: float = TIMEOUT_SEC
                   found.get("error") or f"nothing within {timeout_seconds}s")
         return None
     return int(found["losers"]), int(found["differing"])
+
+
+@functools.cache
+def _losing(jvm) -> tuple[Column, Column, Column]:
+    """The losers' filter and the two counts observed on them, built once per JVM (about forty py4j round trips a
+    batch with duplicates, half of them reflection lookups, when built per batch)."""
+    return (F.col(_RANK) > 1, F.count(F.lit(1)).alias("losers"),
+            F.coalesce(F.sum(F.col(_DIFFERS).cast("long")), F.lit(0)).alias("differing"))
 
 
 @functools.cache

@@ -27,11 +27,15 @@ What Glue hands the batch function, per source (docs/streaming-job.md "Sources" 
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
+import functools
+from typing import NamedTuple
+
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from glue_jobs.batch_constants import with_batch_constants
+from glue_jobs.column_seq import ColumnSeq, select
 from glue_jobs.schema import PROBLEM_DDL, source_record_type
 
 # The record text of a Kinesis frame read with inferSchema=true, as spelled by different Glue releases.
@@ -112,14 +116,34 @@ def from_local_files(raw: DataFrame, source_name: str, arrival_ms: int) -> DataF
     """Text source read with wholetext=true: `value` is a whole file. Lines end with \\n or \\r\\n;
     the final terminator ends the last line (it does not start an empty one); blank lines are records.
     arrival_ms (epoch ms) is the batch's processing time: files carry no per-record arrival time (it is
-    joined as data, not a literal: see glue_jobs/batch_constants.py)."""
+    joined as data, not a literal: see glue_jobs/batch_constants.py). The columns are built once per source and JVM
+    (`_local_columns`): built per batch they were about 150 py4j round trips, a third of them reflection lookups."""
+    from pyspark import SparkContext
+
     _require(raw, ("value",), "local text")
+    columns = _local_columns(SparkContext._jvm, source_name, _utf8_kind(raw.sparkSession))
+    lines = select(select(select(select(raw, columns.read), columns.split), columns.counted), columns.exploded)
+    return select(with_batch_constants(lines.filter(columns.is_line), {"_arrival_ms": arrival_ms}), columns.envelope)
+
+
+class _LocalColumns(NamedTuple):
+    read: ColumnSeq
+    split: ColumnSeq
+    counted: ColumnSeq
+    exploded: ColumnSeq
+    is_line: Column
+    envelope: ColumnSeq
+
+
+@functools.cache
+def _local_columns(jvm, source_name: str, utf8_kind: str) -> _LocalColumns:
+    """from_local_files' selects, for one source name and UTF-8 check (`_utf8_kind`), in the JVM `jvm`."""
     # split on "\n" (no regex), then per row: drop the empty piece after a final "\n" (and the one piece
     # of an empty file), and one "\r" before each "\n". No expression runs over the whole file but the
     # split itself: substring/length of a multi-megabyte value cost more than the rest of the adapter.
     value = F.col("value")
     piece, position = F.col("_piece"), F.col("_pos")
-    is_utf8 = _utf8_check(raw.sparkSession)
+    is_utf8 = _UTF8_CHECKS[utf8_kind]
     followed_by_newline = position < F.col("_n") - 1
     is_line = followed_by_newline | ~(F.col("_ends_with_newline") | F.col("_empty"))
     # A file that is not UTF-8 (checked whole, once: `_utf8`) is split as ISO-8859-1 text, one character per byte, so
@@ -128,28 +152,32 @@ def from_local_files(raw: DataFrame, source_name: str, arrival_ms: int) -> DataF
     utf8, line = F.col("_utf8"), F.when(followed_by_newline & piece.endswith("\r"), piece.substr(F.lit(1), F.length(piece) - 1)).otherwise(piece)
     line_bytes = F.encode(line, "ISO-8859-1")
     bad_line = F.when(utf8, F.lit(False)).otherwise(~is_utf8(line_bytes))
-    return raw.select(value, is_utf8(value.cast("binary")).alias("_utf8")).select(
-        # Whole-stage codegen evaluates this where it is used, after the explode: once per line, not per file.
-        # A regex here cost 10% of the validation's CPU (1M lines); substring_index scans back to the last "/".
-        F.substring_index(F.input_file_name(), "/", -1).alias("_file"),
-        value.endswith("\n").alias("_ends_with_newline"),
-        (value == "").alias("_empty"),
-        F.split(F.when(utf8, value).otherwise(F.decode(value.cast("binary"), "ISO-8859-1")), "\n").alias("_pieces"),
-        utf8,
-    ).select(
-        "*", F.size("_pieces").alias("_n")
-    ).select(
+    return _LocalColumns(
+        read=ColumnSeq([value, is_utf8(value.cast("binary")).alias("_utf8")]),
+        split=ColumnSeq([
+            # Whole-stage codegen evaluates this where it is used, after the explode: once per line, not per file.
+            # A regex here cost 10% of the validation's CPU (1M lines); substring_index scans back to the last "/".
+            F.substring_index(F.input_file_name(), "/", -1).alias("_file"),
+            value.endswith("\n").alias("_ends_with_newline"),
+            (value == "").alias("_empty"),
+            F.split(F.when(utf8, value).otherwise(F.decode(value.cast("binary"), "ISO-8859-1")), "\n").alias("_pieces"),
+            utf8,
+        ]),
+        counted=ColumnSeq([F.col("*"), F.size("_pieces").alias("_n")]),
         # _n is computed before the generator: computed after it, every exploded row would carry the array.
-        "_file", "_ends_with_newline", "_empty", "_n", "_utf8", F.posexplode("_pieces").alias("_pos", "_piece"),
-    ).filter(is_line).transform(lambda lines: with_batch_constants(lines, {"_arrival_ms": arrival_ms})).select(
-        F.when(utf8, line).when(bad_line, F.base64(line_bytes)).otherwise(line_bytes.cast("string")).alias("payload"),
-        _no_record(),
-        F.lit(source_name).alias("source"),
-        F.col("_file").alias("source_partition"),
-        (position + 1).cast("string").alias("source_offset"),
-        F.expr("timestamp_millis(_arrival_ms)").alias("arrival_time"),
-        F.when(bad_line, F.struct(F.lit("malformed_json").alias("reason"), F.lit(NOT_UTF8).alias("detail"))).cast(PROBLEM_DDL)
-        .alias("problem"),
+        exploded=ColumnSeq([F.col(name) for name in ("_file", "_ends_with_newline", "_empty", "_n", "_utf8")]
+                           + [F.posexplode("_pieces").alias("_pos", "_piece")]),
+        is_line=is_line,
+        envelope=ColumnSeq([
+            F.when(utf8, line).when(bad_line, F.base64(line_bytes)).otherwise(line_bytes.cast("string")).alias("payload"),
+            _no_record(),
+            F.lit(source_name).alias("source"),
+            F.col("_file").alias("source_partition"),
+            (position + 1).cast("string").alias("source_offset"),
+            F.expr("timestamp_millis(_arrival_ms)").alias("arrival_time"),
+            F.when(bad_line, F.struct(F.lit("malformed_json").alias("reason"), F.lit(NOT_UTF8).alias("detail"))).cast(PROBLEM_DDL)
+            .alias("problem"),
+        ]),
     )
 
 
@@ -169,16 +197,40 @@ def _utf8_check(session):
     sequence with U+FFFD (StringDecode: `new String(bytes, charset)`), and encoding them again gives other bytes exactly
     when they were not UTF-8. Spark 4's decode raises on malformed input instead (SPARK-48658), so that round trip is
     Spark 3's only."""
+    return _UTF8_CHECKS[_utf8_kind(session)]
+
+
+_UTF8_CHECKS = {
+    "builtin": lambda data: F.call_function("is_valid_utf8", data.cast("string")),  # the cast keeps the bytes as they are
+    "jar": lambda data: F.call_udf(VALID_UTF8_FUNCTION, data),
+    "round trip": lambda data: F.encode(F.decode(data, "UTF-8"), "UTF-8") == data,
+}
+VALID_UTF8_FUNCTION = "streamlake_valid_utf8"
+
+
+def _utf8_kind(session) -> str:
+    """Which of _UTF8_CHECKS `session` has: "jar" registers the jar's function on it (each session has its own
+    registry), with the classes looked up once per JVM (`_utf8_classes`)."""
     if int(session.version.split(".")[0]) >= 4:
-        return lambda data: F.call_function("is_valid_utf8", data.cast("string"))  # the cast keeps the bytes as they are
-    found = session.sparkContext._jvm
+        return "builtin"
+    found = _utf8_classes(session.sparkContext._jvm) if hasattr(F, "call_udf") else None  # call_udf: pyspark 3.4+
+    if found is None:
+        return "round trip"
+    function, boolean = found
+    session._jsparkSession.udf().register(VALID_UTF8_FUNCTION, function(), boolean)
+    return "jar"
+
+
+@functools.cache
+def _utf8_classes(jvm):
+    """(the jar's ValidUtf8 class, Spark's BooleanType), or None without the jar: py4j resolves a dotted name with one
+    reflection round trip per part on every access."""
+    found = jvm
     for part in VALID_UTF8_CLASS.split("."):
         found = getattr(found, part)
-    if hasattr(F, "call_udf") and type(found).__name__ == "JavaClass":  # call_udf: pyspark 3.4+
-        session._jsparkSession.udf().register("streamlake_valid_utf8", found(),
-                                              session.sparkContext._jvm.org.apache.spark.sql.types.DataTypes.BooleanType)
-        return lambda data: F.call_udf("streamlake_valid_utf8", data)
-    return lambda data: F.encode(F.decode(data, "UTF-8"), "UTF-8") == data
+    if type(found).__name__ != "JavaClass":
+        return None
+    return found, jvm.org.apache.spark.sql.types.DataTypes.BooleanType
 
 
 # Spark's Kafka source (spark-sql-kafka-0-10; structured-streaming-kafka-integration, "Creating a Kafka Source"):

@@ -315,3 +315,43 @@ def test_entrypoint_starts_the_glue_spark_context_with_the_job_static_settings(m
         glue_entry.main(_argv(_source("kinesis", KINESIS)))
     assert requested == [{"spark.sql.codegen.cache.maxEntries": str(session.CODEGEN_CACHE_ENTRIES), **session.CALENDAR_SETTINGS,
                           **FAIR_SCHEDULING}]
+
+
+def _py4j_commands(spark, action) -> dict[str, int]:
+    """The py4j commands `action()` sends to the JVM, by kind ("c" a call, "r" a reflection lookup, "i" a constructor...;
+    py4j/protocol.py): pyspark's pinned-thread mode talks through py4j.clientserver."""
+    import collections
+
+    import py4j.clientserver
+
+    if not isinstance(spark.sparkContext._gateway, py4j.clientserver.ClientServer):
+        pytest.skip("py4j's ClientServer is not this session's gateway (PYSPARK_PIN_THREAD=false)")
+    sent: collections.Counter = collections.Counter()
+    original = py4j.clientserver.ClientServerConnection.send_command
+
+    def counted(self, command):
+        sent[command.split("\n", 1)[0]] += 1
+        return original(self, command)
+
+    py4j.clientserver.ClientServerConnection.send_command = counted
+    try:
+        action()
+    finally:
+        py4j.clientserver.ClientServerConnection.send_command = original
+    return dict(sent)
+
+
+def test_the_local_adapter_builds_a_sources_columns_once(spark, tmp_path):
+    """from_local_files' columns are built once per source name (glue_jobs/sources._local_columns): a source's next batch
+    plans its selects in a few py4j round trips, not the ~270 (about 120 of them reflection lookups) of building them;
+    another source's name builds its own. Counted, not timed: each round trip is a fixed cost of every micro-batch."""
+    (tmp_path / "a.json").write_text('{"x":1}\n', encoding="utf-8")
+    raw = spark.read.format("text").option("wholetext", "true").load(str(tmp_path))
+    name = f"once-{tmp_path.name}"  # a name no other test used: its first batch builds
+    first = _py4j_commands(spark, lambda: from_local_files(raw, name, 1700000000000))
+    again = _py4j_commands(spark, lambda: from_local_files(raw, name, 1700000000001))
+    other = _py4j_commands(spark, lambda: from_local_files(raw, f"{name}-other", 1700000000002))
+    assert sum(first.values()) > 100 and sum(other.values()) > 100, (first, other)
+    assert sum(again.values()) <= 30 and again.get("r", 0) <= 4, again
+    rows = from_local_files(raw, name, 1700000000003).select("payload", "source", F.expr("unix_millis(arrival_time)")).collect()
+    assert [tuple(r) for r in rows] == [('{"x":1}', name, 1700000000003)]
