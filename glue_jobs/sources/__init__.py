@@ -62,19 +62,25 @@ def _require(raw: DataFrame, columns, source: str) -> None:
         raise ValueError(f"{source} frame lacks column(s) {missing}; it has {raw.columns}")
 
 
-def _record_timestamp(raw: DataFrame, source: str, notes: list[str] | None = None):
-    """arrival_time from `__src_timestamp` (see the module docstring for the types taken). With `notes`, a missing
-    column or another type gives the processing time instead, and a note; without, they are refused."""
+def _record_timestamp(raw: DataFrame, source: str, notes: list[str] | None = None) -> str:
+    """How arrival_time comes from `__src_timestamp` (see the module docstring for the types taken): "timestamp" (as it
+    is), "epoch ms" (a long), or, with `notes`, "processing time" when the column is missing or of another type, with a
+    note; without `notes` those are refused. `_ARRIVAL_TIMES` has the column of each."""
     if RECORD_TIMESTAMP not in raw.columns or not isinstance(raw.schema[RECORD_TIMESTAMP].dataType, (T.TimestampType, T.LongType)):
         found = (f"is {raw.schema[RECORD_TIMESTAMP].dataType.simpleString()}, not a timestamp or epoch-ms long"
                  if RECORD_TIMESTAMP in raw.columns else "is missing (read with addRecordTimestamp=true)")
         if notes is None:
             raise ValueError(f"{source} frame: {RECORD_TIMESTAMP} {found}")
         notes.append(f"{RECORD_TIMESTAMP} {found}: arrival_time is the batch's processing time")
-        return F.current_timestamp().alias("arrival_time")
-    if isinstance(raw.schema[RECORD_TIMESTAMP].dataType, T.TimestampType):
-        return _quoted(RECORD_TIMESTAMP).alias("arrival_time")
-    return F.expr(f"timestamp_millis(`{RECORD_TIMESTAMP}`)").alias("arrival_time")
+        return "processing time"
+    return "timestamp" if isinstance(raw.schema[RECORD_TIMESTAMP].dataType, T.TimestampType) else "epoch ms"
+
+
+_ARRIVAL_TIMES = {
+    "processing time": lambda: F.current_timestamp().alias("arrival_time"),
+    "timestamp": lambda: _quoted(RECORD_TIMESTAMP).alias("arrival_time"),
+    "epoch ms": lambda: F.expr(f"timestamp_millis(`{RECORD_TIMESTAMP}`)").alias("arrival_time"),
+}
 
 
 def spread(raw: DataFrame, min_partitions: int) -> DataFrame:
@@ -101,15 +107,24 @@ def from_kinesis(raw: DataFrame, source_name: str, notes: list[str] | None = Non
         )
     if other:
         notes.append(f"unexpected column(s) {other} ignored (the frame has {raw.columns})")
-    return raw.select(
-        _quoted(text[0]).cast("string").alias("payload"),
+    from pyspark import SparkContext
+
+    return select(raw, _kinesis_columns(SparkContext._jvm, source_name, text[0], _record_timestamp(raw, "Kinesis", notes)))
+
+
+@functools.cache
+def _kinesis_columns(jvm, source_name: str, text: str, arrival: str) -> ColumnSeq:
+    """from_kinesis' select for one source, record-text column and arrival time (_ARRIVAL_TIMES), built once per JVM
+    (as from_local_files' columns: about 60 py4j round trips a batch when built per batch)."""
+    return ColumnSeq([
+        _quoted(text).cast("string").alias("payload"),
         _no_record(),
         F.lit(source_name).alias("source"),
         F.lit(None).cast("string").alias("source_partition"),
         F.lit(None).cast("string").alias("source_offset"),
-        _record_timestamp(raw, "Kinesis", notes),
+        _ARRIVAL_TIMES[arrival](),
         _no_problem(),
-    )
+    ])
 
 
 def from_local_files(raw: DataFrame, source_name: str, arrival_ms: int) -> DataFrame:

@@ -11,7 +11,7 @@ from pyspark.sql import types as T
 
 from glue_jobs import datasets, glue_entry
 from glue_jobs.schema import envelope_schema
-from glue_jobs.sources import from_kinesis, from_local_files
+from glue_jobs.sources import RECORD_TIMESTAMP, from_kinesis, from_local_files
 
 # What Glue hands the batch function (docs/streaming-job.md "Sources"): Kinesis read from the catalog table
 # with inferSchema=true, one string column with the record text, plus __src_timestamp (addRecordTimestamp).
@@ -355,3 +355,18 @@ def test_the_local_adapter_builds_a_sources_columns_once(spark, tmp_path):
     assert sum(again.values()) <= 30 and again.get("r", 0) <= 4, again
     rows = from_local_files(raw, name, 1700000000003).select("payload", "source", F.expr("unix_millis(arrival_time)")).collect()
     assert [tuple(r) for r in rows] == [('{"x":1}', name, 1700000000003)]
+
+
+def test_the_kinesis_adapter_builds_a_sources_columns_once(spark):
+    """from_kinesis' select is built once per source, text column and arrival time (glue_jobs/sources._kinesis_columns);
+    a frame whose timestamp is missing gets the processing time and its note on every batch, cached or not."""
+    frame, name = _kinesis_frame(spark), f"kinesis-once-{id(spark)}"
+    first = _py4j_commands(spark, lambda: from_kinesis(frame, name))
+    again = _py4j_commands(spark, lambda: from_kinesis(frame, name))
+    assert sum(first.values()) > 30 and sum(again.values()) <= 12 and again.get("r", 0) <= 2, (first, again)
+    bare = spark.range(1).select(F.lit(PAYLOAD).alias(KINESIS_TEXT))
+    for _ in range(2):
+        notes: list[str] = []
+        row = from_kinesis(bare, name, notes).select("payload", "source", "arrival_time").first()
+        assert (row.payload, row.source, row.arrival_time is not None) == (PAYLOAD, name, True)
+        assert notes == [f"{RECORD_TIMESTAMP} is missing (read with addRecordTimestamp=true): arrival_time is the batch's processing time"]
