@@ -115,7 +115,7 @@ def from_kinesis(raw: DataFrame, source_name: str, notes: list[str] | None = Non
 @functools.cache
 def _kinesis_columns(jvm, source_name: str, text: str, arrival: str) -> ColumnSeq:
     """from_kinesis' select for one source, record-text column and arrival time (_ARRIVAL_TIMES), built once per JVM
-    (as from_local_files' columns: about 60 py4j round trips a batch when built per batch)."""
+    (as from_local_files' columns: dozens of py4j round trips a batch when built per batch)."""
     return ColumnSeq([
         _quoted(text).cast("string").alias("payload"),
         _no_record(),
@@ -132,7 +132,7 @@ def from_local_files(raw: DataFrame, source_name: str, arrival_ms: int) -> DataF
     the final terminator ends the last line (it does not start an empty one); blank lines are records.
     arrival_ms (epoch ms) is the batch's processing time: files carry no per-record arrival time (it is
     joined as data, not a literal: see glue_jobs/batch_constants.py). The columns are built once per source and JVM
-    (`_local_columns`): built per batch they were about 150 py4j round trips, a third of them reflection lookups."""
+    (`_local_columns`): built per batch they were about 270 py4j round trips, 120 of them reflection lookups."""
     from pyspark import SparkContext
 
     _require(raw, ("value",), "local text")
