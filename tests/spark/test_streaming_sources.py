@@ -319,8 +319,9 @@ def test_entrypoint_starts_the_glue_spark_context_with_the_job_static_settings(m
 
 def _py4j_commands(spark, action) -> dict[str, int]:
     """The py4j commands `action()` sends to the JVM, by kind ("c" a call, "r" a reflection lookup, "i" a constructor...;
-    py4j/protocol.py): pyspark's pinned-thread mode talks through py4j.clientserver."""
+    py4j/protocol.py), object releases ("m") left out: pyspark's pinned-thread mode talks through py4j.clientserver."""
     import collections
+    import gc
 
     import py4j.clientserver
 
@@ -333,11 +334,13 @@ def _py4j_commands(spark, action) -> dict[str, int]:
         sent[command.split("\n", 1)[0]] += 1
         return original(self, command)
 
+    gc.collect()  # the proxies of earlier work released now, not while `action` runs
     py4j.clientserver.ClientServerConnection.send_command = counted
     try:
         action()
     finally:
         py4j.clientserver.ClientServerConnection.send_command = original
+    sent.pop("m", None)  # object releases: Python's garbage collector frees proxies whenever it runs, not `action`'s work
     return dict(sent)
 
 
